@@ -1,0 +1,52 @@
+"""The ``funcsion`` command line.
+
+Each subcommand lives in its own module and registers itself through
+``add_parser(subparsers)`` and a ``run(args) -> int``. ``main`` turns every
+``FuncsionError`` into a message and exit code 2 (bad input) without a
+traceback; unexpected errors still print one, since they are bugs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from wds import FuncsionError
+
+from . import inspect_cmd
+
+__all__ = ["main", "build_parser"]
+
+_COMMANDS = [inspect_cmd]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="funcsion",
+        description="Ephemeral storage for serverless workflows: run, inspect and deploy funcsion workflows.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for mod in _COMMANDS:
+        mod.add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code: int = args.run(args)
+    except FuncsionError as exc:
+        print(f"funcsion {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"funcsion {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    return code
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

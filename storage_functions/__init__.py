@@ -1,0 +1,8 @@
+"""SION's ServerlessMemory layer: the storage-function runtime that runs inside
+a storage Lambda, the client daemon (function pool, placement, queues,
+persistent buffer, recovery), COS adapters, the local Lambda platform and the
+AWS invoker. Not yet built."""
+
+from __future__ import annotations
+
+__all__: list[str] = []

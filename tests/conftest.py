@@ -1,0 +1,32 @@
+"""Shared fixtures. Tiers: tests/unit (pure, no sockets), tests/functional (one
+process, real protocols on loopback, moto for AWS), tests/integration (the whole
+local stack, examples, fault injection)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLES = REPO / "examples"
+DATA = Path(__file__).resolve().parent / "data"
+
+
+@pytest.fixture
+def repo() -> Path:
+    return REPO
+
+
+@pytest.fixture
+def example_paths() -> dict[str, Path]:
+    return {
+        "wordcount": EXAMPLES / "wordcount" / "wordcount.wds.json",
+        "gg_compile": EXAMPLES / "gg_compile" / "gg_compile.wds.json",
+        "video": EXAMPLES / "video" / "video.wds.json",
+    }
+
+
+@pytest.fixture
+def fig9_path() -> Path:
+    return DATA / "fig9.wds.json"

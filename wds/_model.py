@@ -1,0 +1,102 @@
+"""Typed in-memory model of a workflow description (WDS).
+
+Covers the raw JSON shapes (TypedDicts, as written in FuncStore Fig. 2) and the
+validated, template-expanded model (frozen dataclasses) that the rest of
+funcsion consumes. Parsing and validation live in ``_parse``; templates in
+``_templates``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import NotRequired, TypedDict
+
+__all__ = [
+    "FunctionDoc",
+    "StageDoc",
+    "WDSDocument",
+    "FunctionSpec",
+    "Stage",
+    "Workflow",
+]
+
+
+class FunctionDoc(TypedDict):
+    """One entry of a stage's ``functions`` list, as written in the file."""
+
+    start: bool
+    name: str
+    input: list[str]
+    output: list[str]
+    next: list[str]
+    replicas: NotRequired[int | str]
+
+
+class StageDoc(TypedDict):
+    stage_id: int
+    functions: list[FunctionDoc]
+
+
+class WDSDocument(TypedDict):
+    app: str
+    workflow_id: int | str
+    category: str
+    spec: dict[str, StageDoc]
+    inputs: NotRequired[list[str]]
+    params: NotRequired[dict[str, int]]
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionSpec:
+    """One (expanded) function of the workflow.
+
+    ``json_path`` points at the entry in the source file that produced it
+    (a templated entry produces several functions with the same path);
+    ``replica`` is the template index, or ``None`` for a plain entry.
+    """
+
+    name: str
+    stage_name: str
+    stage_id: int
+    start: bool
+    input: tuple[str, ...]
+    output: tuple[str, ...]
+    next: tuple[str, ...]
+    json_path: str
+    template: str | None = None
+    replica: int | None = None
+
+    @property
+    def last_output(self) -> str | None:
+        """The write that triggers this function's deferred commit."""
+        return self.output[-1] if self.output else None
+
+
+@dataclass(frozen=True, slots=True)
+class Stage:
+    name: str
+    stage_id: int
+    functions: tuple[FunctionSpec, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Workflow:
+    """A validated workflow: stages in ``stage_id`` order, templates expanded."""
+
+    app: str
+    workflow_id: int | str
+    category: str
+    stages: tuple[Stage, ...]
+    inputs: tuple[str, ...] = ()
+    params: dict[str, int] = field(default_factory=dict)
+    source: str = "<string>"
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def functions(self) -> dict[str, FunctionSpec]:
+        return {f.name: f for s in self.stages for f in s.functions}
+
+    @property
+    def key(self) -> str:
+        """A stable registry key: ``app/workflow_id``."""
+        return f"{self.app}/{self.workflow_id}"

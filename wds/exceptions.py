@@ -1,0 +1,55 @@
+"""Errors of the ``wds`` package.
+
+    FuncsionError                      (defined here: the root of every funcsion error)
+    └── WDSError
+        └── WDSValidationError         carries every ``Issue`` found in one file
+
+Each ``Issue`` names the file, the JSON path, what is wrong and how to fix it.
+``wds`` is the bottom of the import graph, so the project's root exception
+lives here and every other package re-exports it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["FuncsionError", "WDSError", "WDSValidationError", "Issue"]
+
+
+class FuncsionError(Exception):
+    """Root of every error funcsion raises on purpose."""
+
+
+class WDSError(FuncsionError):
+    """A workflow description could not be used."""
+
+
+@dataclass(frozen=True, slots=True)
+class Issue:
+    """One problem in a WDS file."""
+
+    source: str
+    path: str
+    message: str
+    fix: str = ""
+    line: int | None = None
+    column: int | None = None
+
+    def __str__(self) -> str:
+        where = self.source
+        if self.line is not None:
+            where += f":{self.line}:{self.column}"
+        text = f"{where}: {self.path}: {self.message}"
+        if self.fix:
+            text += f" Fix: {self.fix}"
+        return text
+
+
+class WDSValidationError(WDSError):
+    """Raised with every issue found, not just the first."""
+
+    def __init__(self, issues: list[Issue]) -> None:
+        self.issues = list(issues)
+        n = len(self.issues)
+        head = f"{n} error{'s' if n != 1 else ''} in workflow description"
+        super().__init__(head + ":\n" + "\n".join(f"  - {i}" for i in self.issues))
