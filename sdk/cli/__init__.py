@@ -15,10 +15,20 @@ from collections.abc import Sequence
 from wds import FuncsionError
 
 from . import inspect_cmd
+from ._dispatch import add_group
 
 __all__ = ["main", "build_parser"]
 
 _COMMANDS = [inspect_cmd]
+# group -> (help, {subcommand: module under sdk.cli})
+_GROUPS = {
+    "serve": ("run one funcsion server in the foreground", {
+        "metadata": "serve_metadata", "daemon": "serve_daemon"}),
+    "bench": ("benchmarks; add --json for one JSON object as the last line", {
+        "metadata": "bench_metadata", "store": "bench_store", "hdag": "bench_hdag"}),
+    "deploy": ("deploy storage functions or a workflow", {
+        "storage": "deploy_storage"}),
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -29,6 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for mod in _COMMANDS:
         mod.add_parser(sub)
+    for name, (help_text, members) in _GROUPS.items():
+        add_group(sub, name, help_text, members)
     return parser
 
 
