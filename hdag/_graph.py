@@ -18,6 +18,7 @@ function-level DAG cannot.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -157,10 +158,11 @@ class HDAG:
                         tuple(dict.fromkeys(pt for o in objs for pt in self.objects[o].pattern)))
             for p, objs in pipe_objects.items()
         }
-        self.graph = self._build_graph()
 
-    # -- construction ---------------------------------------------------------------
-    def _build_graph(self) -> nx.DiGraph:
+    # -- the networkx graph (built on first use: the runtime needs only the tables) --
+    @functools.cached_property
+    def graph(self) -> nx.DiGraph:
+        """The HDAG as a networkx DiGraph (node kinds in the module docstring)."""
         g = nx.DiGraph(app=self.workflow.app, workflow_id=self.workflow.workflow_id)
         for f in self.functions.values():
             g.add_node(("function", f.name), kind="function", stage=f.stage, start=f.start)

@@ -318,7 +318,7 @@ def _graph_checks(chk: _Checker, functions: list[FunctionSpec], declared_inputs:
         for k, target in enumerate(f.next):
             g = by_name.get(target)
             if g is None:
-                close = difflib.get_close_matches(target, list(by_name), n=1)
+                close = difflib.get_close_matches(target, list(by_name), n=1, cutoff=0.5)
                 chk.add(f"{f.json_path}.next[{k}]" if f.replica is None else _where(f),
                         f"next names unknown function {target!r}",
                         f"did you mean {close[0]!r}?" if close else "name a function defined in spec")
