@@ -77,6 +77,7 @@ class FunctionInfo:
     next: tuple[str, ...]
     template: str | None
     replica: int | None
+    handler: str
 
     @property
     def last_output(self) -> str | None:
@@ -86,7 +87,8 @@ class FunctionInfo:
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"stage": self.stage, "stage_name": self.stage_name, "start": self.start,
                              "inputs": list(self.inputs), "outputs": list(self.outputs),
-                             "next": list(self.next), "last_output": self.last_output}
+                             "next": list(self.next), "last_output": self.last_output,
+                             "handler": self.handler}
         if self.template is not None:
             d["template"] = self.template
             d["replica"] = self.replica
@@ -124,7 +126,7 @@ class HDAG:
         stage = {f.name: f.stage_id for f in specs.values()}
         self.functions: dict[str, FunctionInfo] = {
             f.name: FunctionInfo(f.name, f.stage_id, f.stage_name, f.start, f.input, f.output, f.next,
-                                 f.template, f.replica)
+                                 f.template, f.replica, f.handler_ref)
             for f in specs.values()
         }
         features = extract_features(producer=producer, readers={o: tuple(r) for o, r in readers.items()},

@@ -30,6 +30,7 @@ class FunctionDoc(TypedDict):
     output: list[str]
     next: list[str]
     replicas: NotRequired[int | str]
+    handler: NotRequired[str]
 
 
 class StageDoc(TypedDict):
@@ -65,6 +66,21 @@ class FunctionSpec:
     json_path: str
     template: str | None = None
     replica: int | None = None
+    handler: str | None = None
+
+    @property
+    def entry(self) -> str:
+        """The name of the WDS entry this function came from (its template, or its own name)."""
+        return self.template if self.template is not None else self.name
+
+    @property
+    def handler_ref(self) -> str:
+        """``module:function`` of its code: the ``handler`` key, else ``handlers:<entry base name>``
+        where the base name is the entry's name up to its first template brace, trailing ``_`` dropped."""
+        if self.handler:
+            return self.handler
+        base = self.entry.split("{", 1)[0].rstrip("_-") or "handler"
+        return f"handlers:{base}"
 
     @property
     def last_output(self) -> str | None:

@@ -25,8 +25,9 @@ __all__ = ["load", "loads", "validate"]
 
 _TOP_KEYS = {"app", "workflow_id", "category", "spec", "inputs", "params", "description"}
 _STAGE_KEYS = {"stage_id", "functions"}
-_FUNC_KEYS = {"start", "name", "input", "output", "next", "replicas"}
+_FUNC_KEYS = {"start", "name", "input", "output", "next", "replicas", "handler"}
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_HANDLER = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
 
 def _key_path(base: str, key: str) -> str:
@@ -210,6 +211,11 @@ def _stage_entries(chk: _Checker, spec: Mapping[str, Any]) -> list[_Entry]:
             chk.field(fdoc, "start", fpath, bool, "true or false", '"start": false')
             for key in ("input", "output", "next"):
                 chk.string_list(fdoc, key, fpath)
+            handler = chk.field(fdoc, "handler", fpath, str, 'a "module:function" string',
+                                '"handler": "handlers:mapper"', required=False)
+            if handler is not None and not _HANDLER.match(handler):
+                chk.add(_key_path(fpath, "handler"), f"handler {handler!r} is not of the form module:function",
+                        'write e.g. "handlers:mapper" (a module importable next to the WDS file)')
             if isinstance(fdoc.get("name"), str) and not fdoc["name"]:
                 chk.add(_key_path(fpath, "name"), "function name is empty", "give the function a name")
             if len(chk.issues) == n_before and sid is not None:
@@ -252,6 +258,7 @@ def _expand(chk: _Checker, entries: list[_Entry], params: Mapping[str, int]) -> 
                 input=tuple(dict.fromkeys(lists["input"])), output=tuple(lists["output"]),
                 next=tuple(dict.fromkeys(lists["next"])), json_path=e.path,
                 template=doc["name"] if idx is not None else None, replica=idx,
+                handler=doc.get("handler"),
             ))
     return None if len(chk.issues) > n_before else out
 

@@ -272,3 +272,19 @@ def test_unreadable_file(tmp_path: Any) -> None:
     with pytest.raises(WDSValidationError) as err:
         wds.load(tmp_path / "missing.json")
     assert "cannot read the file" in str(err.value)
+
+
+def test_handler_key_and_default_handler() -> None:
+    d = copy.deepcopy(GOOD)
+    d["spec"]["s2"]["functions"][0]["handler"] = "mycode.tasks:process"
+    wf = wds.loads(json.dumps(d))
+    assert wf.functions["p0"].handler_ref == "mycode.tasks:process"
+    assert wf.functions["p1"].handler_ref == "handlers:p1"
+    d["spec"]["s2"]["functions"][1]["handler"] = "not a ref"
+    one(d, "is not of the form module:function")
+
+
+def test_templated_functions_share_a_default_handler(example_paths: Any) -> None:
+    wf = wds.load(example_paths["wordcount"])
+    assert wf.functions["mapper_03"].handler_ref == "handlers:mapper"
+    assert wf.functions["mapper_03"].entry == "mapper_{i:02d}"

@@ -1,0 +1,167 @@
+"""One typed configuration object for the whole stack.
+
+Precedence, highest first: an explicit argument to ``Config.load(...)``, a
+``FUNCSION_<FIELD>`` environment variable, ``funcsion.toml`` (or the
+``[tool.funcsion]`` table of ``pyproject.toml``) in the working directory, the
+default. Every value is checked at load: a bad one raises ``ConfigError``
+naming the field, where the value came from, and what is allowed.
+Lower packages never read this: the CLI hands them plain arguments.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from wds import FuncsionError
+
+from ._constants import CONFIG_FILE, ENV_PREFIX
+
+__all__ = ["Config", "ConfigError", "POLICIES"]
+
+POLICIES = ("funcstore", "pocket", "oracle", "jiffy:<lease_ms>")
+_POLICY = re.compile(r"^(funcstore|pocket|oracle|jiffy:[1-9][0-9]*)$")
+
+
+class ConfigError(FuncsionError):
+    """A configuration value is missing or wrong."""
+
+
+def _check(name: str, value: Any, where: str) -> None:
+    def bad(rule: str) -> ConfigError:
+        return ConfigError(f"config field {name!r} = {value!r} (from {where}) is invalid: {rule}")
+
+    if name.endswith("_port") and not 0 <= value <= 65535:
+        raise bad("a port is 0..65535 (0 picks a free one)")
+    if name == "policy" and not _POLICY.match(value):
+        raise bad("use funcstore, pocket, oracle or jiffy:<lease_ms>, e.g. jiffy:5000")
+    if name in ("block_size", "ec_data", "max_object_size", "memory_budget_mb", "storage_functions",
+                "function_memory_mb", "task_memory_mb", "max_attempts", "task_timeout_s") and value < 1:
+        raise bad("must be at least 1")
+    if name in ("ec_parity", "kill_rate", "crash_rate", "run_ttl_s", "idle_reclaim_min_s",
+                "idle_reclaim_max_s", "task_concurrency") and value < 0:
+        raise bad("must not be negative")
+    if name in ("kill_rate", "crash_rate") and value > 1:
+        raise bad("is a probability between 0 and 1")
+
+
+@dataclass(frozen=True)
+class Config:
+    """Every setting of a funcsion stack (see README, "Configuration")."""
+
+    # servers
+    host: str = "127.0.0.1"
+    metadata_port: int = 7917
+    daemon_port: int = 7918
+    state_dir: str = ".funcsion"
+    cos_url: str = ""  # default: file://<state_dir>/cos
+    # storage
+    block_size: int = 1 << 20
+    ec_data: int = 10
+    ec_parity: int = 2
+    max_object_size: int = 1 << 30
+    memory_budget_mb: int = 4096
+    storage_functions: int = 12
+    function_memory_mb: int = 1024
+    idle_reclaim_min_s: float = 300.0
+    idle_reclaim_max_s: float = 600.0
+    # runs
+    policy: str = "funcstore"
+    run_ttl_s: float = 3600.0
+    # tasks
+    task_memory_mb: int = 512
+    task_timeout_s: float = 300.0
+    task_concurrency: int = 0  # 0: one per core
+    max_attempts: int = 3
+    # fault injection
+    kill_rate: float = 0.0
+    crash_rate: float = 0.0
+    # aws
+    region: str = "us-east-1"
+    role_arn: str = ""
+    s3_endpoint_url: str = ""
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def resolved_cos_url(self) -> str:
+        return self.cos_url or (Path(self.state_dir).resolve() / "cos").as_uri()
+
+    @classmethod
+    def field_names(cls) -> list[str]:
+        return [f.name for f in fields(cls) if f.name != "sources"]
+
+    @classmethod
+    def load(cls, *, cwd: str | Path | None = None, env: Mapping[str, str] | None = None,
+             **explicit: Any) -> Config:
+        """Merge the four sources; raise ``ConfigError`` on the first bad value."""
+        env = os.environ if env is None else env
+        types = {f.name: f.type for f in fields(cls)}
+        known = set(cls.field_names())
+        values: dict[str, Any] = {}
+        sources: dict[str, str] = {}
+        file_values, file_name = _read_file(Path(cwd or "."))
+        for name, value in file_values.items():
+            if name not in known:
+                raise ConfigError(f"{file_name}: unknown config field {name!r}; known: {', '.join(sorted(known))}")
+            values[name], sources[name] = _coerce(name, value, types[name], file_name), file_name
+        for name in known:
+            var = ENV_PREFIX + name.upper()
+            if var in env:
+                values[name], sources[name] = _coerce(name, env[var], types[name], f"${var}"), f"${var}"
+        for name, value in explicit.items():
+            if name not in known:
+                raise ConfigError(f"unknown config field {name!r}; known: {', '.join(sorted(known))}")
+            if value is not None:
+                values[name], sources[name] = _coerce(name, value, types[name], "argument"), "argument"
+        cfg = cls(**values, sources=sources)
+        for name in known:
+            _check(name, getattr(cfg, name), sources.get(name, "default"))
+        if cfg.idle_reclaim_max_s < cfg.idle_reclaim_min_s:
+            raise ConfigError("config fields idle_reclaim_min_s/idle_reclaim_max_s: the max is below the min")
+        return cfg
+
+    def replace(self, **changes: Any) -> Config:
+        return dataclasses.replace(self, **changes)
+
+
+def _read_file(cwd: Path) -> tuple[dict[str, Any], str]:
+    own = cwd / CONFIG_FILE
+    try:
+        if own.is_file():
+            return tomllib.loads(own.read_text(encoding="utf-8")), str(own)
+        py = cwd / "pyproject.toml"
+        if py.is_file():
+            table = tomllib.loads(py.read_text(encoding="utf-8")).get("tool", {}).get("funcsion", {})
+            return dict(table), f"{py} [tool.funcsion]"
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{own if own.is_file() else cwd / 'pyproject.toml'}: not valid TOML: {exc}") from None
+    return {}, ""
+
+
+def _coerce(name: str, value: Any, typ: Any, where: str) -> Any:
+    kind = {"int": int, "float": float, "str": str}.get(typ if isinstance(typ, str) else typ.__name__)
+    try:
+        if kind is int:
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                raise ValueError
+            return int(value)
+        if kind is float:
+            if isinstance(value, bool):
+                raise ValueError
+            return float(value)
+        if kind is str:
+            if not isinstance(value, str):
+                raise ValueError
+            return value
+    except (TypeError, ValueError):
+        pass
+    else:
+        return value
+    raise ConfigError(f"config field {name!r} = {value!r} (from {where}) is not a valid "
+                      f"{getattr(kind, '__name__', typ)}")
