@@ -1,0 +1,154 @@
+"""Amazon States Language for a workflow, generated from its HDAG.
+
+Shape: one state per *level*, in stage order, where a stage whose functions
+depend on each other (FuncStore Fig. 9's F4 -> F5) is split into levels by
+its internal data flow. A level with one plain function is a Task; one
+templated entry is a Pass (the replica names) followed by an INLINE Map with
+``MaxConcurrency`` and an ``ItemSelector``; several entries run as branches of
+a Parallel. Every task gets ``{"funcsion": <context>, "run_id":
+$$.Execution.Name, "function": <name>}``; results are discarded
+(``ResultPath: null``) so only references travel in the state (Step
+Functions caps it at 256 KiB). Tasks carry AWS's recommended Lambda Retry
+list plus ``States.TaskFailed``; every level has a Catch into a cleanup task
+that ends the run (freeing all its objects) before the execution fails; a
+final task ends the run on success.
+
+Pure: takes the HDAG and a function that maps a WDS entry to a Lambda ARN.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import networkx as nx
+
+from hdag import HDAG
+
+__all__ = ["AslOptions", "build_asl", "lambda_name", "levels", "LAMBDA_RETRY", "END_RUN", "CLEANUP", "FAILED"]
+
+#: AWS's recommended retry list for the lambda:invoke integration.
+LAMBDA_RETRY: list[dict[str, Any]] = [
+    {"ErrorEquals": ["Lambda.ClientExecutionTimeoutException", "Lambda.ServiceException",
+                     "Lambda.AWSLambdaException", "Lambda.SdkClientException"],
+     "IntervalSeconds": 1, "MaxAttempts": 3, "BackoffRate": 2, "JitterStrategy": "FULL"},
+]
+
+
+@dataclass(frozen=True)
+class AslOptions:
+    task_retry_attempts: int = 2
+    task_retry_interval_s: int = 1
+    max_concurrency: int = 0  # 0: no limit
+    context_path: str = "$.funcsion"
+
+
+def lambda_name(app: str, entry: str) -> str:
+    """A Lambda function name for a WDS entry: ``<app>-<entry without templates>``, at most 64 chars."""
+    base = re.sub(r"\{[^}]*\}", "", entry).strip("_-") or "task"
+    name = re.sub(r"[^A-Za-z0-9_-]", "-", f"{app}-{base}")
+    return name[:64]
+
+
+def levels(h: HDAG) -> list[tuple[str, list[list[str]]]]:
+    """[(state name, groups)], each group the functions of one WDS entry in that level."""
+    fg = h.function_graph()
+    out: list[tuple[str, list[list[str]]]] = []
+    for sid, stage_name, fns in h.stages():
+        sub = fg.subgraph(fns)
+        depth: dict[str, int] = {}
+        for f in nx.topological_sort(sub):
+            depth[f] = max((depth[p] + 1 for p in sub.predecessors(f)), default=0)
+        n_levels = max(depth.values()) + 1
+        for lvl in range(n_levels):
+            groups: dict[str, list[str]] = {}
+            for f in fns:
+                if depth[f] == lvl:
+                    info = h.functions[f]
+                    groups.setdefault(info.template or f, []).append(f)
+            name = stage_name if n_levels == 1 else f"{stage_name} ({lvl + 1} of {n_levels})"
+            out.append((name[:80], list(groups.values())))
+    return out
+
+
+def _task(fn_expr: dict[str, str], arn: str, opts: AslOptions, *, context: str | None = None,
+          run_id: str = "$$.Execution.Name") -> dict[str, Any]:
+    payload = {"funcsion.$": context or opts.context_path, "run_id.$": run_id, **fn_expr}
+    retry = LAMBDA_RETRY + [{"ErrorEquals": ["States.TaskFailed"], "IntervalSeconds": opts.task_retry_interval_s,
+                             "MaxAttempts": opts.task_retry_attempts, "BackoffRate": 2}]
+    return {
+        "Type": "Task", "Resource": "arn:aws:states:::lambda:invoke",
+        "Parameters": {"FunctionName": arn, "Payload": payload},
+        "ResultPath": None, "Retry": retry, "End": True,
+    }
+
+
+def _group_states(h: HDAG, group: list[str], arn_for: Callable[[str], str], opts: AslOptions,
+                  state_name: str) -> tuple[str, dict[str, Any]]:
+    """(entry state, states) for one entry's functions in one level; the last state has ``End``."""
+    info = h.functions[group[0]]
+    arn = arn_for(info.template or info.name)
+    if info.template is None:
+        return state_name, {state_name: _task({"function": info.name}, arn, opts)}
+    items_state = f"{state_name}: replicas"[:80]
+    item_task = _task({"function.$": "$.function"}, arn, opts, context="$.funcsion", run_id="$.run_id")
+    map_def: dict[str, Any] = {
+        "Type": "Map",
+        "ItemsPath": "$.fanout.items",
+        "ItemSelector": {"funcsion.$": opts.context_path, "run_id.$": "$$.Execution.Name",
+                         "function.$": "$$.Map.Item.Value"},
+        "ItemProcessor": {"ProcessorConfig": {"Mode": "INLINE"}, "StartAt": "task", "States": {"task": item_task}},
+        "MaxConcurrency": opts.max_concurrency,
+        "ResultPath": None,
+        "End": True,
+    }
+    pass_def = {"Type": "Pass", "Result": {"items": list(group)}, "ResultPath": "$.fanout", "Next": state_name}
+    return items_state, {items_state: pass_def, state_name: map_def}
+
+
+def _end_task(cleanup_arn: str, opts: AslOptions, status: str, **extra: Any) -> dict[str, Any]:
+    payload = {"funcsion.$": opts.context_path, "run_id.$": "$$.Execution.Name", "action": "end_run",
+               "status": status, **extra}
+    return {"Type": "Task", "Resource": "arn:aws:states:::lambda:invoke",
+            "Parameters": {"FunctionName": cleanup_arn, "Payload": payload},
+            "ResultPath": None, "Retry": LAMBDA_RETRY}
+
+
+END_RUN, CLEANUP, FAILED = "funcsion: end run", "funcsion: clean up failed run", "funcsion: run failed"
+
+
+def build_asl(h: HDAG, arn_for: Callable[[str], str], cleanup_arn: str,
+              opts: AslOptions | None = None) -> dict[str, Any]:
+    """The state machine definition (a dict; ``json.dumps`` it for AWS)."""
+    opts = opts or AslOptions()
+    catch = [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": CLEANUP}]
+    built: list[tuple[str, dict[str, Any]]] = []
+    for name, groups in levels(h):
+        if len(groups) == 1:
+            built.append(_group_states(h, groups[0], arn_for, opts, name))
+        else:
+            branches = []
+            for g in groups:
+                start, sub = _group_states(h, g, arn_for, opts, h.functions[g[0]].template or g[0])
+                branches.append({"StartAt": start, "States": sub})
+            built.append((name, {name: {"Type": "Parallel", "Branches": branches, "ResultPath": None,
+                                        "End": True}}))
+    states: dict[str, Any] = {}
+    for k, (_, sub) in enumerate(built):
+        nxt = built[k + 1][0] if k + 1 < len(built) else END_RUN
+        for sdef in sub.values():
+            if sdef.pop("End", False):
+                sdef["Next"] = nxt
+                sdef["Catch"] = catch
+        states.update(sub)
+    states[END_RUN] = {**_end_task(cleanup_arn, opts, "succeeded"), "End": True}
+    states[CLEANUP] = {**_end_task(cleanup_arn, opts, "failed", **{"error.$": "$.error"}), "Next": FAILED}
+    states[FAILED] = {"Type": "Fail", "Error": "funcsion.RunFailed",
+                      "Cause": "a task failed after its retries; the run was ended and its objects freed"}
+    return {
+        "Comment": f"funcsion workflow {h.key} ({len(h.functions)} functions), generated from its HDAG",
+        "StartAt": built[0][0],
+        "States": states,
+    }

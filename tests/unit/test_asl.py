@@ -1,0 +1,97 @@
+"""The ASL generated from an HDAG: levels, Parallel/Map shapes, retries, catch."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import hdag
+import wds
+from sdk.deploy import CLEANUP, END_RUN, FAILED, build_asl, lambda_name, levels
+
+
+def asl_for(path: Path, **params: int) -> tuple[hdag.HDAG, dict[str, Any]]:
+    h = hdag.build(wds.load(path, params=params or None))
+    return h, build_asl(h, lambda e: f"arn:aws:lambda:us-east-1:123456789012:function:{lambda_name('x', e)}",
+                        "arn:cleanup")
+
+
+def all_tasks(states: dict[str, Any]) -> list[dict[str, Any]]:
+    out = []
+    for s in states.values():
+        if s["Type"] == "Task":
+            out.append(s)
+        for b in s.get("Branches", []):
+            out += all_tasks(b["States"])
+        if "ItemProcessor" in s:
+            out += all_tasks(s["ItemProcessor"]["States"])
+    return out
+
+
+def test_same_stage_dependencies_split_into_levels(fig9_path: Path) -> None:
+    h = hdag.build(wds.load(fig9_path))
+    lv = levels(h)
+    assert [name for name, _ in lv] == ["stage_m", "stage_m1 (1 of 2)", "stage_m1 (2 of 2)", "stage_m2"]
+    assert lv[1][1] == [["F3"], ["F4"]] and lv[2][1] == [["F5"]]
+
+
+def test_fixed_stages_are_parallel_and_templates_are_inline_maps(example_paths: dict[str, Path]) -> None:
+    h, asl = asl_for(example_paths["video"])
+    states = asl["States"]
+    assert states["split_stage"]["Type"] == "Parallel"
+    encode = states["encode_stage"]
+    assert encode["Type"] == "Parallel"
+    kinds = sorted(next(iter(b["States"].values()))["Type"] for b in encode["Branches"])
+    assert kinds == ["Pass", "Task"]
+    h, asl = asl_for(example_paths["wordcount"], mappers=5)
+    m = asl["States"]["map_stage"]
+    assert m["Type"] == "Map" and m["ItemProcessor"]["ProcessorConfig"]["Mode"] == "INLINE"
+    assert m["ItemSelector"]["function.$"] == "$$.Map.Item.Value"
+    assert m["ItemSelector"]["run_id.$"] == "$$.Execution.Name"
+    assert asl["States"]["map_stage: replicas"]["Result"]["items"] == [f"mapper_{k:02d}" for k in range(5)]
+    assert "MaxConcurrency" in m and m["ResultPath"] is None
+
+
+def test_every_task_has_retries_run_id_and_no_result(example_paths: dict[str, Path]) -> None:
+    for path in example_paths.values():
+        _, asl = asl_for(path)
+        tasks = all_tasks(asl["States"])
+        assert tasks
+        for t in tasks:
+            errors = [e for r in t["Retry"] for e in r["ErrorEquals"]]
+            assert "Lambda.ServiceException" in errors and "Lambda.SdkClientException" in errors
+            assert t["ResultPath"] is None
+            assert "run_id.$" in t["Parameters"]["Payload"]
+        assert any("States.TaskFailed" in r["ErrorEquals"] for t in tasks for r in t["Retry"])
+
+
+def test_every_level_catches_into_cleanup(example_paths: dict[str, Path]) -> None:
+    _, asl = asl_for(example_paths["gg_compile"])
+    states = asl["States"]
+    for name, s in states.items():
+        if name in (END_RUN, CLEANUP, FAILED) or s["Type"] == "Pass":
+            continue
+        assert s["Catch"][0]["Next"] == CLEANUP
+    assert states[CLEANUP]["Next"] == FAILED and states[FAILED]["Type"] == "Fail"
+    assert states[CLEANUP]["Parameters"]["Payload"]["status"] == "failed"
+    assert states[END_RUN]["End"] is True
+    # Every Next points at a state that exists; the chain reaches the end.
+    for s in states.values():
+        assert s.get("Next") is None or s["Next"] in states
+    n, seen = asl["StartAt"], []
+    while n:
+        seen.append(n)
+        n = states[n].get("Next")
+    assert seen[-1] == END_RUN
+
+
+def test_state_stays_small_for_wide_fanout(example_paths: dict[str, Path]) -> None:
+    _, asl = asl_for(example_paths["wordcount"], mappers=256)
+    assert len(json.dumps(asl)) < 1024 * 1024  # the definition limit is 1 MB
+    assert max(len(n) for n in asl["States"]) <= 80
+
+
+def test_lambda_names_are_valid() -> None:
+    assert lambda_name("word-count", "mapper_{i:02d}") == "word-count-mapper"
+    assert len(lambda_name("a" * 100, "b")) == 64
