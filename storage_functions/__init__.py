@@ -6,3 +6,8 @@ AWS invoker. Not yet built."""
 from __future__ import annotations
 
 __all__: list[str] = []
+
+# COS adapters (storage_functions.cos)
+from .cos import COS, LocalCOS, S3COS, RetryPolicy, open_cos  # noqa: E402
+
+__all__ += ["COS", "LocalCOS", "S3COS", "RetryPolicy", "open_cos"]

@@ -5,12 +5,18 @@ standard library and boto3, so its root is its own ``StorageError``; the SDK
 maps these to the ``FuncsionError`` tree at its boundary.
 
     StorageError
-    ├── COSError                 an object-store call failed after its retries
-    │   └── COSNotFound          no such key in the object store
+    ├── COSError                 an object-store call failed (after its retries for transient errors)
+    │   ├── COSNotFound          no such key in the object store
+    │   ├── InvalidKey           a key the object store cannot hold (also a ValueError)
+    │   └── COSConfigError       a COS URL or option that cannot be used (also a ValueError)
     ├── PlatformError            the (local or AWS) Lambda platform refused or failed
     │   ├── FunctionNotDeployed  invoke/kill of a name that was never deployed
-    │   ├── InvocationFailed     the handler raised, timed out, or its instance died
-    │   └── ConcurrencyLimit     more concurrent instances than the configured limit
+    │   ├── InvocationFailed     the handler raised, timed out, ran out of memory, or its
+    │   │                        instance died; carries error_type/error_message/stack_trace
+    │   ├── ConcurrencyLimit     more concurrent instances than the configured limit
+    │   ├── InvalidPayload       an event or result that is not JSON or is over the size limit
+    │   │                        (also a ValueError)
+    │   └── DeployError          packaging or creating/updating a Lambda function failed
     ├── StoreError               the data path (daemon, storage functions) failed
     │   ├── ObjectTooLarge       over the configured maximum object size
     │   ├── UnknownKey           no such key/version in the store
@@ -26,10 +32,14 @@ __all__ = [
     "StorageError",
     "COSError",
     "COSNotFound",
+    "InvalidKey",
+    "COSConfigError",
     "PlatformError",
     "FunctionNotDeployed",
     "InvocationFailed",
     "ConcurrencyLimit",
+    "InvalidPayload",
+    "DeployError",
     "StoreError",
     "ObjectTooLarge",
     "UnknownKey",
@@ -53,6 +63,14 @@ class COSNotFound(COSError, KeyError):
         return str(self.args[0]) if self.args else "not found"
 
 
+class InvalidKey(COSError, ValueError):
+    pass
+
+
+class COSConfigError(COSError, ValueError):
+    pass
+
+
 class PlatformError(StorageError):
     pass
 
@@ -62,10 +80,45 @@ class FunctionNotDeployed(PlatformError):
 
 
 class InvocationFailed(PlatformError):
-    pass
+    """An invocation did not return a result.
+
+    ``reason`` is one of ``"error"`` (the handler raised), ``"timeout"``,
+    ``"oom"`` (over its memory size), ``"killed"`` (the instance died or was
+    killed, e.g. by fault injection), ``"init"`` (the handler could not be
+    imported), ``"marshal"`` (the result is not JSON), ``"shutdown"`` (the
+    platform stopped). ``error_type``/``error_message``/``stack_trace`` follow
+    Lambda's error payload (``errorType``, ``errorMessage``, ``stackTrace``).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        function_name: str | None = None,
+        request_id: str | None = None,
+        reason: str = "error",
+        error_type: str | None = None,
+        error_message: str | None = None,
+        stack_trace: str = "",
+    ) -> None:
+        super().__init__(message)
+        self.function_name = function_name
+        self.request_id = request_id
+        self.reason = reason
+        self.error_type = error_type
+        self.error_message = error_message
+        self.stack_trace = stack_trace
 
 
 class ConcurrencyLimit(PlatformError):
+    pass
+
+
+class InvalidPayload(PlatformError, ValueError):
+    pass
+
+
+class DeployError(PlatformError):
     pass
 
 
