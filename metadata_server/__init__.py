@@ -1,7 +1,29 @@
 """The metadata server (FuncStore Sec. III-A to III-C): a Thrift service holding
 workflow registrations, run lifecycle, read counters, commit buffers, the
-lifetime-aware allocator, expiry and a journal. Not yet built."""
+lifetime-aware allocator, expiry and a journal.
+
+Layers: ``MetadataState`` (pure core, ``handle(event) -> list[Instruction]``),
+``Allocator`` and the release policies (pure), ``Journal`` (SQLite WAL),
+``MetadataHandler`` (thin Thrift handler), ``MetadataServer`` (the socket loop).
+"""
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from ._allocator import MIB, Allocator
+from ._events import (EVENT_TYPES, AckInstructions, BeginPut, CapacityChanged, Commit, Committed, Delete,
+                      DeregisterWorkflow, DropObject, EndRun, Event, Extent, Freed, FinishPut, Get, Instruction,
+                      Placed, Placement, PutFinished, ReadRecorded, RegisterCapacity, RegisterWorkflow,
+                      ReleaseFunction, RunFinished, RunStarted, ScaleOut, StartRun, StorageInstruction, Tick,
+                      UnregisterCapacity, WorkflowRegistered)
+from ._driver import CoreDriver, reply
+from ._policy import HeuristicPredictor, LifetimePredictor, ReleasePolicy, parse_policy, pool_key
+from ._state import MetadataState
+
+__all__ = [
+    "AckInstructions", "Allocator", "BeginPut", "CapacityChanged", "Commit", "Committed", "CoreDriver", "Delete",
+    "DeregisterWorkflow", "DropObject", "EVENT_TYPES", "EndRun", "Event", "Extent", "FinishPut", "Freed", "Get",
+    "HeuristicPredictor", "Instruction", "LifetimePredictor", "MIB", "MetadataState", "Placed", "Placement",
+    "PutFinished", "ReadRecorded", "RegisterCapacity", "RegisterWorkflow", "ReleaseFunction", "ReleasePolicy",
+    "RunFinished", "RunStarted", "ScaleOut", "StartRun", "StorageInstruction", "Tick", "UnregisterCapacity",
+    "WorkflowRegistered", "parse_policy", "pool_key", "reply",
+]

@@ -1,0 +1,249 @@
+"""Lifetime-aware allocation over the blocks of storage functions (FuncStore
+III-C1, SION Fig. 5). Pure: takes sizes, names and pool keys; no clock, no I/O.
+
+- Capacity arrives as fixed-size blocks (default 1 MiB) registered per storage
+  function; functions are kept in registration order (oldest first), the order
+  SION's greedy ``PlaceChunk`` probes them in.
+- Slice allocator (object <= one block): one ``_Pool`` per key (the caller
+  keys pools by owner and predicted lifetime). A pool has an active block,
+  frozen blocks and takes free blocks from the functions. Each block has an
+  ``offset`` (bytes handed out) and a ``fragment`` (bytes of expired slices);
+  a slice is carved at ``offset``; when it does not fit, the active block is
+  frozen and a free block becomes active; freeing a slice only grows
+  ``fragment``, and when ``fragment == offset`` the whole block is free again
+  (active or frozen alike).
+- Block allocator (object > one block): d+p erasure-coded chunks of
+  ``ceil(size / d)`` bytes, each in whole blocks of one function; chunk ``i``
+  probes functions ``i, i+n, i+2n, ...`` (n = d+p), so no two chunks share a
+  function. All-or-nothing.
+
+``allocate`` returns ``None`` when capacity is short; the caller decides
+between scaling out and the COS tier. Not covered: which policy frees what
+(``_policy``), budgets and accounting per run (``_state``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Hashable, Literal
+
+from ._events import Extent, Placement
+
+__all__ = ["Allocator", "MIB"]
+
+MIB = 1 << 20
+
+
+@dataclass(slots=True)
+class _Block:
+    function: str
+    index: int
+    owner: Hashable
+    pool: Hashable | None          # None: a whole block of a large object
+    state: Literal["active", "frozen", "whole"]
+    offset: int = 0
+    fragment: int = 0
+
+
+@dataclass(slots=True)
+class _Pool:
+    key: Hashable
+    owner: Hashable
+    active: _Block | None = None
+    frozen: dict[tuple[str, int], _Block] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class _Function:
+    name: str
+    blocks: int
+    free: list[int]
+    retired: bool = False
+    used: int = 0
+
+
+class Allocator:
+    """Blocks, pools and chunk placement for every run of the server."""
+
+    def __init__(self, block_size: int = MIB, data_chunks: int = 10, parity_chunks: int = 2) -> None:
+        if block_size <= 0 or data_chunks <= 0 or parity_chunks < 0:
+            raise ValueError("block_size and data_chunks must be positive, parity_chunks >= 0")
+        self.block_size = block_size
+        self.data_chunks = data_chunks
+        self.parity_chunks = parity_chunks
+        self.functions: dict[str, _Function] = {}
+        self.pools: dict[tuple[Hashable, Hashable], _Pool] = {}
+        self.used: dict[tuple[str, int], _Block] = {}
+        self.owner_blocks: dict[Hashable, int] = {}
+
+    # -- capacity -------------------------------------------------------------------
+    def register(self, function: str, blocks: int) -> int:
+        """Add ``blocks`` blocks of ``function``; returns the function's total."""
+        f = self.functions.get(function)
+        if f is None or f.retired:
+            start = f.blocks if f else 0
+            f = self.functions[function] = _Function(function, start, [], used=f.used if f else 0)
+            # re-registering after retirement keeps the block numbers still in use
+        new = list(range(f.blocks, f.blocks + blocks))
+        f.blocks += blocks
+        f.free.extend(reversed(new))
+        return f.blocks
+
+    def unregister(self, function: str) -> int:
+        """Withdraw a function: its free blocks go at once, blocks in use when freed.
+        Returns how many blocks are still in use."""
+        f = self.functions.get(function)
+        if f is None:
+            return 0
+        f.retired = True
+        f.free.clear()
+        if f.used == 0:
+            del self.functions[function]
+        return f.used
+
+    @property
+    def total_blocks(self) -> int:
+        return sum(len(f.free) + f.used for f in self.functions.values())
+
+    @property
+    def free_blocks(self) -> int:
+        return sum(len(f.free) for f in self.functions.values())
+
+    @property
+    def allocated_bytes(self) -> int:
+        return len(self.used) * self.block_size
+
+    # -- allocation -----------------------------------------------------------------
+    def blocks_needed(self, size: int) -> int:
+        """Blocks an object of ``size`` bytes takes (0 for zero bytes)."""
+        if size == 0:
+            return 0
+        if size <= self.block_size:
+            return 1
+        n = self.data_chunks + self.parity_chunks
+        return n * -(-self._chunk_size(size) // self.block_size)
+
+    def allocate(self, size: int, owner: Hashable, key: Hashable = 0) -> Placement | None:
+        if size < 0:
+            raise ValueError("size must be >= 0")
+        if size == 0:
+            return Placement("empty", "empty")
+        if size <= self.block_size:
+            return self._slice(size, owner, key)
+        return self._whole_blocks(size, owner)
+
+    def _take_block(self, owner: Hashable, pool: Hashable | None,
+                    state: Literal["active", "frozen", "whole"], function: _Function | None = None) -> _Block | None:
+        if function is None:
+            function = next((f for f in self.functions.values() if f.free), None)
+            if function is None:
+                return None
+        index = function.free.pop()
+        function.used += 1
+        b = _Block(function.name, index, owner, pool, state)
+        self.used[(function.name, index)] = b
+        self.owner_blocks[owner] = self.owner_blocks.get(owner, 0) + 1
+        return b
+
+    def _slice(self, size: int, owner: Hashable, key: Hashable) -> Placement | None:
+        pool = self.pools.get((owner, key))
+        if pool is None:
+            pool = self.pools[(owner, key)] = _Pool(key, owner)
+        b = pool.active
+        if b is None or b.offset + size > self.block_size:
+            nb = self._take_block(owner, key, "active")
+            if nb is None:
+                return None
+            if b is not None:
+                b.state = "frozen"
+                pool.frozen[(b.function, b.index)] = b
+            pool.active = b = nb
+        ext = Extent(b.function, b.index, b.offset, size)
+        b.offset += size
+        return Placement("memory", "slice", (ext,))
+
+    def _chunk_size(self, size: int) -> int:
+        return -(-size // self.data_chunks)
+
+    def _whole_blocks(self, size: int, owner: Hashable) -> Placement | None:
+        n = self.data_chunks + self.parity_chunks
+        chunk = self._chunk_size(size)
+        per_chunk = -(-chunk // self.block_size)
+        fns = [f for f in self.functions.values() if not f.retired]
+        chosen: list[_Function] = []
+        for i in range(n):                      # SION PlaceChunk, greedy oldest-first
+            ptr = i
+            while ptr < len(fns) and len(fns[ptr].free) < per_chunk:
+                ptr += n
+            if ptr >= len(fns):
+                return None                     # needs a scale-out
+            chosen.append(fns[ptr])
+        extents: list[Extent] = []
+        for i, f in enumerate(chosen):
+            left = chunk
+            for _ in range(per_chunk):
+                b = self._take_block(owner, None, "whole", f)
+                assert b is not None
+                length = min(left, self.block_size)
+                b.offset = self.block_size
+                extents.append(Extent(f.name, b.index, 0, length, i))
+                left -= length
+        return Placement("memory", "blocks", tuple(extents), self.data_chunks, self.parity_chunks, chunk)
+
+    # -- freeing --------------------------------------------------------------------
+    def free(self, placement: Placement) -> list[str]:
+        """Return an object's memory. Returns the storage functions left with no
+        block in use (candidates to leave the memory pool)."""
+        if placement.kind == "slice":
+            (e,) = placement.extents
+            b = self.used[(e.function, e.block)]
+            b.fragment += e.length
+            if b.fragment == b.offset:
+                return self._release(b)
+            return []
+        if placement.kind == "blocks":
+            idle: list[str] = []
+            seen: set[tuple[str, int]] = set()
+            for e in placement.extents:
+                if (e.function, e.block) not in seen:
+                    seen.add((e.function, e.block))
+                    idle += self._release(self.used[(e.function, e.block)])
+            return idle
+        return []
+
+    def _release(self, b: _Block) -> list[str]:
+        del self.used[(b.function, b.index)]
+        self.owner_blocks[b.owner] -= 1
+        if not self.owner_blocks[b.owner]:
+            del self.owner_blocks[b.owner]
+        if b.pool is not None:
+            pool = self.pools[(b.owner, b.pool)]
+            if pool.active is b:
+                pool.active = None
+            else:
+                del pool.frozen[(b.function, b.index)]
+            if pool.active is None and not pool.frozen:
+                del self.pools[(b.owner, b.pool)]
+        f = self.functions[b.function]
+        f.used -= 1
+        if f.retired:
+            if f.used == 0:
+                del self.functions[b.function]
+            return []
+        f.free.append(b.index)
+        return [f.name] if f.used == 0 else []
+
+    # -- checks ---------------------------------------------------------------------
+    def validate(self) -> None:
+        for (fn, idx), b in self.used.items():
+            assert 0 <= b.fragment <= b.offset <= self.block_size, b
+            assert b.fragment < b.offset, f"block {fn}/{idx} fully expired but not released"
+            f = self.functions[fn]
+            assert idx not in f.free, f"block {fn}/{idx} both used and free"
+            if b.pool is not None:
+                pool = self.pools[(b.owner, b.pool)]
+                assert pool.active is b or pool.frozen.get((fn, idx)) is b
+        for f in self.functions.values():
+            assert f.used == sum(1 for (fn, _) in self.used if fn == f.name)
+            assert len(set(f.free)) == len(f.free)
+        assert sum(self.owner_blocks.values()) == len(self.used)

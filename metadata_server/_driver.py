@@ -1,0 +1,90 @@
+"""``CoreDriver``: drive a ``MetadataState`` by name with a manual clock.
+
+For tests and benchmarks (here and in other packages): no sockets, no journal.
+Each call builds the event, stamps it with the driver's clock, applies it and
+returns the instructions; ``reply`` picks the caller-facing one.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ._events import (AckInstructions, BeginPut, Commit, Delete, EndRun, Event, FinishPut, Get, Instruction,
+                      RegisterCapacity, RegisterWorkflow, StartRun, Tick)
+from ._state import MetadataState
+
+__all__ = ["CoreDriver", "reply"]
+
+T = TypeVar("T", bound=Instruction)
+
+
+def reply(instructions: list[Instruction], kind: type[T]) -> T:
+    """The first instruction of ``kind`` (the reply to the caller)."""
+    for i in instructions:
+        if isinstance(i, kind):
+            return i
+    raise LookupError(f"no {kind.__name__} in {instructions!r}")
+
+
+class CoreDriver:
+    def __init__(self, state: MetadataState | None = None, **state_kwargs: Any) -> None:
+        self.state = state or MetadataState(**state_kwargs)
+        self.now = 0.0
+        self.log: list[Event] = []
+        self._rid = itertools.count(1)
+        self._tokens = itertools.count(1)
+
+    def apply(self, event: Event) -> list[Instruction]:
+        out = self.state.handle(event)
+        self.log.append(event)
+        return out
+
+    def _ev(self, cls: type[Event], *args: Any, **kw: Any) -> list[Instruction]:
+        return self.apply(cls(self.now, f"q{next(self._rid)}", *args, **kw))
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+    # one method per event
+    def register(self, wds_path: str | Path, params: dict[str, int] | None = None) -> str:
+        text = Path(wds_path).read_text(encoding="utf-8")
+        out = self._ev(RegisterWorkflow, text, dict(params or {}), str(wds_path))
+        return out[0].key  # type: ignore[attr-defined, no-any-return]
+
+    def capacity(self, function: str, blocks: int) -> list[Instruction]:
+        return self._ev(RegisterCapacity, function, blocks)
+
+    def start(self, key: str, policy: str = "funcstore", ttl_s: float = 3600.0) -> str:
+        out = self._ev(StartRun, key, f"tok-{next(self._tokens)}", policy, ttl_s)
+        return out[0].run_id  # type: ignore[attr-defined, no-any-return]
+
+    def end(self, run: str, outcome: str = "succeeded") -> list[Instruction]:
+        return self._ev(EndRun, run, outcome)
+
+    def begin(self, run: str, fn: str, obj: str, size: int, checksum: str = "", persist: bool = False
+              ) -> list[Instruction]:
+        return self._ev(BeginPut, run, fn, obj, size, checksum or f"c{size}", persist)
+
+    def finish(self, run: str, fn: str, obj: str) -> list[Instruction]:
+        return self._ev(FinishPut, run, fn, obj)
+
+    def put(self, run: str, fn: str, obj: str, size: int = 100, checksum: str = "", persist: bool = False
+            ) -> list[Instruction]:
+        return self.begin(run, fn, obj, size, checksum, persist) + self.finish(run, fn, obj)
+
+    def get(self, run: str, fn: str, obj: str) -> list[Instruction]:
+        return self._ev(Get, run, fn, obj)
+
+    def commit(self, run: str, fn: str) -> list[Instruction]:
+        return self._ev(Commit, run, fn)
+
+    def delete(self, run: str, obj: str) -> list[Instruction]:
+        return self._ev(Delete, run, obj)
+
+    def tick(self) -> list[Instruction]:
+        return self._ev(Tick)
+
+    def ack(self, upto: int) -> list[Instruction]:
+        return self._ev(AckInstructions, upto)

@@ -1,0 +1,280 @@
+"""Events the metadata core takes and instructions it returns (STYLE 2-3).
+
+Every event is a slotted dataclass carrying ``now`` (seconds from the injected
+clock) and ``rid`` (a request id, for tracing); the core never reads a clock.
+Events are also what the journal stores, so every field is a plain JSON value.
+
+Instructions come in two kinds:
+
+- replies to the caller (``Placed``, ``ReadRecorded``, ``Committed``,
+  ``RunStarted``, ...): the Thrift handler turns them into return values;
+- ``StorageInstruction`` subclasses (``DropObject``, ``ScaleOut``,
+  ``ReleaseFunction``): work for the storage layer (the SION daemon). The core
+  numbers them (``seq``) and keeps them in a pending queue until the daemon
+  acknowledges them, so they survive a restart (see ``MetadataState``).
+
+Not covered here: the state itself (``_state``) and placement (``_allocator``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any, Literal
+
+__all__ = [
+    "ObjectStateName", "RunStateName", "Tier",
+    "Extent", "Placement",
+    "Event", "RegisterWorkflow", "DeregisterWorkflow", "StartRun", "EndRun", "BeginPut", "FinishPut",
+    "Get", "Commit", "Delete", "RegisterCapacity", "UnregisterCapacity", "Tick", "AckInstructions",
+    "EVENT_TYPES",
+    "Instruction", "WorkflowRegistered", "RunStarted", "RunFinished", "Placed", "PutFinished",
+    "ReadRecorded", "Committed", "Freed", "CapacityChanged",
+    "StorageInstruction", "DropObject", "ScaleOut", "ReleaseFunction",
+]
+
+ObjectStateName = Literal["pending", "allocated", "readable", "freed"]
+RunStateName = Literal["running", "ended", "expired"]
+Tier = Literal["memory", "cos", "empty"]
+
+
+@dataclass(frozen=True, slots=True)
+class Extent:
+    """One piece of an object in function memory: ``length`` bytes at ``offset`` of
+    block ``block`` of storage function ``function``; ``chunk`` is the erasure-coded
+    chunk index (0 for a slice)."""
+
+    function: str
+    block: int
+    offset: int
+    length: int
+    chunk: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where an object lives. ``kind``: ``slice`` (one extent in a shared block),
+    ``blocks`` (d+p chunks, each in whole blocks of a distinct function), ``exact``
+    (oracle policy, byte-granular), ``cos`` (COS tier only) or ``empty`` (zero bytes)."""
+
+    tier: Tier
+    kind: Literal["slice", "blocks", "exact", "cos", "empty"]
+    extents: tuple[Extent, ...] = ()
+    data_chunks: int = 1
+    parity_chunks: int = 0
+    chunk_size: int = 0
+
+
+# --------------------------------------------------------------------------- events
+@dataclass(slots=True)
+class Event:
+    now: float
+    rid: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(slots=True)
+class RegisterWorkflow(Event):
+    wds_text: str
+    params: dict[str, int]
+    source: str = "<rpc>"
+
+
+@dataclass(slots=True)
+class DeregisterWorkflow(Event):
+    key: str
+
+
+@dataclass(slots=True)
+class StartRun(Event):
+    workflow_key: str
+    token: str
+    policy: str = "funcstore"
+    ttl_s: float = 3600.0
+
+
+@dataclass(slots=True)
+class EndRun(Event):
+    run_id: str
+    outcome: str = "succeeded"
+
+
+@dataclass(slots=True)
+class BeginPut(Event):
+    run_id: str
+    function: str
+    object: str
+    size: int
+    checksum: str = ""
+    persist: bool = False
+
+
+@dataclass(slots=True)
+class FinishPut(Event):
+    run_id: str
+    function: str
+    object: str
+
+
+@dataclass(slots=True)
+class Get(Event):
+    run_id: str
+    function: str
+    object: str
+
+
+@dataclass(slots=True)
+class Commit(Event):
+    run_id: str
+    function: str
+
+
+@dataclass(slots=True)
+class Delete(Event):
+    run_id: str
+    object: str
+
+
+@dataclass(slots=True)
+class RegisterCapacity(Event):
+    function: str
+    blocks: int
+
+
+@dataclass(slots=True)
+class UnregisterCapacity(Event):
+    function: str
+
+
+@dataclass(slots=True)
+class Tick(Event):
+    """Time passes: runs idle past their TTL end, jiffy leases run out."""
+
+
+@dataclass(slots=True)
+class AckInstructions(Event):
+    """The storage layer carried out every storage instruction up to ``upto``."""
+
+    upto: int
+
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    cls.__name__: cls
+    for cls in (RegisterWorkflow, DeregisterWorkflow, StartRun, EndRun, BeginPut, FinishPut, Get, Commit,
+                Delete, RegisterCapacity, UnregisterCapacity, Tick, AckInstructions)
+}
+
+
+# --------------------------------------------------------------------- instructions
+@dataclass(slots=True)
+class Instruction:
+    pass
+
+
+@dataclass(slots=True)
+class WorkflowRegistered(Instruction):
+    key: str
+    functions: int
+    objects: int
+
+
+@dataclass(slots=True)
+class RunStarted(Instruction):
+    run_id: str
+    token: str
+
+
+@dataclass(slots=True)
+class RunFinished(Instruction):
+    run_id: str
+    state: RunStateName
+    kept: tuple[str, ...]
+
+
+@dataclass(slots=True)
+class Placed(Instruction):
+    """Reply to ``BeginPut``: write the data here. ``existing`` is true when this was
+    the same write again (a retry); ``freed`` when that object is already gone, so
+    the writer need not send data."""
+
+    object: str
+    size: int
+    placement: Placement
+    existing: bool = False
+    freed: bool = False
+    already_committed: bool = False
+
+
+@dataclass(slots=True)
+class PutFinished(Instruction):
+    object: str
+    committed: bool
+    already_committed: bool = False
+
+
+@dataclass(slots=True)
+class ReadRecorded(Instruction):
+    """Reply to ``Get``. ``already_committed``: the reading function committed in an
+    earlier attempt; nothing was recorded and the SDK should return that attempt's
+    result (its outputs exist) instead of running again."""
+
+    object: str
+    size: int
+    checksum: str
+    placement: Placement
+    recorded: bool
+    already_committed: bool = False
+
+
+@dataclass(slots=True)
+class Committed(Instruction):
+    function: str
+    records: int
+    already_committed: bool = False
+
+
+@dataclass(slots=True)
+class Freed(Instruction):
+    run_id: str
+    object: str
+    reason: str
+
+
+@dataclass(slots=True)
+class CapacityChanged(Instruction):
+    function: str
+    blocks: int
+    total_blocks: int
+
+
+@dataclass(slots=True)
+class StorageInstruction(Instruction):
+    seq: int = field(default=0, kw_only=True)
+
+
+@dataclass(slots=True)
+class DropObject(StorageInstruction):
+    """Drop the object's chunks from function memory (``extents``), and its COS copy
+    unless ``keep_cos`` (a workflow output or a persisted object)."""
+
+    run_id: str
+    object: str
+    extents: tuple[Extent, ...]
+    keep_cos: bool
+    reason: str
+
+
+@dataclass(slots=True)
+class ScaleOut(StorageInstruction):
+    """Out of capacity: start storage functions for at least ``blocks`` more blocks."""
+
+    blocks: int
+    reason: str
+
+
+@dataclass(slots=True)
+class ReleaseFunction(StorageInstruction):
+    """Every block of this storage function is free: it may leave the memory pool."""
+
+    function: str

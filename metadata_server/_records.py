@@ -1,0 +1,91 @@
+"""The records the metadata core keeps: registered workflows, runs, objects.
+
+Plain slotted dataclasses with no behaviour beyond small derived values; the
+rules that change them live in ``_state``. A run owns its objects, its commit
+buffers (an insertion-ordered ``dict`` used as a set per function: FuncStore's
+linked list with O(1) duplicate checks) and the set of functions that
+committed, which is what makes a retry after a commit harmless.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import hdag
+
+from ._events import Placement, RunStateName
+from ._policy import ReleasePolicy
+
+__all__ = ["WorkflowEntry", "ObjectRecord", "RunRecord", "ObjectState"]
+
+ObjectState = Literal["allocated", "readable", "freed", "kept"]
+
+
+@dataclass(slots=True)
+class WorkflowEntry:
+    key: str
+    graph: hdag.HDAG
+    wds_text: str
+    params: dict[str, int]
+
+
+@dataclass(slots=True)
+class ObjectRecord:
+    name: str
+    writer: str                     # "" for the client (workflow inputs)
+    declared: int                   # read count from the HDAG
+    size: int
+    checksum: str
+    persist: bool
+    keep: bool                      # a workflow output or persisted: its COS copy stays
+    placement: Placement
+    remaining: int
+    last_access: float
+    state: ObjectState = "allocated"
+    committed_by: list[str] = field(default_factory=list)
+    read_by: set[str] | None = None          # oracle only: distinct declared readers that read
+    freed_reason: str = ""
+
+
+@dataclass(slots=True)
+class RunRecord:
+    run_id: str
+    token: str
+    workflow_key: str
+    graph: hdag.HDAG
+    policy: ReleasePolicy
+    ttl_s: float
+    started: float
+    last_activity: float
+    state: RunStateName = "running"
+    outcome: str = ""
+    ended: float | None = None
+    objects: dict[str, ObjectRecord] = field(default_factory=dict)
+    buffers: dict[str, dict[str, None]] = field(default_factory=dict)
+    committed: dict[str, float] = field(default_factory=dict)
+    # accounting (bytes, byte-seconds), integrated on every change
+    live_bytes: int = 0
+    alloc_bytes: int = 0
+    cos_bytes: int = 0
+    peak_live: int = 0
+    peak_alloc: int = 0
+    live_byte_s: float = 0.0
+    alloc_byte_s: float = 0.0
+    last_t: float = 0.0
+    counters: dict[str, int] = field(default_factory=dict)
+
+    def bump(self, name: str, by: int = 1) -> None:
+        self.counters[name] = self.counters.get(name, 0) + by
+
+    def summary(self) -> dict[str, Any]:
+        kept = sorted(o.name for o in self.objects.values() if o.state == "kept")
+        return {
+            "run_id": self.run_id, "workflow": self.workflow_key, "policy": self.policy.spec,
+            "state": self.state, "outcome": self.outcome, "started": self.started, "ended": self.ended,
+            "live_bytes": self.live_bytes, "allocated_bytes": self.alloc_bytes, "cos_bytes": self.cos_bytes,
+            "peak_live_bytes": self.peak_live, "peak_allocated_bytes": self.peak_alloc,
+            "live_mb_s": self.live_byte_s / 1e6, "allocated_mb_s": self.alloc_byte_s / 1e6,
+            "committed_functions": sorted(self.committed), "kept": kept,
+            "objects": len(self.objects), "counters": dict(self.counters),
+        }

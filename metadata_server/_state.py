@@ -1,0 +1,531 @@
+"""The metadata core: one state machine, ``handle(event) -> list[Instruction]``.
+
+It holds registered workflows, runs with their read counters, commit buffers
+and committed functions, the allocator, the pending storage instructions and
+the accounting. No sockets, no clock, no journal: the Thrift handler stamps
+events with the time, journals them, and carries out the instructions. A
+refused event raises a ``funcsion_rpc.errors.MetadataError`` *before* changing
+anything, so the journal only ever holds events that applied.
+
+Semantics (see DESIGN.md "Data path and invariants"):
+
+- A ``Get`` by a declared reader adds the object to the reader's commit buffer
+  once, however often the reader is retried (FuncStore Fig. 7).
+- ``FinishPut`` of a function's last declared output, or ``Commit`` for a
+  function with no outputs, commits the buffer: each record decrements its
+  object once; the function is remembered as committed.
+- Retry after a commit: the run remembers committed functions. Their gets are
+  answered with ``already_committed=True`` and never fail on a freed input or
+  record anything; their puts of the same bytes are accepted as the same write;
+  their commits are no-ops. So nothing is decremented twice and the SDK returns
+  the recorded result.
+- What frees an object is the run's ``ReleasePolicy``; freeing returns memory
+  to the allocator and queues a ``DropObject`` for the storage layer (chunks
+  and COS copy; only chunks for workflow outputs and persisted objects).
+- ``EndRun`` and an idle run's TTL (``Tick``) free everything left; workflow
+  outputs and persisted objects stay ``kept`` in COS and in the summary.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections import deque
+from typing import Any, Callable
+
+import hdag
+import wds
+from funcsion_rpc.errors import (DuplicateWrite, InvalidRequest, ObjectExpired, ObjectNotWritten, RunEnded,
+                                 Unauthorized, UndeclaredOutput, UnknownObject, UnknownRun, UnknownWorkflow)
+
+from ._allocator import MIB, Allocator
+from ._events import (AckInstructions, BeginPut, CapacityChanged, Commit, Committed, Delete, DeregisterWorkflow,
+                      DropObject, EndRun, Event, Freed, FinishPut, Get, Instruction, Placed, Placement,
+                      PutFinished, ReadRecorded, RegisterCapacity, RegisterWorkflow, ReleaseFunction, RunFinished,
+                      RunStarted, ScaleOut, StartRun, StorageInstruction, Tick, UnregisterCapacity,
+                      WorkflowRegistered)
+from ._policy import HeuristicPredictor, LifetimePredictor, parse_policy, pool_key
+from ._records import ObjectRecord, RunRecord, WorkflowEntry
+
+__all__ = ["MetadataState"]
+
+_COS = Placement("cos", "cos")
+_ORD = {1: "first", 2: "second", 3: "third", 4: "fourth", 5: "fifth"}
+
+
+def _nth(n: int) -> str:
+    return _ORD.get(n, f"{n}th")
+
+
+class MetadataState:
+    """Everything the metadata server knows. Drive it with ``handle``."""
+
+    def __init__(self, *, block_size: int = MIB, data_chunks: int = 10, parity_chunks: int = 2,
+                 memory_budget: int | None = None, predictor: LifetimePredictor | None = None,
+                 sample_interval_s: float = 0.1, max_samples: int = 10_000, max_pending: int = 1_000_000,
+                 max_finished_runs: int = 1000) -> None:
+        self.allocator = Allocator(block_size, data_chunks, parity_chunks)
+        self.memory_budget = memory_budget
+        self.predictor: LifetimePredictor = predictor or HeuristicPredictor()
+        self.workflows: dict[str, WorkflowEntry] = {}
+        self.runs: dict[str, RunRecord] = {}
+        self.next_run = 1
+        self.next_seq = 1
+        self.pending: deque[StorageInstruction] = deque()
+        self.max_pending = max_pending
+        self.max_finished_runs = max_finished_runs
+        self.finished: deque[str] = deque()
+        self.counters: dict[str, int] = {}
+        self.samples: deque[tuple[float, int, int]] = deque(maxlen=max_samples)
+        self.sample_interval_s = sample_interval_s
+        self.live_bytes = 0
+        self.now = 0.0
+        self._handlers: dict[type[Event], Callable[[Any], list[Instruction]]] = {
+            RegisterWorkflow: self._register_workflow, DeregisterWorkflow: self._deregister_workflow,
+            StartRun: self._start_run, EndRun: self._end_run, BeginPut: self._begin_put,
+            FinishPut: self._finish_put, Get: self._get, Commit: self._commit_event, Delete: self._delete,
+            RegisterCapacity: self._register_capacity, UnregisterCapacity: self._unregister_capacity,
+            Tick: self._tick, AckInstructions: self._ack,
+        }
+
+    # -- entry point ----------------------------------------------------------------
+    def handle(self, event: Event) -> list[Instruction]:
+        if event.now > self.now:
+            self.now = event.now
+        out = self._handlers[type(event)](event)
+        if self.now - (self.samples[-1][0] if self.samples else -1e18) >= self.sample_interval_s:
+            self.samples.append((self.now, self.live_bytes, self.allocator.allocated_bytes))
+        return out
+
+    def _bump(self, name: str, by: int = 1) -> None:
+        self.counters[name] = self.counters.get(name, 0) + by
+
+    def _emit(self, out: list[Instruction], ins: StorageInstruction) -> None:
+        ins.seq = self.next_seq
+        self.next_seq += 1
+        self.pending.append(ins)
+        if len(self.pending) > self.max_pending:
+            self.pending.popleft()
+            self._bump("instructions_dropped")
+        out.append(ins)
+
+    # -- queries (not events: they change nothing) ------------------------------------
+    def authorize(self, run_id: str, token: str) -> RunRecord:
+        run = self.runs.get(run_id)
+        if run is None:
+            raise UnknownRun(f"no run {run_id!r} on this server (ended runs are kept for the last "
+                             f"{self.max_finished_runs})", run_id=run_id)
+        if not token or not hmac.compare_digest(run.token, token):
+            raise Unauthorized(f"{'missing' if not token else 'wrong'} token for run {run_id}: use the token "
+                               "start_run returned for this run", run_id=run_id)
+        return run
+
+    def pending_instructions(self, after: int = 0, limit: int = 1000) -> list[StorageInstruction]:
+        return [i for i in self.pending if i.seq > after][:limit]
+
+    def lookup(self, run_id: str, name: str) -> dict[str, Any]:
+        run = self._run(run_id)
+        info = run.graph.objects.get(name)
+        rec = run.objects.get(name)
+        if info is None and rec is None:
+            raise UnknownObject(self._unknown_msg(run, name), run_id=run_id, object=name)
+        if rec is None:
+            assert info is not None
+            return {"object": name, "state": "pending", "producer": info.producer or "",
+                    "declared_reads": info.read_count, "remaining": info.read_count, "size": 0,
+                    "checksum": "", "persist": False, "committed_by": [], "placement": None}
+        return {"object": name, "state": rec.state, "producer": rec.writer, "declared_reads": rec.declared,
+                "remaining": rec.remaining, "size": rec.size, "checksum": rec.checksum, "persist": rec.persist,
+                "committed_by": list(rec.committed_by), "placement": rec.placement,
+                "freed_reason": rec.freed_reason}
+
+    def list_objects(self, run_id: str, prefix: str = "") -> list[dict[str, Any]]:
+        run = self._run(run_id)
+        names = list(run.graph.objects) + [n for n in run.objects if n not in run.graph.objects]
+        return [self.lookup(run_id, n) for n in names if n.startswith(prefix)]
+
+    def stats(self) -> dict[str, Any]:
+        a = self.allocator
+        return {
+            "now": self.now, "live_bytes": self.live_bytes, "allocated_bytes": a.allocated_bytes,
+            "total_blocks": a.total_blocks, "free_blocks": a.free_blocks, "block_size": a.block_size,
+            "storage_functions": len(a.functions), "workflows": len(self.workflows),
+            "running_runs": sum(r.state == "running" for r in self.runs.values()),
+            "pending_instructions": len(self.pending), "counters": dict(self.counters),
+            "samples": list(self.samples), "runs": [r.summary() for r in self.runs.values()],
+        }
+
+    # -- helpers ----------------------------------------------------------------------
+    def _run(self, run_id: str) -> RunRecord:
+        run = self.runs.get(run_id)
+        if run is None:
+            raise UnknownRun(f"no run {run_id!r} on this server", run_id=run_id)
+        return run
+
+    def _running(self, run_id: str, now: float) -> RunRecord:
+        run = self._run(run_id)
+        if run.state != "running":
+            raise RunEnded(f"run {run_id} {run.state} ({run.outcome}) at t={run.ended:.3f}; start a new run",
+                           run_id=run_id)
+        self._advance(run, now)
+        run.last_activity = now
+        return run
+
+    def _unknown_msg(self, run: RunRecord, name: str) -> str:
+        return (f"workflow {run.workflow_key} of run {run.run_id} declares no object {name!r} "
+                f"({len(run.graph.objects)} objects, e.g. {', '.join(list(run.graph.objects)[:3])})")
+
+    def _advance(self, run: RunRecord, now: float) -> None:
+        dt = now - run.last_t
+        if dt > 0:
+            run.live_byte_s += run.live_bytes * dt
+            run.alloc_byte_s += run.alloc_bytes * dt
+            run.last_t = now
+
+    def _refresh(self, run: RunRecord) -> None:
+        if run.policy.exact_bytes:
+            run.alloc_bytes = run.live_bytes
+        else:
+            run.alloc_bytes = self.allocator.owner_blocks.get(run.run_id, 0) * self.allocator.block_size
+        run.peak_live = max(run.peak_live, run.live_bytes)
+        run.peak_alloc = max(run.peak_alloc, run.alloc_bytes)
+
+    def _free(self, run: RunRecord, rec: ObjectRecord, reason: str, out: list[Instruction],
+              keep: bool = False) -> None:
+        """Release an object's memory and tell the storage layer. ``keep``: its COS copy
+        stays (state ``kept``)."""
+        assert rec.state in ("allocated", "readable")
+        if rec.placement.tier == "memory":
+            run.live_bytes -= rec.size
+            self.live_bytes -= rec.size
+            for fn in self.allocator.free(rec.placement):
+                self._emit(out, ReleaseFunction(fn))
+        elif rec.placement.tier == "cos" and not keep:
+            run.cos_bytes -= rec.size
+        rec.state = "kept" if keep else "freed"
+        rec.freed_reason = reason
+        run.bump("kept" if keep else "freed")
+        self._bump("objects_kept" if keep else "objects_freed")
+        out.append(Freed(run.run_id, rec.name, reason))
+        if rec.placement.tier != "empty":
+            self._emit(out, DropObject(run.run_id, rec.name, rec.placement.extents, keep, reason))
+
+    # -- workflows ------------------------------------------------------------------
+    def _register_workflow(self, ev: RegisterWorkflow) -> list[Instruction]:
+        workflow = wds.loads(ev.wds_text, source=ev.source, params=ev.params or None)
+        graph = hdag.build(workflow)
+        self.workflows[graph.key] = WorkflowEntry(graph.key, graph, ev.wds_text, dict(ev.params))
+        self._bump("workflows_registered")
+        return [WorkflowRegistered(graph.key, len(graph.functions), len(graph.objects))]
+
+    def _deregister_workflow(self, ev: DeregisterWorkflow) -> list[Instruction]:
+        if self.workflows.pop(ev.key, None) is None:
+            raise UnknownWorkflow(f"no registered workflow {ev.key!r} (registered: "
+                                  f"{', '.join(sorted(self.workflows)) or 'none'})")
+        return []
+
+    # -- runs -------------------------------------------------------------------------
+    def _start_run(self, ev: StartRun) -> list[Instruction]:
+        entry = self.workflows.get(ev.workflow_key)
+        if entry is None:
+            raise UnknownWorkflow(f"no registered workflow {ev.workflow_key!r}: register its WDS first "
+                                  f"(registered: {', '.join(sorted(self.workflows)) or 'none'})")
+        policy = parse_policy(ev.policy)
+        if ev.ttl_s <= 0:
+            raise InvalidRequest(f"ttl must be positive, got {ev.ttl_s}")
+        if not ev.token:
+            raise InvalidRequest("a run needs a token")
+        run_id = f"r-{self.next_run}"
+        self.next_run += 1
+        self.runs[run_id] = RunRecord(run_id, ev.token, entry.key, entry.graph, policy, ev.ttl_s, ev.now, ev.now,
+                                      last_t=ev.now)
+        self._bump("runs_started")
+        return [RunStarted(run_id, ev.token)]
+
+    def _end_run(self, ev: EndRun) -> list[Instruction]:
+        run = self._running(ev.run_id, ev.now)
+        return self._finish_run(run, "ended", ev.outcome or "succeeded", ev.now)
+
+    def _finish_run(self, run: RunRecord, state: Any, outcome: str, now: float) -> list[Instruction]:
+        self._advance(run, now)
+        out: list[Instruction] = []
+        for rec in list(run.objects.values()):
+            if rec.state == "readable" and (rec.keep or rec.persist):
+                self._free(run, rec, f"run {state}", out, keep=True)
+            elif rec.state in ("allocated", "readable"):
+                self._free(run, rec, f"run {state}", out)
+        run.cos_bytes = sum(r.size for r in run.objects.values() if r.state == "kept")
+        run.buffers.clear()
+        run.state, run.outcome, run.ended = state, outcome, now
+        self._refresh(run)
+        # drop what no one can ask about any more: only kept objects stay listed
+        run.objects = {n: r for n, r in run.objects.items() if r.state == "kept"}
+        self._bump("runs_" + state)
+        self.finished.append(run.run_id)
+        while len(self.finished) > self.max_finished_runs:
+            self.runs.pop(self.finished.popleft(), None)
+        out.append(RunFinished(run.run_id, state, tuple(sorted(run.objects))))
+        return out
+
+    def _tick(self, ev: Tick) -> list[Instruction]:
+        out: list[Instruction] = []
+        for run in list(self.runs.values()):
+            if run.state != "running":
+                continue
+            if ev.now - run.last_activity > run.ttl_s:
+                out += self._finish_run(run, "expired", "ttl passed with no activity", ev.now)
+            elif run.policy.has_lease:
+                self._advance(run, ev.now)
+                for rec in list(run.objects.values()):
+                    if rec.state == "readable" and ev.now - rec.last_access > run.policy.lease_s:
+                        self._free(run, rec, "lease expired", out, keep=rec.keep or rec.persist)
+                self._refresh(run)
+        return out
+
+    # -- puts -------------------------------------------------------------------------
+    def _check_writer(self, run: RunRecord, function: str, name: str) -> hdag.ObjectInfo:
+        info = run.graph.objects.get(name)
+        if info is None:
+            raise UnknownObject(self._unknown_msg(run, name), run_id=run.run_id, function=function, object=name)
+        if function == "":
+            if info.producer is not None:
+                raise UndeclaredOutput(f"the client wrote {name!r} in run {run.run_id}, but it is an output of "
+                                       f"{info.producer}; the client may only write workflow inputs",
+                                       run_id=run.run_id, object=name)
+            return info
+        fn = run.graph.functions.get(function)
+        if fn is None:
+            raise InvalidRequest(f"workflow {run.workflow_key} of run {run.run_id} has no function {function!r}",
+                                 run_id=run.run_id, function=function, object=name)
+        if name not in fn.outputs:
+            raise UndeclaredOutput(f"task {function} of run {run.run_id} wrote {name!r}, which it does not "
+                                   f"declare; its outputs are {', '.join(fn.outputs) or 'none'}",
+                                   run_id=run.run_id, function=function, object=name)
+        return info
+
+    def _begin_put(self, ev: BeginPut) -> list[Instruction]:
+        run = self._running(ev.run_id, ev.now)
+        info = self._check_writer(run, ev.function, ev.object)
+        if ev.size < 0:
+            raise InvalidRequest(f"negative size {ev.size} for {ev.object!r} of run {run.run_id}",
+                                 run_id=run.run_id, function=ev.function, object=ev.object)
+        done = ev.function in run.committed
+        rec = run.objects.get(ev.object)
+        if rec is not None:
+            if rec.size == ev.size and rec.checksum == ev.checksum:
+                run.bump("same_write_retries")
+                return [Placed(ev.object, rec.size, rec.placement, existing=True,
+                               freed=rec.state in ("freed", "kept"), already_committed=done)]
+            raise DuplicateWrite(
+                f"{ev.object!r} of run {run.run_id} was already written by {rec.writer or 'the client'} "
+                f"({rec.size} bytes, checksum {rec.checksum or '-'}); task {ev.function or 'client'} wrote it again "
+                f"with {ev.size} bytes, checksum {ev.checksum or '-'}; objects are write-once",
+                run_id=run.run_id, function=ev.function, object=ev.object)
+        out: list[Instruction] = []
+        placement = self._place(run, info, ev.size, out)
+        keep = info.is_output
+        rec = ObjectRecord(ev.object, ev.function, info.read_count, ev.size, ev.checksum, ev.persist, keep,
+                           placement, info.read_count, ev.now)
+        if run.policy.frees_on_last_read:
+            rec.read_by = set()
+        run.objects[ev.object] = rec
+        if placement.tier == "memory":
+            run.live_bytes += ev.size
+            self.live_bytes += ev.size
+        elif placement.tier == "cos":
+            run.cos_bytes += ev.size
+        self._refresh(run)
+        run.bump("puts")
+        out.insert(0, Placed(ev.object, ev.size, placement, already_committed=done))
+        return out
+
+    def _place(self, run: RunRecord, info: hdag.ObjectInfo, size: int, out: list[Instruction]) -> Placement:
+        a = self.allocator
+        need = a.blocks_needed(size)
+        if self.memory_budget is not None and need and a.allocated_bytes + need * a.block_size > self.memory_budget:
+            run.bump("spilled_to_cos")
+            self._bump("spilled_to_cos")
+            return _COS
+        key = pool_key(self.predictor.predict(info)) if run.policy.lifetime_pools else 0
+        placement = a.allocate(size, run.run_id, key)
+        if placement is None:
+            run.bump("cos_fallback")
+            self._bump("cos_fallback")
+            self._emit(out, ScaleOut(need, f"no room for {size} bytes of {info.name!r} (run {run.run_id})"))
+            return _COS
+        return placement
+
+    def _finish_put(self, ev: FinishPut) -> list[Instruction]:
+        run = self._running(ev.run_id, ev.now)
+        self._check_writer(run, ev.function, ev.object)
+        rec = run.objects.get(ev.object)
+        if rec is None:
+            raise ObjectNotWritten(f"finish_put of {ev.object!r} in run {run.run_id} by "
+                                   f"{ev.function or 'the client'} before its begin_put",
+                                   run_id=run.run_id, function=ev.function, object=ev.object)
+        out: list[Instruction] = []
+        if rec.state == "allocated":
+            rec.state = "readable"
+            rec.last_access = ev.now
+        if ev.function in run.committed:
+            return [PutFinished(ev.object, False, already_committed=True)]
+        fn = run.graph.functions.get(ev.function)
+        committed = fn is not None and fn.last_output == ev.object
+        out.append(PutFinished(ev.object, committed))
+        if committed:
+            out += self._commit(run, ev.function, ev.now)
+        return out
+
+    # -- reads and commits ----------------------------------------------------------
+    def _get(self, ev: Get) -> list[Instruction]:
+        run = self._running(ev.run_id, ev.now)
+        info = run.graph.objects.get(ev.object)
+        if info is None:
+            raise UnknownObject(self._unknown_msg(run, ev.object), run_id=run.run_id, function=ev.function,
+                                object=ev.object)
+        if ev.function and ev.function not in run.graph.functions:
+            raise InvalidRequest(f"workflow {run.workflow_key} of run {run.run_id} has no function "
+                                 f"{ev.function!r}", run_id=run.run_id, function=ev.function, object=ev.object)
+        rec = run.objects.get(ev.object)
+        if rec is None or rec.state == "allocated":
+            who = info.producer or "the client"
+            raise ObjectNotWritten(f"{ev.object!r} of run {run.run_id} is not written yet: {who} has not "
+                                   f"finished its put; task {ev.function or 'client'} read it too early",
+                                   run_id=run.run_id, function=ev.function, object=ev.object)
+        if ev.function in run.committed:
+            run.bump("reads_after_commit")
+            return [ReadRecorded(ev.object, rec.size, rec.checksum, rec.placement, False, already_committed=True)]
+        if rec.state == "freed":
+            self._bump("reads_of_freed")
+            raise ObjectExpired(self._expired_msg(run, rec, ev.function), run_id=run.run_id,
+                                function=ev.function, object=ev.object)
+        out: list[Instruction] = []
+        recorded = False
+        rec.last_access = ev.now
+        if ev.function in info.readers:
+            buf = run.buffers.get(ev.function)
+            if buf is None:
+                buf = run.buffers[ev.function] = {}
+            if ev.object not in buf:
+                buf[ev.object] = None
+                recorded = True
+                run.bump("reads_recorded")
+            else:
+                run.bump("reads_deduplicated")
+            if rec.read_by is not None and rec.state == "readable":
+                rec.read_by.add(ev.function)
+                if len(rec.read_by) == rec.declared:
+                    out.append(ReadRecorded(ev.object, rec.size, rec.checksum, rec.placement, recorded))
+                    self._free(run, rec, "last read (oracle)", out, keep=rec.persist)
+                    self._refresh(run)
+                    return out
+        else:
+            run.bump("reads_undeclared")
+        out.append(ReadRecorded(ev.object, rec.size, rec.checksum, rec.placement, recorded))
+        return out
+
+    def _expired_msg(self, run: RunRecord, rec: ObjectRecord, function: str) -> str:
+        who = ", ".join(rec.committed_by) or "no function"
+        reads = f"its {rec.declared} declared read{'s' if rec.declared != 1 else ''}"
+        task = f"task {function}" if function else "the client"
+        if rec.freed_reason == "committed":
+            return (f"{rec.name!r} of run {run.run_id} was freed after {reads} (committed by {who}); "
+                    f"{task} read it a {_nth(rec.declared + 1)} time")
+        return (f"{rec.name!r} of run {run.run_id} was freed ({rec.freed_reason}) with {rec.remaining} of "
+                f"{reads} outstanding (committed by {who}); {task} read it afterwards")
+
+    def _commit_event(self, ev: Commit) -> list[Instruction]:
+        run = self._running(ev.run_id, ev.now)
+        fn = run.graph.functions.get(ev.function)
+        if fn is None:
+            raise InvalidRequest(f"workflow {run.workflow_key} of run {run.run_id} has no function "
+                                 f"{ev.function!r}", run_id=run.run_id, function=ev.function)
+        if ev.function in run.committed:
+            run.bump("commits_repeated")
+            return [Committed(ev.function, 0, already_committed=True)]
+        if fn.outputs:
+            raise InvalidRequest(f"task {ev.function} of run {run.run_id} commits when it finishes the put of its "
+                                 f"last output {fn.last_output!r}; explicit commit is for functions with no outputs",
+                                 run_id=run.run_id, function=ev.function)
+        return self._commit(run, ev.function, ev.now)
+
+    def _commit(self, run: RunRecord, function: str, now: float) -> list[Instruction]:
+        buf = run.buffers.pop(function, {})
+        run.committed[function] = now
+        out: list[Instruction] = [Committed(function, len(buf))]
+        policy = run.policy
+        for name in buf:
+            rec = run.objects[name]
+            rec.remaining -= 1
+            rec.committed_by.append(function)
+            if rec.remaining == 0 and policy.frees_on_commit and rec.state == "readable":
+                self._free(run, rec, "committed", out, keep=rec.persist)
+        run.bump("commits")
+        self._bump("commits")
+        self._refresh(run)
+        return out
+
+    def _delete(self, ev: Delete) -> list[Instruction]:
+        run = self._running(ev.run_id, ev.now)
+        rec = run.objects.get(ev.object)
+        if rec is None:
+            if ev.object in run.graph.objects:
+                raise ObjectNotWritten(f"delete of {ev.object!r} in run {run.run_id}: it was never written",
+                                       run_id=run.run_id, object=ev.object)
+            raise UnknownObject(self._unknown_msg(run, ev.object), run_id=run.run_id, object=ev.object)
+        out: list[Instruction] = []
+        if rec.state in ("allocated", "readable"):
+            self._free(run, rec, "deleted", out)
+            self._refresh(run)
+        return out
+
+    # -- capacity and the storage layer -------------------------------------------------
+    def _register_capacity(self, ev: RegisterCapacity) -> list[Instruction]:
+        if ev.blocks <= 0 or not ev.function:
+            raise InvalidRequest(f"register_capacity needs a storage function name and blocks > 0, got "
+                                 f"{ev.function!r}, {ev.blocks}")
+        total = self.allocator.register(ev.function, ev.blocks)
+        return [CapacityChanged(ev.function, ev.blocks, total)]
+
+    def _unregister_capacity(self, ev: UnregisterCapacity) -> list[Instruction]:
+        in_use = self.allocator.unregister(ev.function)
+        return [CapacityChanged(ev.function, -1, in_use)]
+
+    def _ack(self, ev: AckInstructions) -> list[Instruction]:
+        while self.pending and self.pending[0].seq <= ev.upto:
+            self.pending.popleft()
+        return []
+
+    # -- invariants --------------------------------------------------------------------
+    def validate_state(self) -> None:
+        """Assert every invariant of DESIGN.md that the state can see."""
+        self.allocator.validate()
+        total_live = 0
+        for run in self.runs.values():
+            live = sum(r.size for r in run.objects.values()
+                       if r.state in ("allocated", "readable") and r.placement.tier == "memory")
+            assert run.live_bytes == live, (run.run_id, run.live_bytes, live)
+            total_live += live
+            for fn, buf in run.buffers.items():
+                assert fn not in run.committed, f"{fn} committed but still has a buffer"
+                for name in buf:
+                    assert fn in run.graph.objects[name].readers, f"{fn} buffered undeclared read {name}"
+            for rec in run.objects.values():
+                info = run.graph.objects[rec.name]
+                assert rec.remaining == rec.declared - len(rec.committed_by) >= 0, rec
+                assert len(set(rec.committed_by)) == len(rec.committed_by), f"double decrement of {rec.name}"
+                assert set(rec.committed_by) <= set(info.readers)
+                if rec.freed_reason == "committed":   # never early
+                    assert rec.remaining == 0 and set(rec.committed_by) == set(info.readers), rec
+                if (run.policy.frees_on_commit and rec.state == "readable" and rec.declared > 0
+                        and rec.remaining == 0):      # never late
+                    raise AssertionError(f"{rec.name} of {run.run_id} should have been freed")
+                if rec.state in ("allocated", "readable"):
+                    for e in rec.placement.extents:
+                        assert (e.function, e.block) in self.allocator.used
+            if run.state != "running":                # nothing leaks
+                assert run.live_bytes == 0 and not run.buffers
+                assert run.run_id not in self.allocator.owner_blocks, f"{run.run_id} ended holding blocks"
+                assert all(r.state == "kept" for r in run.objects.values())
+        assert total_live == self.live_bytes
+        seqs = [i.seq for i in self.pending]
+        assert seqs == sorted(seqs)

@@ -1,0 +1,161 @@
+"""Lifetime-aware allocation: slices in pooled blocks, whole blocks with PlaceChunk,
+edge cases (exactly one block, zero bytes, exhaustion, spill)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from metadata_server import Allocator, CoreDriver, Placed, ReleaseFunction, ScaleOut, reply
+
+
+def test_slices_fill_freeze_and_free_when_fragment_equals_offset():
+    a = Allocator(block_size=100, data_chunks=2, parity_chunks=1)
+    a.register("s0", 3)
+    p1 = a.allocate(60, "r", 0)
+    p2 = a.allocate(30, "r", 0)
+    assert p1.kind == p2.kind == "slice"
+    assert (p1.extents[0].block, p1.extents[0].offset) == (p2.extents[0].block, 0) and p2.extents[0].offset == 60
+    p3 = a.allocate(20, "r", 0)                       # does not fit: active block frozen, new active
+    assert p3.extents[0].block != p1.extents[0].block
+    pool = a.pools[("r", 0)]
+    assert len(pool.frozen) == 1 and pool.active.offset == 20
+    assert a.free(p1) == [] and a.allocated_bytes == 200      # fragment 60 < offset 90
+    a.free(p2)                                                # fragment == offset: block free
+    assert a.allocated_bytes == 100 and not pool.frozen
+    assert a.free(p3) == ["s0"]                               # last block of s0: it may leave the pool
+    assert a.allocated_bytes == 0 and not a.pools
+    a.validate()
+
+
+def test_pools_keyed_by_lifetime_do_not_share_blocks():
+    a = Allocator(block_size=100)
+    a.register("s0", 4)
+    short = a.allocate(10, "r", 0)
+    long = a.allocate(10, "r", 3)
+    assert short.extents[0].block != long.extents[0].block
+    a.free(short)
+    assert a.allocated_bytes == 100                           # the short pool's block went back at once
+    a.validate()
+
+
+def test_object_exactly_one_block():
+    a = Allocator(block_size=100)
+    a.register("s0", 2)
+    small = a.allocate(10, "r", 0)
+    whole = a.allocate(100, "r", 0)
+    assert whole.kind == "slice" and whole.extents[0].offset == 0 and whole.extents[0].length == 100
+    assert a.blocks_needed(100) == 1
+    a.free(whole)
+    assert a.allocated_bytes == 100
+    a.free(small)
+    assert a.allocated_bytes == 0
+    a.validate()
+
+
+def test_zero_byte_object_takes_nothing():
+    a = Allocator(block_size=100)
+    p = a.allocate(0, "r", 0)
+    assert p.tier == "empty" and p.extents == () and a.blocks_needed(0) == 0
+    assert a.free(p) == [] and a.allocated_bytes == 0
+
+
+def test_large_object_chunks_on_distinct_functions():
+    a = Allocator(block_size=100, data_chunks=4, parity_chunks=2)
+    for i in range(8):
+        a.register(f"s{i}", 2)
+    p = a.allocate(1000, "r")                  # chunk 250 B -> 3 blocks per chunk: no function has 3
+    assert p is None
+    p = a.allocate(700, "r")                   # chunk 175 -> 2 blocks per chunk
+    assert p.kind == "blocks" and p.chunk_size == 175 and (p.data_chunks, p.parity_chunks) == (4, 2)
+    by_chunk: dict[int, set[str]] = {}
+    for e in p.extents:
+        by_chunk.setdefault(e.chunk, set()).add(e.function)
+    assert len(by_chunk) == 6 and all(len(f) == 1 for f in by_chunk.values())
+    assert len({next(iter(f)) for f in by_chunk.values()}) == 6          # distinct functions
+    assert sum(e.length for e in p.extents) == 6 * 175
+    assert a.blocks_needed(700) == 12 and a.allocated_bytes == 1200
+    # chunk 0 probes s0, then s6 (stride n=6); s0..s5 are full now
+    q = a.allocate(50, "r", 0)                 # a slice goes to the first function with a free block
+    assert q.extents[0].function == "s6"
+    assert a.allocate(201, "r") is None         # only s6, s7 have room: PlaceChunk needs 6 functions
+    idle = a.free(p)
+    assert set(idle) == {f"s{i}" for i in range(6)}
+    a.validate()
+
+
+def test_place_chunk_skips_full_function_by_whole_groups():
+    a = Allocator(block_size=10, data_chunks=2, parity_chunks=1)
+    for i in range(6):
+        a.register(f"s{i}", 1)
+    a.allocate(10, "r", 0)                     # s0 full
+    p = a.allocate(20, "r")                    # chunk0: s0 full -> s3 (one group on); chunk1: s1; chunk2: s2
+    assert sorted((e.chunk, e.function) for e in p.extents) == [(0, "s3"), (1, "s1"), (2, "s2")]
+
+
+def test_unregister_waits_for_blocks_in_use():
+    a = Allocator(block_size=100)
+    a.register("s0", 2)
+    p = a.allocate(10, "r", 0)
+    assert a.unregister("s0") == 1 and a.free_blocks == 0
+    assert a.allocate(10, "r", 1) is None
+    assert a.free(p) == [] and "s0" not in a.functions
+    assert a.unregister("nope") == 0
+    a.validate()
+
+
+def test_pool_exhaustion_scales_out_and_falls_back_to_cos(fig9_path: Path):
+    d = CoreDriver(block_size=100)
+    key = d.register(fig9_path)
+    d.capacity("s0", 1)
+    r = d.start(key)
+    d.put(r, "", "in1", 80)
+    out = d.begin(r, "", "in2", 80)                  # no block left
+    assert reply(out, Placed).placement.tier == "cos"
+    so = reply(out, ScaleOut)
+    assert so.blocks == 1 and "in2" in so.reason and so.seq > 0
+    assert d.state.runs[r].counters["cos_fallback"] == 1
+    d.finish(r, "", "in2")
+    d.capacity("s1", 4)                              # the daemon scaled out
+    assert reply(d.begin(r, "F1", "a", 50), Placed).placement.extents[0].function == "s1"
+    d.state.validate_state()
+    d.end(r)
+    d.state.validate_state()
+    assert d.state.runs[r].cos_bytes == 0
+
+
+def test_memory_budget_spills_to_cos_never_fails(fig9_path: Path):
+    d = CoreDriver(block_size=100, memory_budget=100)
+    key = d.register(fig9_path)
+    d.capacity("s0", 10)
+    r = d.start(key)
+    d.put(r, "", "in1", 90)
+    out = d.begin(r, "", "in2", 20)                  # would need a second block: past the budget
+    assert reply(out, Placed).placement.tier == "cos"
+    assert not any(isinstance(i, ScaleOut) for i in out)
+    assert d.state.counters["spilled_to_cos"] == 1
+    d.finish(r, "", "in2")
+    d.get(r, "F2", "in2")
+    d.put(r, "F2", "b1", 0)                          # zero bytes: no budget needed
+    out = d.put(r, "F2", "b2", 0)
+    assert any(getattr(i, "object", None) == "in2" for i in out)      # COS object freed by commit too
+    d.state.validate_state()
+    assert d.state.runs[r].cos_bytes == 0
+
+
+def test_release_function_when_its_last_block_frees(fig9_path: Path):
+    d = CoreDriver(block_size=100)
+    key = d.register(fig9_path)
+    d.capacity("s0", 2)
+    r = d.start(key)
+    d.put(r, "", "in1", 10)
+    out = d.delete(r, "in1")
+    assert reply(out, ReleaseFunction).function == "s0"
+
+
+def test_bad_allocator_arguments():
+    with pytest.raises(ValueError):
+        Allocator(block_size=0)
+    with pytest.raises(ValueError):
+        Allocator().allocate(-1, "r")
