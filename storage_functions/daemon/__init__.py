@@ -1,0 +1,13 @@
+"""SION's client daemon: function pool, PlaceChunk placement, two request
+queues per function, persistent buffer with write-behind COS upload, first-d
+GETs, versions and free."""
+
+from __future__ import annotations
+
+from ._config import DaemonConfig
+from ._objects import ObjectTable, ObjectVersion, Stripe, chunk_key, cos_object_key
+from ._placement import BlockAllocator, PlaceChunk, Placement, PoolExhausted
+from ._server import Daemon
+
+__all__ = ["Daemon", "DaemonConfig", "PlaceChunk", "Placement", "BlockAllocator", "PoolExhausted",
+           "ObjectTable", "ObjectVersion", "Stripe", "chunk_key", "cos_object_key"]

@@ -1,0 +1,62 @@
+"""Daemon configuration: one dataclass, validated at construction."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+__all__ = ["DaemonConfig"]
+
+MiB = 1 << 20
+
+
+@dataclass
+class DaemonConfig:
+    host: str = "127.0.0.1"
+    port: int = 0
+    token: str = ""
+    function_prefix: str = "sion"
+    max_functions: int = 48
+    group_size: int = 12
+    block_size: int = MiB
+    function_memory_mb: int = 1536
+    runtime_overhead_mb: int = 64  # interpreter + code, excluded from the capacity
+    hardcap_fraction: float = 0.8  # the rest is kept for recovery (SION Sec. 5.3.1 note 3)
+    idle_s: float = 2.0
+    tick_ms: float = 1.0
+    warm_interval_s: float = 60.0
+    buffer_dir: str | None = None
+    cos_url: str | None = None
+    cos_prefix: str = "sion"
+    upload_workers: int = 2
+    upload_delay_s: float = 0.0
+    buffer_fsync: bool = False
+    max_object_bytes: int = 1 << 30
+    large_threshold: int = 128 * 1024
+    get_timeout_s: float = 10.0
+    put_timeout_s: float = 30.0
+    invoke_timeout_s: float = 15.0
+    get_extra: int | None = None  # chunks requested beyond d; None = all p (first-d of d+p)
+    debug: bool = False
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and v < 0:
+                raise ValueError(f"DaemonConfig.{f.name} must be >= 0, got {v!r}")
+        if self.block_size < 4096:
+            raise ValueError(f"DaemonConfig.block_size must be >= 4096, got {self.block_size}")
+        if self.group_size < 1 or self.max_functions < self.group_size:
+            raise ValueError("DaemonConfig.max_functions must be >= group_size >= 1")
+        if self.capacity < self.block_size:
+            raise ValueError(f"DaemonConfig.function_memory_mb={self.function_memory_mb} leaves no room for one block")
+        if not 0 < self.hardcap_fraction <= 1:
+            raise ValueError(f"DaemonConfig.hardcap_fraction must be in (0, 1], got {self.hardcap_fraction}")
+
+    @property
+    def capacity(self) -> int:
+        """Bytes a function may hold in blocks."""
+        return (self.function_memory_mb - self.runtime_overhead_mb) * MiB
+
+    @property
+    def hardcap(self) -> int:
+        return max(self.block_size, int(self.capacity * self.hardcap_fraction) // self.block_size * self.block_size)

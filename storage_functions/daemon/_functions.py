@@ -1,0 +1,340 @@
+"""The daemon's side of the storage functions: one :class:`FunctionHandle`
+per function of the pool, with its connection states (INFINICACHE Sec. 3:
+sleeping -> invoking -> active -> BYE -> sleeping), its two connections
+(small and large queue, SION Sec. 5.3.4) and request dispatch. Covers
+invoking on demand, the per-invocation secret, queuing requests while a
+function starts, the BYE handshake and connection loss; not placement nor
+what a request means to the object table.
+
+Requests never block the caller: ``request`` queues when the function is not
+connected and triggers an invocation; the reply callback runs on the
+connection's reader thread and must consume exactly ``frame.paylen`` bytes
+from the socket it is given (or receives ``None, None`` when the request
+failed because the instance went away).
+"""
+
+from __future__ import annotations
+
+import hmac
+import itertools
+import logging
+import secrets
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..protocol import Frame, Op, Status, recv_frame, send_frame
+
+__all__ = ["FunctionHandle", "ReplyCallback"]
+
+log = logging.getLogger("storage_functions.daemon")
+
+ReplyCallback = Callable[[Frame | None, socket.socket | None], None]
+
+
+@dataclass(slots=True)
+class _Request:
+    op: int
+    key: str
+    a: int
+    b: int
+    crc: int
+    meta: dict[str, Any] | None
+    payload: Any
+    large: bool
+    on_reply: ReplyCallback
+
+
+@dataclass
+class _Conn:
+    kind: str
+    sock: socket.socket
+    wlock: threading.Lock = field(default_factory=threading.Lock)
+    pending: dict[int, ReplyCallback] = field(default_factory=dict)
+    closed: bool = False
+
+
+class FunctionHandle:
+    def __init__(self, index: int, name: str, *, invoke: Callable[[str, dict[str, Any]], None],
+                 event: Callable[[FunctionHandle, bool], dict[str, Any]], invoke_timeout_s: float,
+                 on_lost: Callable[[FunctionHandle], None], on_mem: Callable[[FunctionHandle, int], None]) -> None:
+        self.index = index
+        self.name = name
+        self._invoke = invoke
+        self._event = event
+        self._invoke_timeout = invoke_timeout_s
+        self._on_lost = on_lost
+        self._on_mem = on_mem
+        self.cond = threading.Condition()
+        self.state = "sleeping"  # sleeping | invoking | active
+        self.secret = ""
+        self.conns: dict[str, _Conn] = {}
+        self.backlog: list[_Request] = []
+        self.pending_deletes: list[str] = []
+        self.inflight = 0
+        self.invoked_at = 0.0
+        self.last_bye = 0.0
+        self.last_used = 0.0
+        self.instance: str | None = None
+        self.term = 0
+        self.hash = ""
+        self.mem = 0
+        self.chunks = 0  # chunks the daemon believes live here
+        self.invocations = 0
+        self.lost_count = 0
+        self._reqids = itertools.count(1)
+
+    # -- requests -------------------------------------------------------------
+    def request(self, op: int, key: str, on_reply: ReplyCallback, *, a: int = 0, b: int = 0, crc: int = 0,
+                meta: dict[str, Any] | None = None, payload: Any = None, large: bool = False) -> None:
+        req = _Request(op, key, a, b, crc, meta, payload, large, on_reply)
+        with self.cond:
+            self.last_used = time.monotonic()
+            if self.state != "active":
+                self.backlog.append(req)
+                self._start_locked(warmup=False)
+                return
+            self.inflight += 1
+        self._send(req)
+
+    def request_put_stream(self, key: str, block: int, offset: int, crc: int, length: int,
+                           write: Callable[[socket.socket], None], on_reply: ReplyCallback, *,
+                           large: bool = True) -> None:
+        """PUT whose payload ``write(sock)`` streams (from the client socket)
+        while holding the large connection; waits for the function to be
+        connected first (the bytes have nowhere else to go)."""
+        deadline = time.monotonic() + self._invoke_timeout * 2
+        with self.cond:
+            self.last_used = time.monotonic()
+            while self.state != "active":
+                self._start_locked(warmup=False)
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"storage function {self.name} did not connect")
+                self.cond.wait(min(left, 0.5))
+            self.inflight += 1
+            conn = self.conns["large" if large else "small"]
+        reqid = next(self._reqids)
+        with conn.wlock:
+            conn.pending[reqid] = self._wrap(on_reply)
+            try:
+                send_frame(conn.sock, Op.PUT, reqid=reqid, key=key, crc=crc, a=block, b=offset, paylen=length)
+            except OSError:
+                conn.closed = True
+            write(conn.sock)  # never raises for the function side; see Daemon._stream_chunk
+        if conn.closed:
+            self._conn_lost(conn)
+
+    def delete(self, keys: list[str]) -> None:
+        """Drop chunks; delivered now if connected, else on the next invocation."""
+        if not keys:
+            return
+        with self.cond:
+            if self.state != "active":
+                self.pending_deletes.extend(keys)
+                return
+            self.inflight += 1
+        self._send(_Request(Op.DEL, "", 0, 0, 0, {"keys": keys}, None, False, lambda f, s: None))
+
+    def _wrap(self, cb: ReplyCallback) -> ReplyCallback:
+        def done(frame: Frame | None, sock: socket.socket | None) -> None:
+            try:
+                cb(frame, sock)
+            finally:
+                with self.cond:
+                    self.inflight -= 1
+                    self.cond.notify_all()
+        return done
+
+    def _send(self, req: _Request) -> None:
+        with self.cond:
+            conn = self.conns.get("large" if req.large else "small")
+        if conn is None or conn.closed:
+            with self.cond:
+                self.inflight -= 1
+            req.on_reply(None, None)
+            return
+        reqid = next(self._reqids)
+        with conn.wlock:
+            conn.pending[reqid] = self._wrap(req.on_reply)
+            try:
+                send_frame(conn.sock, req.op, reqid=reqid, key=req.key, meta=req.meta, crc=req.crc, a=req.a,
+                           b=req.b, payload=req.payload)
+            except OSError:
+                pass  # the reader sees the loss and fails every pending request
+        if conn.closed:
+            self._conn_lost(conn)
+
+    # -- lifecycle ------------------------------------------------------------
+    def warm(self) -> None:
+        with self.cond:
+            if self.state == "sleeping":
+                self._start_locked(warmup=True)
+
+    def _start_locked(self, *, warmup: bool) -> None:
+        now = time.monotonic()
+        if self.state == "invoking" and now - self.invoked_at < self._invoke_timeout:
+            return
+        if self.state == "active":
+            return
+        self.state = "invoking"
+        self.invoked_at = now
+        self.secret = secrets.token_hex(16)
+        self.invocations += 1
+        ev = self._event(self, warmup)
+        # give a warm instance that just said BYE time to return, so the
+        # platform reuses it rather than cold-starting another one
+        gap = 0.03 - (now - self.last_bye)
+        threading.Thread(target=self._do_invoke, args=(ev, gap), daemon=True,
+                         name=f"invoke-{self.name}").start()
+
+    def _do_invoke(self, ev: dict[str, Any], gap: float) -> None:
+        if gap > 0:
+            time.sleep(gap)
+        try:
+            self._invoke(self.name, ev)
+        except Exception as exc:  # noqa: BLE001 - any invoker failure: fail the backlog
+            log.warning("invoking %s failed: %r", self.name, exc)
+            with self.cond:
+                self.state = "sleeping"
+                backlog, self.backlog = self.backlog, []
+                self.cond.notify_all()
+            for req in backlog:
+                req.on_reply(None, None)
+
+    def attach(self, hello: Frame, sock: socket.socket) -> _Conn | None:
+        """A connection from an instance of this function said HELLO."""
+        kind = hello.meta.get("conn")
+        with self.cond:
+            if (self.state != "invoking" or kind not in ("small", "large")
+                    or not hmac.compare_digest(str(hello.meta.get("secret", "")), self.secret)):
+                return None
+            instance = str(hello.meta.get("instance", ""))
+            if self.instance is not None and instance != self.instance:
+                lost = True
+            else:
+                lost = False
+            self.instance = instance
+            self.term = int(hello.meta.get("term", 0))
+            self.hash = str(hello.meta.get("hash", ""))
+            self.mem = int(hello.meta.get("mem", 0))
+            conn = _Conn(kind, sock)
+            self.conns[kind] = conn
+        send_frame(sock, Op.REPLY)
+        if lost:
+            self.lost_count += 1
+            self._on_lost(self)
+        with self.cond:
+            if len(self.conns) == 2 and self.state == "invoking":
+                self.state = "active"
+                backlog, self.backlog = self.backlog, []
+                deletes, self.pending_deletes = self.pending_deletes, []
+                self.inflight += len(backlog) + (1 if deletes else 0)
+                self.cond.notify_all()
+            else:
+                backlog, deletes = [], []
+        if deletes:
+            self._send(_Request(Op.DEL, "", 0, 0, 0, {"keys": deletes}, None, False, lambda f, s: None))
+        for req in backlog:
+            self._send(req)
+        return conn
+
+    def serve(self, conn: _Conn) -> None:
+        """Reader loop of one connection (runs on the accepting thread)."""
+        sock = conn.sock
+        head = bytearray(40)
+        try:
+            while True:
+                frame = recv_frame(sock, head)
+                if frame is None:
+                    break
+                if frame.op == Op.BYE:
+                    self._bye(frame)
+                    continue
+                if frame.op in (Op.REPLY, Op.PONG):
+                    self.mem = frame.a
+                    self._on_mem(self, frame.a)
+                with conn.wlock:
+                    cb = conn.pending.pop(frame.reqid, None)
+                if cb is None:
+                    _skip(sock, frame.paylen)
+                else:
+                    cb(frame, sock)
+        except (OSError, ConnectionError) as exc:
+            if not conn.closed:
+                log.info("connection %s/%s lost: %r", self.name, conn.kind, exc)
+        finally:
+            self._conn_lost(conn)
+
+    def _bye(self, frame: Frame) -> None:
+        with self.cond:
+            ok = self.state == "active" and self.inflight == 0 and not self.backlog
+            if ok:
+                self.state = "sleeping"
+                self.term = int(frame.meta.get("term", self.term))
+                self.hash = str(frame.meta.get("hash", self.hash))
+                self.mem = int(frame.meta.get("mem", self.mem))
+                self.last_bye = time.monotonic()
+                conns = list(self.conns.values())
+                self.conns = {}
+            else:
+                conns = [self.conns["small"]] if "small" in self.conns else []
+        for c in conns:
+            with c.wlock:
+                try:
+                    send_frame(c.sock, Op.BYE_ACK if ok else Op.BYE_NACK)
+                except OSError:
+                    pass
+            if ok:
+                c.closed = True
+
+    def _conn_lost(self, conn: _Conn) -> None:
+        with conn.wlock:
+            pending, conn.pending = conn.pending, {}
+            was_closed, conn.closed = conn.closed, True
+        try:
+            conn.sock.close()
+        except OSError:
+            pass
+        for cb in pending.values():
+            cb(None, None)
+        if was_closed and not pending:
+            return
+        with self.cond:
+            if self.conns.get(conn.kind) is conn:
+                # died without BYE: the other connection goes with it
+                others = [c for c in self.conns.values() if c is not conn]
+                self.conns = {}
+                self.state = "sleeping"
+                self.cond.notify_all()
+            else:
+                others = []
+        for c in others:
+            try:
+                c.sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        with self.cond:
+            conns = list(self.conns.values())
+            self.conns = {}
+            self.state = "sleeping"
+        for c in conns:
+            c.closed = True
+            try:
+                c.sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+def _skip(sock: socket.socket, n: int) -> None:
+    from ..protocol import drain
+
+    if n:
+        drain(sock, n)
+
+
+_ = Status

@@ -1,0 +1,124 @@
+"""Object records and versions (SION Sec. 5.3.2): every PUT of a key makes a
+new immutable version; a version is readable once all its chunks are in
+function memory and in the persistent buffer. Covers the record layout and
+the COS object format; not I/O.
+
+COS object of one version (also the persistent-buffer file, byte for byte)::
+
+    chunks of stripe 0 (d+p chunks of ``cl`` bytes), stripe 1, ...
+    meta JSON {"key", "version", "size", "stripes": [{"d","p","fs","ol","cl","crcs"}]}
+    u32 big-endian length of the meta JSON | b"SION"
+
+so it can be written while the chunks stream in, and a reader finds the meta
+in the last 8 bytes. Chunk ``i`` of stripe ``s`` is at
+``sum(cl*(d+p) of stripes before s) + i*cl``.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+__all__ = ["Stripe", "ObjectVersion", "ObjectTable", "cos_object_key", "chunk_key", "trailer"]
+
+TRAILER = struct.Struct("!I4s")
+
+
+def cos_object_key(prefix: str, key: str, version: int) -> str:
+    return f"{prefix}/objects/k-{quote(key, safe='')}/{version:08d}"
+
+
+def chunk_key(key: str, version: int, stripe: int, index: int) -> str:
+    return f"{version}/{stripe}/{index}/{key}"
+
+
+@dataclass(slots=True)
+class Stripe:
+    d: int
+    p: int
+    fs: int  # payload bytes per fragment (decoders need it)
+    ol: int  # original bytes in this stripe
+    cl: int  # bytes per chunk as stored
+    crcs: list[int]
+    places: list[tuple[int, int, int] | None]  # (function index, block, offset) per chunk
+    offset: int = 0  # of chunk 0 in the COS object / buffer file
+
+    @property
+    def n(self) -> int:
+        return self.d + self.p
+
+    def public(self) -> dict[str, Any]:
+        return {"d": self.d, "p": self.p, "fs": self.fs, "ol": self.ol, "cl": self.cl}
+
+
+@dataclass
+class ObjectVersion:
+    key: str
+    version: int
+    size: int = 0
+    stripes: list[Stripe] = field(default_factory=list)
+    state: str = "writing"  # writing | ready | failed | freed
+    buffer_path: str | None = None  # set while the persistent buffer holds it
+    uploaded: bool = False
+    uploading: bool = False
+    cos_key: str = ""
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def chunk_offset(self, s: int, i: int) -> int:
+        st = self.stripes[s]
+        return st.offset + i * st.cl
+
+    def meta(self) -> dict[str, Any]:
+        return {"key": self.key, "version": self.version, "size": self.size,
+                "stripes": [dict(st.public(), crcs=st.crcs) for st in self.stripes]}
+
+
+def trailer(obj: ObjectVersion) -> bytes:
+    raw = json.dumps(obj.meta(), separators=(",", ":")).encode()
+    return raw + TRAILER.pack(len(raw), b"SION")
+
+
+class ObjectTable:
+    """Key -> versions, newest last. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._versions: dict[str, list[ObjectVersion]] = {}
+
+    def begin(self, key: str) -> ObjectVersion:
+        with self._lock:
+            vs = self._versions.setdefault(key, [])
+            obj = ObjectVersion(key, (vs[-1].version + 1) if vs else 1)
+            vs.append(obj)
+            return obj
+
+    def latest(self, key: str, version: int | None = None) -> ObjectVersion | None:
+        with self._lock:
+            for obj in reversed(self._versions.get(key, [])):
+                if obj.state == "ready" and (version is None or obj.version == version):
+                    return obj
+        return None
+
+    def drop_failed(self, obj: ObjectVersion) -> None:
+        with self._lock:
+            vs = self._versions.get(obj.key, [])
+            if obj in vs:
+                vs.remove(obj)
+            if not vs:
+                self._versions.pop(obj.key, None)
+
+    def pop(self, key: str) -> list[ObjectVersion]:
+        with self._lock:
+            return self._versions.pop(key, [])
+
+    def keys(self) -> list[str]:
+        with self._lock:
+            return list(self._versions)
+
+    def all(self) -> list[ObjectVersion]:
+        with self._lock:
+            return [o for vs in self._versions.values() for o in vs]

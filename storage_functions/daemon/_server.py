@@ -1,0 +1,723 @@
+"""The client daemon: one TCP listener for SDK clients and storage
+functions, the object table, PUT (stream chunks to functions and the
+persistent buffer), first-d GET with COS fallback, free, warm-ups. Covers
+the request paths; placement policy (``_placement``), function connections
+(``_functions``) and the buffer (``_buffer``) live in their own modules.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import os
+import shutil
+import socket
+import tempfile
+import threading
+import time
+import zlib
+from typing import Any, Callable, Iterable
+
+from ..exceptions import AuthError, NotEnoughChunks, ObjectTooLarge, ProtocolError, StorageError, StoreError, UnknownKey
+from ..protocol import Frame, Op, Status, drain, recv_frame, recv_into, send_frame, status_for, tune_socket
+from ._buffer import PersistentBuffer
+from ._config import DaemonConfig
+from ._functions import FunctionHandle
+from ._objects import ObjectTable, ObjectVersion, Stripe, chunk_key, cos_object_key, trailer
+from ._placement import PlaceChunk, PoolExhausted
+
+__all__ = ["Daemon"]
+
+log = logging.getLogger("storage_functions.daemon")
+_SCRATCH = 1 << 20
+
+
+class Daemon:
+    """``Daemon(config, invoker).start()`` -> (host, port).
+
+    ``invoker`` is anything with ``invoke_async(function_name, payload)``
+    (``storage_functions.invoker.Invoker``). ``cos`` is a COS adapter or
+    None (then ``config.cos_url`` is opened, or nothing is made durable).
+    ``placement`` replaces the default :class:`PlaceChunk`;
+    ``on_new_function(name)`` runs before a function first joins the pool
+    (deploy it there when the platform needs it).
+    """
+
+    def __init__(self, config: DaemonConfig, invoker: Any, *, cos: Any = None, placement: PlaceChunk | None = None,
+                 on_new_function: Callable[[str], None] | None = None) -> None:
+        self.config = config
+        self.invoker = invoker
+        if cos is None and config.cos_url:
+            from ..cos import open_cos
+
+            cos = open_cos(config.cos_url)
+        self.cos = cos
+        self.placement = placement or PlaceChunk(group_size=config.group_size, hardcap=config.hardcap,
+                                                 block_size=config.block_size, max_functions=config.max_functions)
+        self.on_new_function = on_new_function
+        self.table = ObjectTable()
+        self._own_buffer_dir = config.buffer_dir is None
+        self.buffer_dir = config.buffer_dir or tempfile.mkdtemp(prefix="sion-buffer-")
+        self.buffer = PersistentBuffer(self.buffer_dir, cos, workers=config.upload_workers,
+                                       delay_s=config.upload_delay_s, fsync=config.buffer_fsync)
+        self.handles: list[FunctionHandle] = []
+        self._by_name: dict[str, FunctionHandle] = {}
+        self._place_lock = threading.Lock()
+        self._lock = threading.Lock()
+        self._listener: socket.socket | None = None
+        self._threads: list[threading.Thread] = []
+        self._clients: set[socket.socket] = set()
+        self._stopping = threading.Event()
+        self.address: tuple[str, int] = (config.host, config.port)
+        self.counters = {"puts": 0, "gets": 0, "buffer_hits": 0, "cos_fallbacks": 0, "corrupt_chunks": 0,
+                         "missing_chunks": 0, "chunk_retries": 0, "lost_functions": 0, "auth_failures": 0}
+
+    # -- lifecycle --------------------------------------------------------------
+    def start(self) -> tuple[str, int]:
+        ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        ls.bind((self.config.host, self.config.port))
+        ls.listen(512)
+        self._listener = ls
+        self.address = ls.getsockname()[:2]
+        for target, name in ((self._accept_loop, "sion-accept"), (self._warm_loop, "sion-warm")):
+            t = threading.Thread(target=target, daemon=True, name=name)
+            t.start()
+            self._threads.append(t)
+        return self.address
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._listener is not None:
+            try:
+                self._listener.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            self._listener.close()
+        for h in list(self.handles):
+            h.close()
+        with self._lock:
+            clients = list(self._clients)
+        for c in clients:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        for t in self._threads:
+            t.join(5)
+        self.buffer.close()
+        if self._own_buffer_dir:
+            shutil.rmtree(self.buffer_dir, ignore_errors=True)
+
+    def __enter__(self) -> Daemon:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def wait_uploads(self, timeout: float = 30.0) -> bool:
+        return self.buffer.wait_idle(timeout)
+
+    # -- public operations --------------------------------------------------------
+    def free(self, keys: Iterable[str]) -> int:
+        """Drop every version of ``keys`` from function memory, the buffer and
+        COS (the metadata server calls this when objects expire). A version
+        whose upload had not started is never uploaded. Returns the number of
+        versions freed; unknown keys are ignored."""
+        n = 0
+        per_fn: dict[int, list[str]] = {}
+        for key in keys:
+            for obj in self.table.pop(key):
+                n += 1
+                self.buffer.discard(obj)
+                with self._place_lock:
+                    for s, st in enumerate(obj.stripes):
+                        for i, place in enumerate(st.places):
+                            if place is None:
+                                continue
+                            fn, block, off = place
+                            self.placement.free(fn, block, off, st.cl)
+                            per_fn.setdefault(fn, []).append(chunk_key(obj.key, obj.version, s, i))
+                            st.places[i] = None
+        for fn, ckeys in per_fn.items():
+            h = self.handles[fn]
+            h.chunks -= len(ckeys)
+            h.delete(ckeys)
+        return n
+
+    def stats(self) -> dict[str, Any]:
+        objs = self.table.all()
+        return {
+            "address": list(self.address),
+            "objects": len(self.table.keys()), "versions": len(objs),
+            "bytes": sum(o.size for o in objs),
+            "pending_uploads": sum(1 for o in objs if not o.uploaded and o.state == "ready"),
+            "uploads": self.buffer.uploads, "uploads_skipped": self.buffer.skipped,
+            "upload_retries": self.buffer.retries,
+            **self.counters,
+            "functions": [{"name": h.name, "state": h.state, "mem": h.mem, "chunks": h.chunks,
+                           "invocations": h.invocations, "lost": h.lost_count,
+                           "sealed": self.placement.slots[h.index].sealed if h.index < len(self.placement.slots) else False}
+                          for h in self.handles],
+        }
+
+    def corrupt_chunk(self, key: str, stripe: int = 0, index: int = 0) -> bool:
+        """Debug: flip a byte of one stored chunk in function memory (the
+        runtime accepts this only when ``config.debug``)."""
+        obj = self.table.latest(key)
+        if obj is None:
+            raise UnknownKey(key)
+        place = obj.stripes[stripe].places[index]
+        if place is None:
+            return False
+        done = threading.Event()
+        result: list[bool] = []
+
+        def cb(f: Frame | None, s: socket.socket | None) -> None:
+            result.append(f is not None and f.status == Status.OK)
+            done.set()
+
+        self.handles[place[0]].request(Op.CORRUPT, chunk_key(key, obj.version, stripe, index), cb)
+        done.wait(self.config.invoke_timeout_s)
+        return bool(result and result[0])
+
+    # -- function pool ------------------------------------------------------------
+    def _handle(self, index: int) -> FunctionHandle:
+        with self._lock:
+            while len(self.handles) <= index:
+                i = len(self.handles)
+                name = f"{self.config.function_prefix}-{i}"
+                if self.on_new_function is not None:
+                    self.on_new_function(name)
+                h = FunctionHandle(i, name, invoke=self.invoker.invoke_async, event=self._event,
+                                   invoke_timeout_s=self.config.invoke_timeout_s, on_lost=self._function_lost,
+                                   on_mem=lambda h, m: None)
+                self.handles.append(h)
+                self._by_name[name] = h
+            return self.handles[index]
+
+    def _event(self, h: FunctionHandle, warmup: bool) -> dict[str, Any]:
+        c = self.config
+        host, port = self.address
+        return {"daemon": [host, port], "name": h.name, "secret": h.secret, "idle_s": c.idle_s,
+                "tick_ms": c.tick_ms, "block_size": c.block_size, "capacity": c.capacity,
+                "cos_url": c.cos_url, "cos_prefix": c.cos_prefix, "warmup": warmup, "debug": c.debug}
+
+    def _function_lost(self, h: FunctionHandle) -> None:
+        """A new instance answered for ``h``: its memory is gone. Forget the
+        chunks it held (GETs use parity or COS; recovery is later work)."""
+        self.counters["lost_functions"] += 1
+        with self._place_lock:
+            self.placement.lost(h.index)
+            for obj in self.table.all():
+                for st in obj.stripes:
+                    for i, place in enumerate(st.places):
+                        if place is not None and place[0] == h.index:
+                            st.places[i] = None
+            h.chunks = 0
+
+    def _warm_loop(self) -> None:
+        while not self._stopping.wait(max(0.05, self.config.warm_interval_s / 4)):
+            now = time.monotonic()
+            for h in list(self.handles):
+                if h.chunks > 0 and h.state == "sleeping" and now - h.last_used >= self.config.warm_interval_s:
+                    h.last_used = now
+                    h.warm()
+
+    # -- connections --------------------------------------------------------------
+    def _accept_loop(self) -> None:
+        assert self._listener is not None
+        while not self._stopping.is_set():
+            try:
+                sock, _ = self._listener.accept()
+            except OSError:
+                return
+            t = threading.Thread(target=self._conn_main, args=(sock,), daemon=True, name="sion-conn")
+            t.start()
+
+    def _conn_main(self, sock: socket.socket) -> None:
+        tune_socket(sock)
+        try:
+            sock.settimeout(10)
+            hello = recv_frame(sock)
+            sock.settimeout(None)
+            if hello is None:
+                return
+            if hello.op != Op.HELLO:
+                raise ProtocolError(f"first frame must be HELLO, got op {hello.op}")
+            role = hello.meta.get("role")
+            if role == "function":
+                h = self._by_name.get(str(hello.meta.get("name", "")))
+                conn = h.attach(hello, sock) if h is not None else None
+                if conn is None:
+                    self.counters["auth_failures"] += 1
+                    send_frame(sock, Op.REPLY, status=Status.AUTH, payload=b"unknown function or bad invocation secret")
+                    return
+                h.serve(conn)
+                sock = None  # type: ignore[assignment]  # serve() closed it
+                return
+            if role != "client" or not hmac.compare_digest(str(hello.meta.get("token", "")), self.config.token):
+                self.counters["auth_failures"] += 1
+                send_frame(sock, Op.REPLY, reqid=hello.reqid, status=Status.AUTH,
+                           payload=b"client refused: missing or wrong run token")
+                return
+            send_frame(sock, Op.REPLY, reqid=hello.reqid)
+            with self._lock:
+                self._clients.add(sock)
+            try:
+                self._client_loop(sock)
+            finally:
+                with self._lock:
+                    self._clients.discard(sock)
+        except (OSError, ConnectionError, ProtocolError) as exc:
+            log.debug("connection ended: %r", exc)
+        finally:
+            if sock is not None:
+                sock.close()
+
+    def _client_loop(self, sock: socket.socket) -> None:
+        scratch = bytearray(_SCRATCH)
+        wlock = threading.Lock()
+        head = bytearray(40)
+        while True:
+            f = recv_frame(sock, head)
+            if f is None:
+                return
+            try:
+                if f.op == Op.PUT:
+                    meta = self._put(sock, f, scratch)
+                    send_frame(sock, Op.REPLY, reqid=f.reqid, meta=meta)
+                elif f.op == Op.GET:
+                    self._get(sock, wlock, f)
+                elif f.op == Op.DEL:
+                    drain(sock, f.paylen)
+                    if self.free([f.key]) == 0:
+                        raise UnknownKey(f"{f.key!r}: no such object")
+                    send_frame(sock, Op.REPLY, reqid=f.reqid)
+                elif f.op == Op.FREE:
+                    drain(sock, f.paylen)
+                    n = self.free([str(k) for k in f.meta.get("keys", [])])
+                    send_frame(sock, Op.REPLY, reqid=f.reqid, meta={"freed": n})
+                elif f.op == Op.STAT:
+                    drain(sock, f.paylen)
+                    send_frame(sock, Op.REPLY, reqid=f.reqid, meta=self.stats())
+                elif f.op == Op.PING:
+                    drain(sock, f.paylen)
+                    send_frame(sock, Op.PONG, reqid=f.reqid)
+                else:
+                    raise ProtocolError(f"unexpected op {f.op} from a client")
+            except StorageError as exc:
+                with wlock:
+                    send_frame(sock, Op.REPLY, reqid=f.reqid, status=status_for(exc), payload=str(exc).encode())
+                if isinstance(exc, ProtocolError):
+                    return
+
+    # -- PUT ----------------------------------------------------------------------
+    def _put(self, sock: socket.socket, f: Frame, scratch: bytearray) -> dict[str, Any]:
+        n = int(f.meta.get("n", 0))
+        size = int(f.meta.get("size", 0))
+        alloc = f.meta.get("alloc")
+        error: StorageError | None = None
+        if size > self.config.max_object_bytes:
+            error = ObjectTooLarge(f"{f.key!r}: {size} bytes is over the store's maximum of "
+                                   f"{self.config.max_object_bytes} bytes")
+        obj = self.table.begin(f.key)
+        obj.size = size
+        obj.cos_key = cos_object_key(self.config.cos_prefix, f.key, obj.version)
+        path = self.buffer.path_for(obj)
+        waiter = _Waiter()
+        fh = open(path, "wb")
+        try:
+            file_off = 0
+            for s in range(n):
+                sf = recv_frame(sock)
+                if sf is None or sf.op != Op.STRIPE:
+                    raise ProtocolError(f"PUT {f.key!r}: expected stripe {s} of {n}")
+                if error is not None:
+                    drain(sock, sf.paylen, scratch)
+                    continue
+                try:
+                    stripe = self._stripe(f.key, sf, file_off, alloc[s] if alloc else None)
+                except StorageError as exc:
+                    error = exc
+                    drain(sock, sf.paylen, scratch)
+                    continue
+                obj.stripes.append(stripe)
+                for i in range(stripe.n):
+                    self._stream_chunk(sock, fh, scratch, obj, s, i, waiter)
+                file_off += sf.paylen
+            if error is not None:
+                raise error
+            fh.write(trailer(obj))
+            if self.config.buffer_fsync:
+                fh.flush()
+                os.fsync(fh.fileno())
+        except BaseException:
+            fh.close()
+            os.unlink(path)
+            self._abandon(obj)
+            raise
+        fh.close()
+        obj.buffer_path = path
+        failed = waiter.wait(self.config.put_timeout_s)
+        if failed:
+            failed = self._retry_chunks(obj, failed)
+        if failed:
+            obj.buffer_path = None
+            os.unlink(path)
+            self._abandon(obj)
+            raise StoreError(f"PUT {f.key!r}: {len(failed)} chunk(s) could not be stored in any function")
+        obj.state = "ready"
+        self.buffer.submit(obj)
+        self.counters["puts"] += 1
+        return {"version": obj.version, "size": size}
+
+    def _stripe(self, key: str, sf: Frame, offset: int, alloc: list[Any] | None) -> Stripe:
+        m = sf.meta
+        d, p = int(m["d"]), int(m.get("p", 0))
+        n = d + p
+        if d < 1 or sf.paylen % n:
+            raise ProtocolError(f"PUT {key!r}: stripe of {sf.paylen} bytes does not split into {n} chunks")
+        cl = sf.paylen // n
+        crcs = [int(c) for c in m["crcs"]]
+        if len(crcs) != n:
+            raise ProtocolError(f"PUT {key!r}: {len(crcs)} checksums for {n} chunks")
+        with self._place_lock:
+            if alloc:
+                places = [(self._index_of(a[0]), int(a[1]), int(a[2])) for a in alloc]
+                if len({pl[0] for pl in places}) != len(places):
+                    raise StoreError(f"PUT {key!r}: the allocation puts two chunks on one function")
+                for fn, block, off in places:
+                    self.placement.reserve(fn, block, off, cl)
+            else:
+                try:
+                    places = list(self.placement.place([cl] * n).places)
+                except PoolExhausted as exc:
+                    raise StoreError(f"PUT {key!r}: {exc}") from None
+        for fn, _, _ in places:
+            self._handle(fn).chunks += 1
+        return Stripe(d, p, int(m.get("fs", cl)), int(m.get("ol", cl)), cl, crcs, list(places), offset)
+
+    def _index_of(self, fn: Any) -> int:
+        if isinstance(fn, int):
+            return fn
+        prefix = self.config.function_prefix + "-"
+        if isinstance(fn, str) and fn.startswith(prefix) and fn[len(prefix):].isdigit():
+            return int(fn[len(prefix):])
+        raise StoreError(f"allocation names function {fn!r}, not one of {prefix}N")
+
+    def _stream_chunk(self, sock: socket.socket, fh: Any, scratch: bytearray, obj: ObjectVersion, s: int, i: int,
+                      waiter: _Waiter) -> None:
+        st = obj.stripes[s]
+        place = st.places[i]
+        assert place is not None
+        fn, block, off = place
+        cl = st.cl
+        view = memoryview(scratch)
+        fn_ok = [True]
+
+        def write(fsock: socket.socket) -> None:
+            left = cl
+            while left:
+                k = sock.recv_into(view, min(left, len(view)))
+                if k == 0:
+                    raise ConnectionError("client closed mid-PUT")
+                piece = view[:k]
+                fh.write(piece)
+                if fn_ok[0]:
+                    try:
+                        fsock.sendall(piece)
+                    except OSError:
+                        fn_ok[0] = False
+                left -= k
+
+        waiter.add()
+        try:
+            self._handle(fn).request_put_stream(chunk_key(obj.key, obj.version, s, i), block, off, st.crcs[i], cl,
+                                                write, waiter.callback(s, i),
+                                                large=cl >= self.config.large_threshold)
+        except TimeoutError:
+            write(_NullSock())  # keep the client stream in step; the chunk is retried
+            waiter.fail(s, i)
+
+    def _retry_chunks(self, obj: ObjectVersion, failed: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        """Place chunks whose function failed on another function, from the buffer file."""
+        waiter = _Waiter()
+        assert obj.buffer_path is not None
+        with open(obj.buffer_path, "rb") as fh:
+            for s, i in failed:
+                st = obj.stripes[s]
+                old = st.places[i]
+                with self._place_lock:
+                    if old is not None:
+                        self.placement.free(old[0], old[1], old[2], st.cl)
+                        self.handles[old[0]].chunks -= 1
+                    holders = frozenset(pl[0] for pl in st.places if pl is not None and pl is not old)
+                    try:
+                        new = self.placement.place([st.cl], exclude=holders).places[0]
+                    except PoolExhausted:
+                        st.places[i] = None
+                        continue
+                st.places[i] = new
+                self._handle(new[0]).chunks += 1
+                fh.seek(obj.chunk_offset(s, i))
+                data = fh.read(st.cl)
+                self.counters["chunk_retries"] += 1
+                waiter.add()
+                self._handle(new[0]).request(Op.PUT, chunk_key(obj.key, obj.version, s, i), waiter.callback(s, i),
+                                             a=new[1], b=new[2], crc=st.crcs[i], payload=data,
+                                             large=st.cl >= self.config.large_threshold)
+        return waiter.wait(self.config.put_timeout_s)
+
+    def _abandon(self, obj: ObjectVersion) -> None:
+        obj.state = "failed"
+        self.table.drop_failed(obj)
+        per_fn: dict[int, list[str]] = {}
+        with self._place_lock:
+            for s, st in enumerate(obj.stripes):
+                for i, place in enumerate(st.places):
+                    if place is not None:
+                        self.placement.free(place[0], place[1], place[2], st.cl)
+                        per_fn.setdefault(place[0], []).append(chunk_key(obj.key, obj.version, s, i))
+                        st.places[i] = None
+        for fn, keys in per_fn.items():
+            self.handles[fn].chunks -= len(keys)
+            self.handles[fn].delete(keys)
+
+    # -- GET ----------------------------------------------------------------------
+    def _get(self, sock: socket.socket, wlock: threading.Lock, f: Frame) -> None:
+        drain(sock, f.paylen)
+        version = f.meta.get("version")
+        obj = self.table.latest(f.key, int(version) if version is not None else None)
+        if obj is None:
+            raise UnknownKey(f"{f.key!r}{f' version {version}' if version is not None else ''}: no such object")
+        self.counters["gets"] += 1
+        head = {"version": obj.version, "size": obj.size, "stripes": [st.public() for st in obj.stripes]}
+        fh = self._open_buffer(obj)
+        if fh is not None:  # read-after-write from the persistent buffer
+            self.counters["buffer_hits"] += 1
+            with fh, wlock:
+                send_frame(sock, Op.REPLY, reqid=f.reqid, meta=head)
+                for s, st in enumerate(obj.stripes):
+                    for i in range(st.d):
+                        send_frame(sock, Op.CHUNK, a=s, b=i, paylen=st.cl)
+                        if st.cl:
+                            sock.sendfile(fh, obj.chunk_offset(s, i), st.cl)
+                send_frame(sock, Op.END, reqid=f.reqid)
+            return
+        with wlock:
+            send_frame(sock, Op.REPLY, reqid=f.reqid, meta=head)
+        col = _Collector(sock, wlock, obj)
+        extra = self.config.get_extra
+        for s, st in enumerate(obj.stripes):
+            want = st.n if extra is None else min(st.n, st.d + extra)
+            for i in range(st.n):
+                place = st.places[i]
+                if i >= want or place is None:
+                    if place is None:
+                        self.counters["missing_chunks"] += 1
+                    col.skip(s)
+                    continue
+                self.handles[place[0]].request(Op.GET, chunk_key(obj.key, obj.version, s, i), col.callback(s, i),
+                                               large=st.cl >= self.config.large_threshold)
+        short = col.wait(self.config.get_timeout_s)
+        self.counters["corrupt_chunks"] += col.corrupt
+        self.counters["missing_chunks"] += col.missing
+        status, message = Status.OK, b""
+        if col.client_dead:
+            raise ConnectionError("client went away during GET")
+        if short:
+            self.counters["cos_fallbacks"] += 1
+            try:
+                self._fallback(col, obj, short)
+            except StorageError as exc:
+                status, message = status_for(exc), str(exc).encode()
+        with wlock:
+            send_frame(sock, Op.END, reqid=f.reqid, status=status, payload=message)
+
+    def _open_buffer(self, obj: ObjectVersion) -> Any:
+        with obj.lock:
+            if obj.uploaded or obj.buffer_path is None:
+                return None
+            try:
+                return open(obj.buffer_path, "rb")
+            except FileNotFoundError:
+                return None
+
+    def _fallback(self, col: _Collector, obj: ObjectVersion, short: list[int]) -> None:
+        """Send the chunks first-d could not get, from the buffer or COS."""
+        for s in short:
+            st = obj.stripes[s]
+            have = col.sent_idx[s]
+            need = st.d - len(have)
+            for i in range(st.n):
+                if need <= 0:
+                    break
+                if i in have:
+                    continue
+                data = self._read_chunk(obj, s, i)
+                if data is None:
+                    continue
+                with col.wlock:
+                    send_frame(col.sock, Op.CHUNK, a=s, b=i, payload=data)
+                have.add(i)
+                need -= 1
+            if need > 0:
+                raise NotEnoughChunks(f"{obj.key!r} version {obj.version}: stripe {s} has {len(have)} of "
+                                      f"{st.d} chunks and no readable COS copy")
+
+    def _read_chunk(self, obj: ObjectVersion, s: int, i: int) -> bytes | None:
+        st = obj.stripes[s]
+        off = obj.chunk_offset(s, i)
+        data: bytes | None = None
+        fh = self._open_buffer(obj)
+        if fh is not None:
+            with fh:
+                fh.seek(off)
+                data = fh.read(st.cl)
+        elif self.cos is not None:
+            try:
+                data = self.cos.get_range(obj.cos_key, off, st.cl) if st.cl else b""
+            except Exception as exc:  # noqa: BLE001
+                log.warning("COS read of %s failed: %r", obj.cos_key, exc)
+                return None
+        if data is None or len(data) != st.cl or zlib.crc32(data) != st.crcs[i]:
+            return None
+        return data
+
+
+class _NullSock:
+    def sendall(self, data: Any) -> None:
+        pass
+
+
+class _Waiter:
+    """Counts outstanding chunk PUTs; collects the failed ones."""
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.outstanding = 0
+        self.failed: list[tuple[int, int]] = []
+
+    def add(self) -> None:
+        with self.cond:
+            self.outstanding += 1
+
+    def fail(self, s: int, i: int) -> None:
+        with self.cond:
+            self.failed.append((s, i))
+            self.outstanding -= 1
+            self.cond.notify_all()
+
+    def callback(self, s: int, i: int) -> Callable[[Frame | None, socket.socket | None], None]:
+        def cb(f: Frame | None, fsock: socket.socket | None) -> None:
+            if f is not None and f.paylen and fsock is not None:
+                drain(fsock, f.paylen)
+            ok = f is not None and f.status == Status.OK
+            with self.cond:
+                if not ok:
+                    self.failed.append((s, i))
+                self.outstanding -= 1
+                self.cond.notify_all()
+        return cb
+
+    def wait(self, timeout: float) -> list[tuple[int, int]]:
+        with self.cond:
+            if not self.cond.wait_for(lambda: self.outstanding <= 0, timeout):
+                return sorted(set(self.failed)) or [(-1, -1)]
+            return sorted(set(self.failed))
+
+
+_tls = threading.local()
+
+
+def _scratch(n: int) -> memoryview:
+    buf = getattr(_tls, "buf", None)
+    if buf is None or len(buf) < n:
+        buf = _tls.buf = bytearray(max(n, 1 << 16))
+    return memoryview(buf)[:n]
+
+
+class _Collector:
+    """First-d: forwards the first ``d`` good chunks of each stripe to the
+    client as they arrive; late, failed or corrupt ones are dropped."""
+
+    def __init__(self, sock: socket.socket, wlock: threading.Lock, obj: ObjectVersion) -> None:
+        self.sock = sock
+        self.wlock = wlock
+        self.obj = obj
+        k = len(obj.stripes)
+        self.cond = threading.Condition()
+        self.remaining = [st.n for st in obj.stripes]
+        self.claimed = [0] * k
+        self.sent = [0] * k
+        self.closed = [False] * k
+        self.sent_idx: list[set[int]] = [set() for _ in range(k)]
+        self.corrupt = 0
+        self.missing = 0
+        self.client_dead = False
+
+    def skip(self, s: int) -> None:
+        with self.cond:
+            self.remaining[s] -= 1
+
+    def callback(self, s: int, i: int) -> Callable[[Frame | None, socket.socket | None], None]:
+        def cb(f: Frame | None, fsock: socket.socket | None) -> None:
+            ok = f is not None and f.status == Status.OK and fsock is not None
+            with self.cond:
+                if not ok:
+                    if f is not None and f.status == Status.CORRUPT:
+                        self.corrupt += 1
+                    else:
+                        self.missing += 1
+                claim = ok and not self.closed[s] and self.claimed[s] < self.obj.stripes[s].d and not self.client_dead
+                if claim:
+                    self.claimed[s] += 1
+                else:
+                    self.remaining[s] -= 1
+                    self.cond.notify_all()
+            if f is None or fsock is None:
+                return
+            if not claim:
+                if f.paylen:
+                    drain(fsock, f.paylen)
+                return
+            view = _scratch(f.paylen)
+            try:
+                recv_into(fsock, view)
+            except BaseException:
+                with self.cond:
+                    self.claimed[s] -= 1
+                    self.remaining[s] -= 1
+                    self.missing += 1
+                    self.cond.notify_all()
+                raise
+            try:
+                with self.wlock:
+                    send_frame(self.sock, Op.CHUNK, a=s, b=i, payload=view)
+            except OSError:
+                self.client_dead = True
+            with self.cond:
+                self.sent[s] += 1
+                self.sent_idx[s].add(i)
+                self.remaining[s] -= 1
+                self.cond.notify_all()
+        return cb
+
+    def _settled(self, s: int) -> bool:
+        d = self.obj.stripes[s].d
+        if self.sent[s] >= d:
+            return True
+        return self.claimed[s] == self.sent[s] and self.remaining[s] <= 0
+
+    def wait(self, timeout: float) -> list[int]:
+        """Stripes still short of d chunks once every request answered (or on timeout)."""
+        k = len(self.obj.stripes)
+        with self.cond:
+            self.cond.wait_for(lambda: self.client_dead or all(self._settled(s) for s in range(k)), timeout)
+            for s in range(k):
+                self.closed[s] = True
+            # claims already in progress finish (their bytes are on the way)
+            self.cond.wait_for(lambda: all(self.claimed[s] == self.sent[s] for s in range(k)), timeout)
+            return [s for s in range(k) if self.sent[s] < self.obj.stripes[s].d]

@@ -1,0 +1,238 @@
+"""Wire framing shared by the SDK client, the client daemon and the
+storage-function runtime. Covers the frame layout, op and status codes and the
+socket helpers; not what any peer does with a frame.
+
+A frame is a fixed 40-byte big-endian header, then ``keylen`` bytes of UTF-8
+key, ``metalen`` bytes of JSON meta, and ``paylen`` bytes of payload::
+
+    op u8 | status u8 | keylen u16 | reqid u32 | metalen u32 | crc u32 |
+    a u64 | b u64 | paylen u64
+
+``a``/``b`` carry small integers without JSON (block/offset on a function
+PUT, memory in use on a function reply, stripe/chunk index on a CHUNK).
+Payloads are sent straight from memoryviews and received with ``recv_into``
+into their final buffers; a peer never copies a payload byte by byte.
+
+Conversations (every request carries a ``reqid``; replies echo it):
+
+* client -> daemon: HELLO{role=client, token}; PUT key {n, size, alloc?}
+  followed by ``n`` STRIPE frames {d, p, fs, ol, crcs} whose payload is the
+  d+p chunks back to back; GET key {version?} answered by REPLY{stripes...},
+  then ``d`` CHUNK frames per stripe (a=stripe, b=chunk) and END; DEL key;
+  FREE {keys}; STAT.
+* function -> daemon: HELLO{role=function, name, secret, conn, term, hash,
+  mem}, once per connection (a function opens a "small" and a "large" one);
+  BYE{term, hash, diff_rank} when idle, answered BYE_ACK or BYE_NACK.
+* daemon -> function: PUT key (a=block, b=offset, crc, payload), GET key,
+  DEL {keys}, PING; the function answers REPLY with a=memory in use.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from .exceptions import (
+    AuthError,
+    ChunkCorrupt,
+    NotEnoughChunks,
+    ObjectTooLarge,
+    ProtocolError,
+    StorageError,
+    StoreError,
+    UnknownKey,
+)
+
+__all__ = [
+    "HEADER", "HEADER_SIZE", "Op", "Status", "Frame", "send_frame", "recv_frame",
+    "recv_into", "recv_exact", "drain", "error_for", "status_for", "tune_socket",
+]
+
+HEADER = struct.Struct("!BBHIIIQQQ")
+HEADER_SIZE = HEADER.size  # 40
+
+
+class Op:
+    HELLO = 1
+    PUT = 2
+    GET = 3
+    DEL = 4
+    PING = 5
+    PONG = 6
+    BYE = 7
+    BYE_ACK = 8
+    BYE_NACK = 9
+    REPLY = 10
+    STRIPE = 11
+    CHUNK = 12
+    END = 13
+    FREE = 14
+    STAT = 15
+    CORRUPT = 16  # debug only: flip a byte of a stored chunk (tests)
+
+
+class Status:
+    OK = 0
+    UNKNOWN_KEY = 1
+    TOO_LARGE = 2
+    AUTH = 3
+    CORRUPT = 4
+    NOT_ENOUGH = 5
+    PROTOCOL = 6
+    ERROR = 7
+    NOT_FOUND = 8
+    FULL = 9
+
+
+_ERRORS: dict[int, type[StorageError]] = {
+    Status.UNKNOWN_KEY: UnknownKey,
+    Status.TOO_LARGE: ObjectTooLarge,
+    Status.AUTH: AuthError,
+    Status.CORRUPT: ChunkCorrupt,
+    Status.NOT_ENOUGH: NotEnoughChunks,
+    Status.PROTOCOL: ProtocolError,
+    Status.ERROR: StoreError,
+}
+
+
+def error_for(status: int, message: str) -> StorageError:
+    """The exception a non-OK status stands for."""
+    return _ERRORS.get(status, StoreError)(message)
+
+
+def status_for(exc: BaseException) -> int:
+    for status, cls in _ERRORS.items():
+        if type(exc) is cls:
+            return status
+    for status, cls in _ERRORS.items():
+        if isinstance(exc, cls):
+            return status
+    return Status.ERROR
+
+
+@dataclass(slots=True)
+class Frame:
+    op: int
+    status: int
+    reqid: int
+    key: str
+    meta: dict[str, Any]
+    crc: int
+    a: int
+    b: int
+    paylen: int
+
+
+def tune_socket(sock: socket.socket) -> None:
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    for opt in (socket.SO_SNDBUF, socket.SO_RCVBUF):
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, opt, 4 << 20)
+        except OSError:  # pragma: no cover - platform limits
+            pass
+
+
+def pack_header(op: int, *, status: int = 0, reqid: int = 0, key: bytes = b"", meta: bytes = b"",
+                crc: int = 0, a: int = 0, b: int = 0, paylen: int = 0) -> bytes:
+    return HEADER.pack(op, status, len(key), reqid, len(meta), crc, a, b, paylen) + key + meta
+
+
+def send_frame(sock: socket.socket, op: int, *, status: int = 0, reqid: int = 0, key: str = "",
+               meta: dict[str, Any] | None = None, crc: int = 0, a: int = 0, b: int = 0,
+               payload: Any = None, paylen: int | None = None) -> None:
+    """Send one frame. ``payload`` is bytes-like or a list of bytes-like
+    pieces (sent with one ``sendmsg`` when small, else piece by piece);
+    with ``paylen`` and no payload only the header goes out and the caller
+    streams the payload itself."""
+    kb = key.encode() if key else b""
+    mb = json.dumps(meta, separators=(",", ":")).encode() if meta else b""
+    pieces: list[Any]
+    if payload is None:
+        pieces = []
+    elif isinstance(payload, list):
+        pieces = payload
+    else:
+        pieces = [payload]
+    n = paylen if paylen is not None else sum(len(p) for p in pieces)
+    head = pack_header(op, status=status, reqid=reqid, key=kb, meta=mb, crc=crc, a=a, b=b, paylen=n)
+    if not pieces:
+        sock.sendall(head)
+    elif n <= 256 * 1024 and len(pieces) < 64:
+        _sendmsg_all(sock, [head, *pieces])
+    else:
+        sock.sendall(head)
+        for p in pieces:
+            sock.sendall(p)
+
+
+def _sendmsg_all(sock: socket.socket, pieces: list[Any]) -> None:
+    views = [memoryview(p).cast("B") for p in pieces if len(p)]
+    while views:
+        sent = sock.sendmsg(views)
+        while sent and views:
+            if sent >= len(views[0]):
+                sent -= len(views[0])
+                views.pop(0)
+            else:
+                views[0] = views[0][sent:]
+                sent = 0
+
+
+def recv_into(sock: socket.socket, view: memoryview) -> None:
+    """Fill ``view`` completely from ``sock``."""
+    got = 0
+    n = len(view)
+    while got < n:
+        k = sock.recv_into(view[got:], n - got)
+        if k == 0:
+            raise ConnectionError("peer closed the connection mid-frame")
+        got += k
+
+
+def recv_exact(sock: socket.socket, n: int) -> bytearray:
+    buf = bytearray(n)
+    if n:
+        recv_into(sock, memoryview(buf))
+    return buf
+
+
+def drain(sock: socket.socket, n: int, scratch: bytearray | None = None) -> None:
+    """Read and discard ``n`` payload bytes."""
+    scratch = scratch if scratch is not None else bytearray(min(n, 1 << 20) or 1)
+    view = memoryview(scratch)
+    while n:
+        k = sock.recv_into(view, min(n, len(view)))
+        if k == 0:
+            raise ConnectionError("peer closed the connection mid-frame")
+        n -= k
+
+
+_HEADER_BUF_SIZE = HEADER_SIZE
+
+
+def recv_frame(sock: socket.socket, head: bytearray | None = None) -> Frame | None:
+    """Read one header (+ key and meta); the payload is left on the socket.
+    Returns None on a clean EOF before the first byte."""
+    head = head if head is not None else bytearray(HEADER_SIZE)
+    view = memoryview(head)
+    k = sock.recv_into(view, HEADER_SIZE)
+    if k == 0:
+        return None
+    if k < HEADER_SIZE:
+        recv_into(sock, view[k:])
+    op, status, keylen, reqid, metalen, crc, a, b, paylen = HEADER.unpack_from(head)
+    key = ""
+    meta: dict[str, Any] = {}
+    if keylen or metalen:
+        rest = recv_exact(sock, keylen + metalen)
+        if keylen:
+            key = rest[:keylen].decode()
+        if metalen:
+            try:
+                meta = json.loads(rest[keylen:])
+            except ValueError as exc:
+                raise ProtocolError(f"frame op={op}: meta is not JSON: {exc}") from None
+    return Frame(op, status, reqid, key, meta, crc, a, b, paylen)
