@@ -16,13 +16,16 @@ from ._events import (EVENT_TYPES, AckInstructions, BeginPut, CapacityChanged, C
                       ReleaseFunction, RunFinished, RunStarted, ScaleOut, StartRun, StorageInstruction, Tick,
                       UnregisterCapacity, WorkflowRegistered)
 from ._driver import CoreDriver, reply
+from ._handler import MetadataHandler
+from ._journal import Journal
 from ._policy import HeuristicPredictor, LifetimePredictor, ReleasePolicy, parse_policy, pool_key
+from ._server import MetadataServer
 from ._state import MetadataState
 
 __all__ = [
     "AckInstructions", "Allocator", "BeginPut", "CapacityChanged", "Commit", "Committed", "CoreDriver", "Delete",
     "DeregisterWorkflow", "DropObject", "EVENT_TYPES", "EndRun", "Event", "Extent", "FinishPut", "Freed", "Get",
-    "HeuristicPredictor", "Instruction", "LifetimePredictor", "MIB", "MetadataState", "Placed", "Placement",
+    "HeuristicPredictor", "Instruction", "Journal", "LifetimePredictor", "MIB", "MetadataHandler", "MetadataServer", "MetadataState", "Placed", "Placement",
     "PutFinished", "ReadRecorded", "RegisterCapacity", "RegisterWorkflow", "ReleaseFunction", "ReleasePolicy",
     "RunFinished", "RunStarted", "ScaleOut", "StartRun", "StorageInstruction", "Tick", "UnregisterCapacity",
     "WorkflowRegistered", "parse_policy", "pool_key", "reply",

@@ -1,0 +1,179 @@
+"""``MetadataClient``: the thread-safe client of the metadata service.
+
+Each thread gets its own connection (framed transport, accelerated binary
+protocol), opened on first use; ``close()`` closes them all. A
+``MetadataFault`` from the server becomes the matching class of
+``funcsion_rpc.errors``; a connection failure becomes ``ServiceUnavailable``
+after one reconnect-and-retry of a connection that went stale (safe: gets are recorded once per function,
+puts of the same size and checksum are the same write, commits are
+idempotent).
+
+``token`` is a run token (from ``start_run``) for run calls; ``admin_token``
+is for control calls. Imports only thrift, wds and the standard library.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from thrift.protocol.TBinaryProtocol import TBinaryProtocolAccelerated
+from thrift.transport import TSocket, TTransport
+
+from .errors import ServiceUnavailable, error_class
+from .gen.metadata import Metadata
+from .gen.metadata import ttypes as T
+
+__all__ = ["MetadataClient", "PutRequest"]
+
+R = TypeVar("R")
+PutRequest = T.PutRequest
+
+
+class _Conn:
+    def __init__(self, host: str, port: int, timeout_s: float) -> None:
+        sock = TSocket.TSocket(host, port)
+        sock.setTimeout(int(timeout_s * 1000))
+        self.transport = TTransport.TFramedTransport(sock)
+        self.client = Metadata.Client(TBinaryProtocolAccelerated(self.transport))
+        self.transport.open()
+
+    def close(self) -> None:
+        self.transport.close()
+
+
+class MetadataClient:
+    def __init__(self, host: str = "127.0.0.1", port: int = 9090, *, token: str = "", admin_token: str = "",
+                 timeout_s: float = 30.0) -> None:
+        self.host, self.port = host, port
+        self.token = token
+        self.admin_token = admin_token
+        self.timeout_s = timeout_s
+        self._local = threading.local()
+        self._all: list[_Conn] = []
+        self._lock = threading.Lock()
+
+    # -- connections ----------------------------------------------------------------
+    def _conn(self) -> _Conn:
+        conn: _Conn | None = getattr(self._local, "conn", None)
+        if conn is None:
+            try:
+                conn = _Conn(self.host, self.port, self.timeout_s)
+            except TTransport.TTransportException as exc:
+                raise ServiceUnavailable(f"cannot reach the metadata server at {self.host}:{self.port}: "
+                                         f"{exc}") from None
+            self._local.conn = conn
+            with self._lock:
+                self._all.append(conn)
+        return conn
+
+    def _forget(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            self._local.conn = None
+            conn.close()
+            with self._lock:
+                if conn in self._all:
+                    self._all.remove(conn)
+
+    def _call(self, fn: Callable[[Any], R]) -> R:
+        for attempt in (0, 1):
+            fresh = getattr(self._local, "conn", None) is None
+            try:
+                return fn(self._conn().client)
+            except T.MetadataFault as fault:
+                raise error_class(fault.code)(fault.message or "", run_id=fault.run_id or "",
+                                              function=fault.function_name or "",
+                                              object=fault.object_name or "") from None
+            except (TTransport.TTransportException, OSError, EOFError) as exc:
+                self._forget()
+                if attempt or fresh:      # retry only a connection that went stale (server restarted)
+                    raise ServiceUnavailable(f"metadata server at {self.host}:{self.port} failed: {exc}") from None
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        with self._lock:
+            conns, self._all = self._all, []
+        for c in conns:
+            c.close()
+        self._local = threading.local()
+
+    def __enter__(self) -> MetadataClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def for_run(self, token: str) -> MetadataClient:
+        """A new client (own connections) carrying a run's token and no admin token
+        (what a task gets)."""
+        return MetadataClient(self.host, self.port, token=token, timeout_s=self.timeout_s)
+
+    # -- control --------------------------------------------------------------------
+    def health(self) -> T.Health:
+        return self._call(lambda c: c.health())
+
+    def register_workflow(self, wds_json: str, params: dict[str, int] | None = None, source: str = ""
+                          ) -> T.WorkflowInfo:
+        return self._call(lambda c: c.register_workflow(self.admin_token, wds_json, dict(params or {}), source))
+
+    def deregister_workflow(self, key: str) -> None:
+        self._call(lambda c: c.deregister_workflow(self.admin_token, key))
+
+    def start_run(self, workflow_key: str, policy: str = "funcstore", ttl_ms: int = 0) -> T.RunInfo:
+        return self._call(lambda c: c.start_run(self.admin_token, workflow_key, policy, ttl_ms))
+
+    def register_capacity(self, function: str, blocks: int) -> int:
+        return self._call(lambda c: c.register_capacity(self.admin_token, function, blocks))
+
+    def unregister_capacity(self, function: str) -> int:
+        return self._call(lambda c: c.unregister_capacity(self.admin_token, function))
+
+    def stats(self) -> dict[str, Any]:
+        doc: dict[str, Any] = json.loads(self._call(lambda c: c.stats(self.admin_token)))
+        return doc
+
+    def fetch_instructions(self, after_seq: int = 0, max_items: int = 1000) -> list[T.Instruction]:
+        """Pending storage instructions with seq > after_seq; passing the last seq you
+        carried out acknowledges it and everything before."""
+        return self._call(lambda c: c.fetch_instructions(self.admin_token, after_seq, max_items))
+
+    # -- one run --------------------------------------------------------------------
+    def end_run(self, run_id: str, outcome: str = "succeeded") -> dict[str, Any]:
+        tok = self.token or self.admin_token
+        doc: dict[str, Any] = json.loads(self._call(lambda c: c.end_run(tok, run_id, outcome)))
+        return doc
+
+    def begin_put(self, run_id: str, function: str, obj: str, size: int, checksum: str = "",
+                  persist: bool = False) -> T.PutGrant:
+        req = T.PutRequest(obj, size, checksum, persist)
+        return self._call(lambda c: c.begin_put(self.token, run_id, function, req))
+
+    def finish_put(self, run_id: str, function: str, obj: str) -> T.PutResult:
+        return self._call(lambda c: c.finish_put(self.token, run_id, function, obj))
+
+    def get(self, run_id: str, function: str, obj: str) -> T.GetResult:
+        return self._call(lambda c: c.get(self.token, run_id, function, obj))
+
+    def commit(self, run_id: str, function: str) -> T.CommitResult:
+        return self._call(lambda c: c.commit(self.token, run_id, function))
+
+    def delete(self, run_id: str, obj: str) -> None:
+        self._call(lambda c: c.delete_object(self.token, run_id, obj))
+
+    def lookup(self, run_id: str, obj: str) -> T.ObjectStatus:
+        return self._call(lambda c: c.lookup(self.token, run_id, obj))
+
+    def list_objects(self, run_id: str, prefix: str = "") -> list[T.ObjectStatus]:
+        return self._call(lambda c: c.list_objects(self.token, run_id, prefix))
+
+    def get_batch(self, run_id: str, function: str, objects: Sequence[str]) -> list[T.GetResult]:
+        return self._call(lambda c: c.get_batch(self.token, run_id, function, list(objects)))
+
+    def begin_put_batch(self, run_id: str, function: str, requests: Sequence[T.PutRequest]) -> list[T.PutGrant]:
+        return self._call(lambda c: c.begin_put_batch(self.token, run_id, function, list(requests)))
+
+    def finish_put_batch(self, run_id: str, function: str, objects: Sequence[str]) -> list[T.PutResult]:
+        return self._call(lambda c: c.finish_put_batch(self.token, run_id, function, list(objects)))

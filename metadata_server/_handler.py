@@ -1,0 +1,324 @@
+"""The Thrift handler: decode, stamp, apply, journal, reply. Nothing else.
+
+Every call checks its token, builds events stamped with the injected clock,
+applies them to ``MetadataState`` under one lock, appends the applied events
+to the journal in one transaction, hands storage instructions to listeners,
+and turns the reply instructions into Thrift structs. A ``MetadataError`` from
+the core becomes a ``MetadataFault`` with its code; anything else becomes
+``MetadataFault(INTERNAL)`` so a client never sees a raw transport error for a
+server bug.
+
+Storage instructions reach the storage layer two ways: in-process listeners
+(``add_listener``; the local stack's daemon) and ``fetch_instructions`` (a
+remote daemon polls with the last ``seq`` it carried out, which acknowledges
+everything up to it).
+"""
+
+from __future__ import annotations
+
+import functools
+import hmac
+import itertools
+import json
+import logging
+import secrets
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from funcsion_rpc.errors import InvalidRequest, MetadataError, Unauthorized
+from funcsion_rpc.gen.metadata import ttypes as T
+
+from . import _events as ev
+from ._journal import Journal
+from ._state import MetadataState
+
+__all__ = ["MetadataHandler", "to_thrift_placement", "to_thrift_instruction"]
+
+log = logging.getLogger("funcsion.metadata")
+F = TypeVar("F", bound=Callable[..., Any])
+Listener = Callable[[ev.StorageInstruction], None]
+VERSION = "1"
+
+
+def _boundary(fn: F) -> F:
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except MetadataError as exc:
+            raise T.MetadataFault(exc.code, exc.message, exc.run_id, exc.function, exc.object) from None
+        except Exception as exc:  # a bug: report it, keep serving
+            log.exception("internal error in %s", fn.__name__)
+            raise T.MetadataFault(T.ErrorCode.INTERNAL, f"internal error in {fn.__name__}: {exc!r}", "", "",
+                                  "") from None
+    return wrapper  # type: ignore[return-value]
+
+
+def to_thrift_placement(p: ev.Placement) -> T.Placement:
+    return T.Placement(p.tier, p.kind, [T.Extent(e.function, e.block, e.offset, e.length, e.chunk)
+                                        for e in p.extents], p.data_chunks, p.parity_chunks, p.chunk_size)
+
+
+def to_thrift_instruction(i: ev.StorageInstruction) -> T.Instruction:
+    if isinstance(i, ev.DropObject):
+        return T.Instruction(i.seq, "drop", i.run_id, i.object,
+                             [T.Extent(e.function, e.block, e.offset, e.length, e.chunk) for e in i.extents],
+                             i.keep_cos, 0, "", i.reason)
+    if isinstance(i, ev.ScaleOut):
+        return T.Instruction(i.seq, "scale_out", "", "", [], False, i.blocks, "", i.reason)
+    assert isinstance(i, ev.ReleaseFunction)
+    return T.Instruction(i.seq, "release_function", "", "", [], False, 0, i.function, "")
+
+
+def _freed(out: list[ev.Instruction]) -> list[str]:
+    return [i.object for i in out if isinstance(i, ev.Freed)]
+
+
+class MetadataHandler:
+    """Implements the ``Metadata`` Thrift service over one ``MetadataState``."""
+
+    def __init__(self, state: MetadataState | None = None, *, journal: Journal | None = None,
+                 admin_token: str = "", clock: Callable[[], float] = time.time,
+                 default_ttl_s: float = 3600.0) -> None:
+        self.state = state or MetadataState()
+        self.journal = journal
+        self.admin_token = admin_token
+        self.clock = clock
+        self.default_ttl_s = default_ttl_s
+        self.lock = threading.RLock()
+        self.started = clock()
+        self._rid = itertools.count(1)
+        self._listeners: list[Listener] = []
+        if journal is not None:
+            self.replay()
+
+    # -- plumbing -------------------------------------------------------------------
+    def replay(self) -> int:
+        """Rebuild the state from the journal; returns how many events were replayed."""
+        assert self.journal is not None
+        n = 0
+        with self.lock:
+            for event in self.journal.replay():
+                self.state.handle(event)
+                n += 1
+        log.info("replayed %d journaled events", n)
+        return n
+
+    def add_listener(self, listener: Listener) -> None:
+        """Call ``listener`` with every new storage instruction (in the applying thread)."""
+        self._listeners.append(listener)
+
+    def apply(self, events: Sequence[ev.Event]) -> list[list[ev.Instruction]]:
+        """Apply events in order; journal those that applied (all, or up to the refused one)."""
+        outs: list[list[ev.Instruction]] = []
+        with self.lock:
+            try:
+                for e in events:
+                    outs.append(self.state.handle(e))
+            finally:
+                if self.journal is not None and outs:
+                    self.journal.append(events[:len(outs)])
+        if self._listeners:
+            for out in outs:
+                for i in out:
+                    if isinstance(i, ev.StorageInstruction):
+                        for listener in self._listeners:
+                            listener(i)
+        return outs
+
+    def _one(self, event: ev.Event) -> list[ev.Instruction]:
+        return self.apply([event])[0]
+
+    def _rid_next(self) -> str:
+        return f"m{next(self._rid)}"
+
+    def _admin(self, token: str) -> None:
+        if not self.admin_token or not hmac.compare_digest(self.admin_token, token or ""):
+            raise Unauthorized(("missing" if not token else "wrong") + " admin token: control calls need the "
+                               "server's admin token (funcsion serve metadata --admin-token / "
+                               "FUNCSION_ADMIN_TOKEN)")
+
+    def _run(self, token: str, run_id: str) -> None:
+        self.state.authorize(run_id, token)
+
+    def tick(self) -> list[ev.Instruction]:
+        """Let time pass (TTL, leases); journaled only when it changed something."""
+        with self.lock:
+            event = ev.Tick(self.clock(), self._rid_next())
+            out = self.state.handle(event)
+            if out and self.journal is not None:
+                self.journal.append([event])
+        for i in out:
+            if isinstance(i, ev.StorageInstruction):
+                for listener in self._listeners:
+                    listener(i)
+        return out
+
+    # -- service: control -----------------------------------------------------------
+    def health(self) -> T.Health:
+        return T.Health("ok", self.clock() - self.started,
+                        sum(r.state == "running" for r in self.state.runs.values()),
+                        self.journal.seq if self.journal else 0, VERSION)
+
+    @_boundary
+    def register_workflow(self, admin_token: str, wds_json: str, params: dict[str, int], source: str
+                          ) -> T.WorkflowInfo:
+        self._admin(admin_token)
+        from wds import FuncsionError  # a WDS error is bad input, not a server bug
+        try:
+            out = self._one(ev.RegisterWorkflow(self.clock(), self._rid_next(), wds_json, dict(params or {}),
+                                                source or "<rpc>"))
+        except MetadataError:
+            raise
+        except FuncsionError as exc:
+            raise InvalidRequest(str(exc)) from None
+        r = out[0]
+        assert isinstance(r, ev.WorkflowRegistered)
+        return T.WorkflowInfo(r.key, r.functions, r.objects)
+
+    @_boundary
+    def deregister_workflow(self, admin_token: str, key: str) -> None:
+        self._admin(admin_token)
+        self._one(ev.DeregisterWorkflow(self.clock(), self._rid_next(), key))
+
+    @_boundary
+    def start_run(self, admin_token: str, workflow_key: str, policy: str, ttl_ms: int) -> T.RunInfo:
+        self._admin(admin_token)
+        ttl = ttl_ms / 1000.0 if ttl_ms and ttl_ms > 0 else self.default_ttl_s
+        out = self._one(ev.StartRun(self.clock(), self._rid_next(), workflow_key, secrets.token_hex(16),
+                                    policy or "funcstore", ttl))
+        r = out[0]
+        assert isinstance(r, ev.RunStarted)
+        return T.RunInfo(r.run_id, r.token, workflow_key, self.state.runs[r.run_id].policy.spec)
+
+    @_boundary
+    def register_capacity(self, admin_token: str, function_name: str, blocks: int) -> int:
+        self._admin(admin_token)
+        out = self._one(ev.RegisterCapacity(self.clock(), self._rid_next(), function_name, blocks))
+        return out[0].total_blocks  # type: ignore[attr-defined, no-any-return]
+
+    @_boundary
+    def unregister_capacity(self, admin_token: str, function_name: str) -> int:
+        self._admin(admin_token)
+        out = self._one(ev.UnregisterCapacity(self.clock(), self._rid_next(), function_name))
+        return out[0].total_blocks  # type: ignore[attr-defined, no-any-return]
+
+    @_boundary
+    def stats(self, admin_token: str) -> str:
+        self._admin(admin_token)
+        with self.lock:
+            doc = self.state.stats()
+        doc["journal_seq"] = self.journal.seq if self.journal else 0
+        return json.dumps(doc)
+
+    @_boundary
+    def fetch_instructions(self, admin_token: str, after_seq: int, max_items: int) -> list[T.Instruction]:
+        self._admin(admin_token)
+        with self.lock:
+            acked = self.state.pending and self.state.pending[0].seq <= after_seq
+        if acked:
+            self._one(ev.AckInstructions(self.clock(), self._rid_next(), after_seq))
+        with self.lock:
+            items = self.state.pending_instructions(after_seq, max(1, min(max_items or 1000, 10_000)))
+        return [to_thrift_instruction(i) for i in items]
+
+    # -- service: one run -----------------------------------------------------------
+    @_boundary
+    def end_run(self, token: str, run_id: str, outcome: str) -> str:
+        if not (self.admin_token and hmac.compare_digest(self.admin_token, token or "")):
+            self._run(token, run_id)
+        self._one(ev.EndRun(self.clock(), self._rid_next(), run_id, outcome or "succeeded"))
+        return json.dumps(self.state.runs[run_id].summary())
+
+    def _grant(self, p: ev.Placed) -> T.PutGrant:
+        return T.PutGrant(p.object, p.size, to_thrift_placement(p.placement), p.existing, p.freed,
+                          p.already_committed)
+
+    def _put_result(self, out: list[ev.Instruction]) -> T.PutResult:
+        r = out[0]
+        assert isinstance(r, ev.PutFinished)
+        return T.PutResult(r.object, r.committed, r.already_committed, _freed(out))
+
+    def _get_result(self, out: list[ev.Instruction]) -> T.GetResult:
+        r = out[0]
+        assert isinstance(r, ev.ReadRecorded)
+        return T.GetResult(r.object, r.size, r.checksum, to_thrift_placement(r.placement), r.recorded,
+                           r.already_committed)
+
+    @_boundary
+    def begin_put(self, token: str, run_id: str, function_name: str, request: T.PutRequest) -> T.PutGrant:
+        self._run(token, run_id)
+        out = self._one(ev.BeginPut(self.clock(), self._rid_next(), run_id, function_name, request.object_name,
+                                    request.size, request.checksum or "", bool(request.persist)))
+        return self._grant(out[0])  # type: ignore[arg-type]
+
+    @_boundary
+    def finish_put(self, token: str, run_id: str, function_name: str, object_name: str) -> T.PutResult:
+        self._run(token, run_id)
+        return self._put_result(self._one(ev.FinishPut(self.clock(), self._rid_next(), run_id, function_name,
+                                                       object_name)))
+
+    @_boundary
+    def get(self, token: str, run_id: str, function_name: str, object_name: str) -> T.GetResult:
+        self._run(token, run_id)
+        return self._get_result(self._one(ev.Get(self.clock(), self._rid_next(), run_id, function_name,
+                                                 object_name)))
+
+    @_boundary
+    def commit(self, token: str, run_id: str, function_name: str) -> T.CommitResult:
+        self._run(token, run_id)
+        out = self._one(ev.Commit(self.clock(), self._rid_next(), run_id, function_name))
+        r = out[0]
+        assert isinstance(r, ev.Committed)
+        return T.CommitResult(r.function, r.records, r.already_committed, _freed(out))
+
+    @_boundary
+    def delete_object(self, token: str, run_id: str, object_name: str) -> None:
+        self._run(token, run_id)
+        self._one(ev.Delete(self.clock(), self._rid_next(), run_id, object_name))
+
+    def _status(self, d: dict[str, Any]) -> T.ObjectStatus:
+        p = d["placement"]
+        return T.ObjectStatus(d["object"], d["state"], d["producer"], d["declared_reads"], d["remaining"],
+                              d["size"], d["checksum"], d["persist"], d["committed_by"],
+                              to_thrift_placement(p) if p is not None else None, d.get("freed_reason", ""))
+
+    @_boundary
+    def lookup(self, token: str, run_id: str, object_name: str) -> T.ObjectStatus:
+        self._run(token, run_id)
+        with self.lock:
+            return self._status(self.state.lookup(run_id, object_name))
+
+    @_boundary
+    def list_objects(self, token: str, run_id: str, prefix: str) -> list[T.ObjectStatus]:
+        self._run(token, run_id)
+        with self.lock:
+            return [self._status(d) for d in self.state.list_objects(run_id, prefix or "")]
+
+    # -- service: batches -----------------------------------------------------------
+    @_boundary
+    def get_batch(self, token: str, run_id: str, function_name: str, object_names: list[str]
+                  ) -> list[T.GetResult]:
+        self._run(token, run_id)
+        now, rid = self.clock(), self._rid_next()
+        outs = self.apply([ev.Get(now, rid, run_id, function_name, o) for o in object_names])
+        return [self._get_result(o) for o in outs]
+
+    @_boundary
+    def begin_put_batch(self, token: str, run_id: str, function_name: str, requests: list[T.PutRequest]
+                        ) -> list[T.PutGrant]:
+        self._run(token, run_id)
+        now, rid = self.clock(), self._rid_next()
+        outs = self.apply([ev.BeginPut(now, rid, run_id, function_name, r.object_name, r.size, r.checksum or "",
+                                       bool(r.persist)) for r in requests])
+        return [self._grant(o[0]) for o in outs]  # type: ignore[arg-type]
+
+    @_boundary
+    def finish_put_batch(self, token: str, run_id: str, function_name: str, object_names: list[str]
+                         ) -> list[T.PutResult]:
+        self._run(token, run_id)
+        now, rid = self.clock(), self._rid_next()
+        outs = self.apply([ev.FinishPut(now, rid, run_id, function_name, o) for o in object_names])
+        return [self._put_result(o) for o in outs]

@@ -1,0 +1,193 @@
+// The funcsion metadata service (FuncStore Sec. III-A to III-C, IV).
+//
+// Regenerate the Python code with scripts/gen-thrift; the generated package is
+// funcsion_rpc/gen/metadata and is checked in (a test fails when it is stale).
+// Transport: TFramedTransport; protocol: TBinaryProtocol (the accelerated
+// implementation on both sides when available).
+//
+// Tokens: every run-scoped call carries the run's token (from start_run);
+// control calls (workflows, runs, capacity, stats, storage instructions) carry
+// the server's admin token.
+
+namespace py funcsion_rpc.gen.metadata
+
+enum ErrorCode {
+  UNKNOWN_RUN = 1,
+  RUN_ENDED = 2,
+  UNKNOWN_WORKFLOW = 3,
+  UNKNOWN_OBJECT = 4,
+  NOT_WRITTEN = 5,
+  EXPIRED = 6,
+  UNDECLARED_OUTPUT = 7,
+  DUPLICATE_WRITE = 8,
+  UNAUTHORIZED = 9,
+  INVALID_REQUEST = 10,
+  UNAVAILABLE = 11,
+  INTERNAL = 99,
+}
+
+exception MetadataFault {
+  1: i32 code,
+  2: string message,
+  3: string run_id,
+  4: string function_name,
+  5: string object_name,
+}
+
+// length bytes at offset of block `block` of storage function `function`; chunk = EC chunk index
+struct Extent {
+  1: string function_name,
+  2: i32 block,
+  3: i64 offset,
+  4: i64 length,
+  5: i32 chunk,
+}
+
+// tier: memory | cos | empty;  kind: slice | blocks | cos | empty
+struct Placement {
+  1: string tier,
+  2: string kind,
+  3: list<Extent> extents,
+  4: i32 data_chunks,
+  5: i32 parity_chunks,
+  6: i64 chunk_size,
+}
+
+struct WorkflowInfo {
+  1: string key,
+  2: i32 functions,
+  3: i32 objects,
+}
+
+struct RunInfo {
+  1: string run_id,
+  2: string token,
+  3: string workflow_key,
+  4: string policy,
+}
+
+struct PutRequest {
+  1: string object_name,
+  2: i64 size,
+  3: string checksum,
+  4: bool persist,
+}
+
+// existing: the same write again (a retry); freed: that object is gone already, send no data;
+// already_committed: the writing function committed in an earlier attempt
+struct PutGrant {
+  1: string object_name,
+  2: i64 size,
+  3: Placement placement,
+  4: bool existing,
+  5: bool freed,
+  6: bool already_committed,
+}
+
+// committed: this put was the function's last declared output and committed its reads
+struct PutResult {
+  1: string object_name,
+  2: bool committed,
+  3: bool already_committed,
+  4: list<string> freed,
+}
+
+// recorded: the read entered the commit buffer now (false for a repeat or an undeclared reader);
+// already_committed: the reader committed in an earlier attempt, return that attempt's result
+struct GetResult {
+  1: string object_name,
+  2: i64 size,
+  3: string checksum,
+  4: Placement placement,
+  5: bool recorded,
+  6: bool already_committed,
+}
+
+struct CommitResult {
+  1: string function_name,
+  2: i32 records,
+  3: bool already_committed,
+  4: list<string> freed,
+}
+
+// state: pending | allocated | readable | freed | kept
+struct ObjectStatus {
+  1: string object_name,
+  2: string state,
+  3: string producer,
+  4: i32 declared_reads,
+  5: i32 remaining,
+  6: i64 size,
+  7: string checksum,
+  8: bool persist,
+  9: list<string> committed_by,
+  10: optional Placement placement,
+  11: string freed_reason,
+}
+
+// kind: drop (drop the object's chunks at `extents`, and its COS copy unless keep_cos)
+//       scale_out (start storage functions for at least `blocks` more blocks)
+//       release_function (every block of function_name is free: it may leave the pool)
+struct Instruction {
+  1: i64 seq,
+  2: string kind,
+  3: string run_id,
+  4: string object_name,
+  5: list<Extent> extents,
+  6: bool keep_cos,
+  7: i64 blocks,
+  8: string function_name,
+  9: string reason,
+}
+
+// Stats are a JSON document (see MetadataState.stats): counters, live and
+// allocated bytes, samples over time, one summary per run.
+struct Health {
+  1: string status,
+  2: double uptime_s,
+  3: i32 running_runs,
+  4: i64 journal_seq,
+  5: string version,
+}
+
+service Metadata {
+  Health health(),
+
+  // -- control (admin token)
+  WorkflowInfo register_workflow(1: string admin_token, 2: string wds_json, 3: map<string, i64> params,
+                                 4: string source) throws (1: MetadataFault fault),
+  void deregister_workflow(1: string admin_token, 2: string key) throws (1: MetadataFault fault),
+  RunInfo start_run(1: string admin_token, 2: string workflow_key, 3: string policy, 4: i64 ttl_ms)
+      throws (1: MetadataFault fault),
+  i32 register_capacity(1: string admin_token, 2: string function_name, 3: i32 blocks)
+      throws (1: MetadataFault fault),
+  i32 unregister_capacity(1: string admin_token, 2: string function_name) throws (1: MetadataFault fault),
+  string stats(1: string admin_token) throws (1: MetadataFault fault),
+  // storage-layer instructions with seq > after_seq (oldest first, at most max_items); calling it
+  // again with after_seq = the last seq you carried out acknowledges everything up to it
+  list<Instruction> fetch_instructions(1: string admin_token, 2: i64 after_seq, 3: i32 max_items)
+      throws (1: MetadataFault fault),
+
+  // -- one run (its token; end_run also takes the admin token)
+  string end_run(1: string token, 2: string run_id, 3: string outcome) throws (1: MetadataFault fault),
+  PutGrant begin_put(1: string token, 2: string run_id, 3: string function_name, 4: PutRequest request)
+      throws (1: MetadataFault fault),
+  PutResult finish_put(1: string token, 2: string run_id, 3: string function_name, 4: string object_name)
+      throws (1: MetadataFault fault),
+  GetResult get(1: string token, 2: string run_id, 3: string function_name, 4: string object_name)
+      throws (1: MetadataFault fault),
+  CommitResult commit(1: string token, 2: string run_id, 3: string function_name)
+      throws (1: MetadataFault fault),
+  void delete_object(1: string token, 2: string run_id, 3: string object_name) throws (1: MetadataFault fault),
+  ObjectStatus lookup(1: string token, 2: string run_id, 3: string object_name) throws (1: MetadataFault fault),
+  list<ObjectStatus> list_objects(1: string token, 2: string run_id, 3: string prefix)
+      throws (1: MetadataFault fault),
+
+  // -- batches: applied in order, stop at the first refusal (which is raised; earlier items applied)
+  list<GetResult> get_batch(1: string token, 2: string run_id, 3: string function_name,
+                            4: list<string> object_names) throws (1: MetadataFault fault),
+  list<PutGrant> begin_put_batch(1: string token, 2: string run_id, 3: string function_name,
+                                 4: list<PutRequest> requests) throws (1: MetadataFault fault),
+  list<PutResult> finish_put_batch(1: string token, 2: string run_id, 3: string function_name,
+                                   4: list<string> object_names) throws (1: MetadataFault fault),
+}
