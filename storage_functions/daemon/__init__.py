@@ -11,3 +11,6 @@ from ._server import Daemon
 
 __all__ = ["Daemon", "DaemonConfig", "PlaceChunk", "Placement", "BlockAllocator", "PoolExhausted",
            "ObjectTable", "ObjectVersion", "Stripe", "chunk_key", "cos_object_key"]
+from ._local import RUNTIME_HANDLER, LocalStore  # noqa: E402
+
+__all__ += ["LocalStore", "RUNTIME_HANDLER"]

@@ -1,0 +1,63 @@
+"""Storage-function runtime pieces without sockets: billing-tick exit rule,
+block memory, insertion-log chain; and the object trailer format."""
+
+from __future__ import annotations
+
+import json
+import struct
+import zlib
+
+import pytest
+
+from storage_functions.daemon import ObjectTable
+from storage_functions.daemon._objects import Stripe, trailer
+from storage_functions.runtime import BlockMemory, LogState, MemoryFull, leave_at, node_hash
+
+
+def test_leave_at_waits_idle_then_rounds_up_to_the_billing_tick() -> None:
+    assert leave_at(0.0, 0.0, 1.0, 0.0, 0.0) == 1.0
+    assert leave_at(0.0, 0.05, 0.1, 0.1, 0.002) == pytest.approx(0.198)
+    assert leave_at(0.0, 0.0, 0.1, 0.1, 0.002) == pytest.approx(0.1)
+    assert leave_at(0.0, 0.0, 5.0, 0.1, 0.0, hard_deadline=2.0) == 2.0
+
+
+def test_block_memory_writes_in_place_and_frees_blocks() -> None:
+    m = BlockMemory(1024, 4096)
+    e, views = m.reserve("a", 0, 1000, 100, 0)
+    assert [len(v) for v in views] == [24, 76]
+    views[0][:] = b"x" * 24
+    views[1][:] = b"y" * 76
+    m.commit(e)
+    assert m.used() == 2048
+    got = m.get("a")
+    assert got is not None and b"".join(bytes(v) for v in got[1]) == b"x" * 24 + b"y" * 76
+    assert m.delete("a") and m.used() == 0
+    with pytest.raises(MemoryFull):
+        m.reserve("big", 0, 0, 5000, 0)
+
+
+def test_insertion_log_chains_hashes_and_counts_puts() -> None:
+    lg = LogState("sion-0")
+    assert lg.seal([]) is None
+    lg.record_put("1/0/0/k", 0, 0, 10, 123)
+    node1, snap1 = lg.seal([["1/0/0/k", 0, 0, 10, 123]])  # type: ignore[misc]
+    lg.record_del("1/0/0/k")
+    lg.record_put("1/0/1/k", 0, 10, 10, 5)
+    node2, snap2 = lg.seal([])  # type: ignore[misc]
+    assert (node1["term"], node2["term"]) == (1, 2)
+    assert node2["prev"] == node1["hash"] == node_hash(node1)
+    assert node2["diff_rank"] == 2 and snap2["term"] == 2 and snap2["hash"] == node2["hash"]
+    json.dumps(node2)
+
+
+def test_versions_and_trailer() -> None:
+    t = ObjectTable()
+    a, b = t.begin("k"), t.begin("k")
+    assert (a.version, b.version) == (1, 2)
+    assert t.latest("k") is None
+    a.state = b.state = "ready"
+    assert t.latest("k") is b and t.latest("k", 1) is a
+    b.stripes.append(Stripe(1, 0, 3, 3, 3, [zlib.crc32(b"abc")], [None]))
+    raw = trailer(b)
+    n, magic = struct.unpack("!I4s", raw[-8:])
+    assert magic == b"SION" and json.loads(raw[-8 - n:-8])["version"] == 2
