@@ -11,3 +11,8 @@ __all__: list[str] = []
 from .cos import COS, LocalCOS, S3COS, RetryPolicy, open_cos  # noqa: E402
 
 __all__ += ["COS", "LocalCOS", "S3COS", "RetryPolicy", "open_cos"]
+
+# local Lambda platform (storage_functions.local)
+from .local import LocalPlatform, PlatformConfig  # noqa: E402
+
+__all__ += ["LocalPlatform", "PlatformConfig"]

@@ -10,6 +10,8 @@ maps these to the ``FuncsionError`` tree at its boundary.
     │   ├── InvalidKey           a key the object store cannot hold (also a ValueError)
     │   └── COSConfigError       a COS URL or option that cannot be used (also a ValueError)
     ├── PlatformError            the (local or AWS) Lambda platform refused or failed
+    │   ├── PlatformConfigError  a platform setting (argument or FUNCSION_* variable) is invalid
+    │   │                        (also a ValueError); names the field
     │   ├── FunctionNotDeployed  invoke/kill of a name that was never deployed
     │   ├── InvocationFailed     the handler raised, timed out, ran out of memory, or its
     │   │                        instance died; carries error_type/error_message/stack_trace
@@ -35,6 +37,7 @@ __all__ = [
     "InvalidKey",
     "COSConfigError",
     "PlatformError",
+    "PlatformConfigError",
     "FunctionNotDeployed",
     "InvocationFailed",
     "ConcurrencyLimit",
@@ -72,6 +75,10 @@ class COSConfigError(COSError, ValueError):
 
 
 class PlatformError(StorageError):
+    pass
+
+
+class PlatformConfigError(PlatformError, ValueError):
     pass
 
 
