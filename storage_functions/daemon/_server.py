@@ -509,6 +509,8 @@ class Daemon:
         with wlock:
             send_frame(sock, Op.REPLY, reqid=f.reqid, meta=head)
         col = _Collector(sock, wlock, obj)
+        col.reqid = f.reqid
+        col.counters = self.counters
         extra = self.config.get_extra
         for s, st in enumerate(obj.stripes):
             want = st.n if extra is None else min(st.n, st.d + extra)
@@ -522,8 +524,6 @@ class Daemon:
                 self.handles[place[0]].request(Op.GET, chunk_key(obj.key, obj.version, s, i), col.callback(s, i),
                                                large=st.cl >= self.config.large_threshold)
         short = col.wait(self.config.get_timeout_s)
-        self.counters["corrupt_chunks"] += col.corrupt
-        self.counters["missing_chunks"] += col.missing
         status, message = Status.OK, b""
         if col.client_dead:
             raise ConnectionError("client went away during GET")
@@ -533,6 +533,10 @@ class Daemon:
                 self._fallback(col, obj, short)
             except StorageError as exc:
                 status, message = status_for(exc), str(exc).encode()
+        with wlock, col.cond:
+            if col.ended:
+                return
+            col.ended = True
         with wlock:
             send_frame(sock, Op.END, reqid=f.reqid, status=status, payload=message)
 
@@ -654,9 +658,10 @@ class _Collector:
         self.sent = [0] * k
         self.closed = [False] * k
         self.sent_idx: list[set[int]] = [set() for _ in range(k)]
-        self.corrupt = 0
-        self.missing = 0
+        self.counters: dict[str, int] = {}
         self.client_dead = False
+        self.ended = False
+        self.reqid = 0
 
     def skip(self, s: int) -> None:
         with self.cond:
@@ -667,10 +672,8 @@ class _Collector:
             ok = f is not None and f.status == Status.OK and fsock is not None
             with self.cond:
                 if not ok:
-                    if f is not None and f.status == Status.CORRUPT:
-                        self.corrupt += 1
-                    else:
-                        self.missing += 1
+                    kind = "corrupt_chunks" if f is not None and f.status == Status.CORRUPT else "missing_chunks"
+                    self.counters[kind] = self.counters.get(kind, 0) + 1
                 claim = ok and not self.closed[s] and self.claimed[s] < self.obj.stripes[s].d and not self.client_dead
                 if claim:
                     self.claimed[s] += 1
@@ -690,18 +693,24 @@ class _Collector:
                 with self.cond:
                     self.claimed[s] -= 1
                     self.remaining[s] -= 1
-                    self.missing += 1
+                    self.counters["missing_chunks"] = self.counters.get("missing_chunks", 0) + 1
                     self.cond.notify_all()
                 raise
             try:
                 with self.wlock:
                     send_frame(self.sock, Op.CHUNK, a=s, b=i, payload=view)
+                    with self.cond:
+                        self.sent[s] += 1
+                        self.sent_idx[s].add(i)
+                        self.remaining[s] -= 1
+                        last = not self.ended and all(self.sent[k] >= st.d for k, st in enumerate(self.obj.stripes))
+                        if last:
+                            self.ended = True
+                    if last:  # the last chunk's thread ends the reply: no hand-off back to the client thread
+                        send_frame(self.sock, Op.END, reqid=self.reqid)
             except OSError:
                 self.client_dead = True
             with self.cond:
-                self.sent[s] += 1
-                self.sent_idx[s].add(i)
-                self.remaining[s] -= 1
                 self.cond.notify_all()
         return cb
 

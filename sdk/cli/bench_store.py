@@ -1,0 +1,279 @@
+"""``funcsion bench store``: the whole store (StoreClient -> daemon -> storage
+functions on the local platform) against Redis on loopback, S3 (moto's
+server) and a raw loopback socket copy, in one run. Prints a table;
+``--json`` prints one JSON object as the last line (README, "bench store")::
+
+    {"sizes": {"4096": {"put_p50_us", "put_p99_us", "get_p50_us", "get_p99_us",
+                        "put_mbps", "get_mbps", "redis_get_p50_us", "redis_put_p50_us",
+                        "redis_get_mbps", "s3_get_p50_us", "s3_put_p50_us", "raw_p50_us",
+                        "raw_mbps"}, ...},
+     "ec": {"65536": {"encode_us", "decode_us", "raw_xfer_us"}, ...},
+     "redis": "found at /usr/bin/redis-server" | "absent: ...", ...}
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import threading
+import time
+from typing import Any, Callable
+
+HELP = "measure PUT/GET latency and throughput of the store next to Redis, S3 (moto) and a raw socket"
+
+MiB = 1 << 20
+DEFAULT_SIZES = [4096, 65536, MiB, 10 * MiB, 100 * MiB]
+
+__all__ = ["HELP", "add_arguments", "run"]
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)),
+                   help="comma-separated object sizes in bytes (default 4 KiB..100 MiB)")
+    p.add_argument("--iters", type=int, default=30, help="iterations for objects up to 1 MiB (fewer above)")
+    p.add_argument("--quick", action="store_true", help="few iterations (smoke run)")
+    p.add_argument("--no-redis", action="store_true", help="skip the Redis column")
+    p.add_argument("--no-s3", action="store_true", help="skip the S3 (moto) column")
+    p.add_argument("--d", type=int, default=10, help="data chunks (default 10)")
+    p.add_argument("--p", type=int, default=2, help="parity chunks (default 2)")
+    p.add_argument("--json", action="store_true", help="print one JSON object as the last line")
+
+
+def _iters(size: int, base: int) -> int:
+    if size <= MiB:
+        return base
+    if size <= 16 * MiB:
+        return max(3, base // 3)
+    return max(3, base // 6)
+
+
+def _pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
+
+
+def _summ(prefix: str, size: int, put: list[float] | None, get: list[float]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    if put:
+        out[f"{prefix}put_p50_us"] = round(_pct(put, 0.5) * 1e6, 1)
+        out[f"{prefix}put_p99_us"] = round(_pct(put, 0.99) * 1e6, 1)
+        out[f"{prefix}put_mbps"] = round(size / statistics.median(put) / 1e6, 1)
+    if get:
+        out[f"{prefix}get_p50_us"] = round(_pct(get, 0.5) * 1e6, 1)
+        out[f"{prefix}get_p99_us"] = round(_pct(get, 0.99) * 1e6, 1)
+        out[f"{prefix}get_mbps"] = round(size / statistics.median(get) / 1e6, 1)
+    return out
+
+
+def _timed(fn: Callable[[], Any]) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+# -- the store ------------------------------------------------------------------
+def _bench_store(sizes: list[int], base: int, d: int, p: int) -> dict[int, dict[str, float]]:
+    from sdk._erasure import Codec
+    from sdk._store_client import StoreClient
+    from storage_functions.daemon import LocalStore
+
+    res: dict[int, dict[str, float]] = {}
+    with LocalStore(function_memory_mb=2048, max_object_bytes=max(sizes) * 2, idle_s=60.0,
+                    max_functions=max(48, 4 * (d + p)), group_size=d + p) as st, \
+            StoreClient(st.address, st.token, codec=Codec(d, p)) as c:
+        for size in sizes:
+            n = _iters(size, base)
+            data = os.urandom(size)
+            c.put(f"warm-{size}", data)
+            c.get(f"warm-{size}")
+            st.daemon.wait_uploads(120)
+            assert c.get(f"warm-{size}") == data
+            puts = [_timed(lambda i=i: c.put(f"b-{size}-{i}", data)) for i in range(n)]
+            st.daemon.wait_uploads(300)  # GETs from function memory, not the buffer
+            gets = [_timed(lambda i=i: c.get(f"b-{size}-{i % n}")) for i in range(n)]
+            res[size] = _summ("", size, puts, gets)
+            c.free([f"b-{size}-{i}" for i in range(n)] + [f"warm-{size}"])
+    return res
+
+
+# -- Redis ----------------------------------------------------------------------
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _bench_redis(sizes: list[int], base: int) -> tuple[str, dict[int, dict[str, float]]]:
+    exe = shutil.which("redis-server") or ("/usr/bin/redis-server" if os.path.exists("/usr/bin/redis-server") else None)
+    if exe is None:
+        return "absent: redis-server not on PATH (apt-get install redis-server)", {}
+    try:
+        import redis
+    except ImportError:
+        return "absent: redis-py not installed (pip install redis)", {}
+    port = _free_port()
+    proc = subprocess.Popen([exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                             "--proto-max-bulk-len", str(max(sizes) * 2)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    res: dict[int, dict[str, float]] = {}
+    try:
+        r = redis.Redis(host="127.0.0.1", port=port)
+        for _ in range(100):
+            try:
+                r.ping()
+                break
+            except redis.ConnectionError:
+                time.sleep(0.05)
+        for size in sizes:
+            n = _iters(size, base)
+            data = os.urandom(size)
+            puts = [_timed(lambda i=i: r.set(f"b-{i}", data)) for i in range(n)]
+            gets = [_timed(lambda i=i: r.get(f"b-{i}")) for i in range(n)]
+            res[size] = _summ("redis_", size, puts, gets)
+            r.flushall()
+        r.close()
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    return f"found at {exe}", res
+
+
+# -- S3 through moto's server ---------------------------------------------------------
+def _bench_s3(sizes: list[int], base: int) -> tuple[str, dict[int, dict[str, float]]]:
+    try:
+        import boto3
+        from moto.server import ThreadedMotoServer
+    except ImportError as exc:
+        return f"absent: {exc}", {}
+    import logging
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    port = _free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    res: dict[int, dict[str, float]] = {}
+    try:
+        s3 = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
+                          aws_access_key_id="bench", aws_secret_access_key="bench")
+        s3.create_bucket(Bucket="bench")
+        for size in sizes:
+            n = max(3, _iters(size, base) // 2)
+            data = os.urandom(size)
+            puts = [_timed(lambda i=i: s3.put_object(Bucket="bench", Key=f"b-{i}", Body=data)) for i in range(n)]
+            gets = [_timed(lambda i=i: s3.get_object(Bucket="bench", Key=f"b-{i}")["Body"].read()) for i in range(n)]
+            res[size] = _summ("s3_", size, puts, gets)
+            for i in range(n):
+                s3.delete_object(Bucket="bench", Key=f"b-{i}")
+        s3.close()
+    finally:
+        server.stop()
+    return "moto ThreadedMotoServer on loopback", res
+
+
+# -- raw socket -------------------------------------------------------------------
+def _bench_raw(sizes: list[int], base: int) -> dict[int, dict[str, float]]:
+    ls = socket.socket()
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(1)
+    payload = os.urandom(max(sizes))
+
+    def serve() -> None:
+        conn, _ = ls.accept()
+        with conn:
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            while True:
+                head = conn.recv(8, socket.MSG_WAITALL)
+                if len(head) < 8:
+                    return
+                (n,) = struct.unpack("!Q", head)
+                conn.sendall(memoryview(payload)[:n])
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    res: dict[int, dict[str, float]] = {}
+    with socket.create_connection(ls.getsockname()) as c:
+        c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for size in sizes:
+            buf = bytearray(size)
+            view = memoryview(buf)
+
+            def once() -> None:
+                c.sendall(struct.pack("!Q", size))
+                got = 0
+                while got < size:
+                    got += c.recv_into(view[got:], size - got)
+
+            once()
+            times = [_timed(once) for _ in range(_iters(size, base))]
+            res[size] = {"raw_p50_us": round(_pct(times, 0.5) * 1e6, 1),
+                         "raw_mbps": round(size / statistics.median(times) / 1e6, 1)}
+    ls.close()
+    t.join(5)
+    return res
+
+
+# -- EC threshold -------------------------------------------------------------------
+def _bench_ec(raw: dict[int, dict[str, float]], d: int, p: int) -> dict[str, dict[str, float]]:
+    from pyeclib.ec_iface import ECDriver
+
+    drv = ECDriver(k=d, m=p, ec_type="isa_l_rs_vand")
+    mbps = max((v["raw_mbps"] for v in raw.values()), default=1000.0)
+    out: dict[str, dict[str, float]] = {}
+    for size in (16 * 1024, 65536, 256 * 1024, MiB, 4 * MiB):
+        data = os.urandom(size)
+        enc = min(_timed(lambda: drv.encode(data)) for _ in range(5))
+        frags = drv.encode(data)
+        dec = min(_timed(lambda: drv.decode(frags[p:])) for _ in range(5))
+        out[str(size)] = {"encode_us": round(enc * 1e6, 1), "decode_us": round(dec * 1e6, 1),
+                          "raw_xfer_us": round(size / (mbps * 1e6) * 1e6, 1)}
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    sizes = [int(s) for s in str(args.sizes).split(",") if s]
+    base = 5 if args.quick else max(3, int(args.iters))
+    raw = _bench_raw(sizes, base)
+    store = _bench_store(sizes, base, args.d, args.p)
+    redis_note, red = ("skipped (--no-redis)", {}) if args.no_redis else _bench_redis(sizes, base)
+    s3_note, s3 = ("skipped (--no-s3)", {}) if args.no_s3 else _bench_s3(sizes, base)
+    ec = _bench_ec(raw, args.d, args.p)
+    doc: dict[str, Any] = {"sizes": {}, "ec": ec, "redis": redis_note, "s3": s3_note,
+                           "code": f"{args.d}+{args.p}", "iters": base}
+    for size in sizes:
+        row: dict[str, float] = {}
+        for part in (store, red, s3, raw):
+            row.update(part.get(size, {}))
+        doc["sizes"][str(size)] = row
+    _print_table(doc, sizes)
+    if args.json:
+        sys.stdout.write(json.dumps(doc, separators=(",", ":")) + "\n")
+    return 0
+
+
+def _fmt_size(n: int) -> str:
+    return f"{n // MiB} MiB" if n >= MiB else f"{n // 1024} KiB"
+
+
+def _print_table(doc: dict[str, Any], sizes: list[int]) -> None:
+    cols = [("GET p50 us", "get_p50_us"), ("GET p99", "get_p99_us"), ("PUT p50", "put_p50_us"),
+            ("PUT p99", "put_p99_us"), ("GET MB/s", "get_mbps"), ("PUT MB/s", "put_mbps"),
+            ("redis GET p50", "redis_get_p50_us"), ("redis GET MB/s", "redis_get_mbps"),
+            ("s3 GET p50", "s3_get_p50_us"), ("raw MB/s", "raw_mbps")]
+    rows = [["size", *[c for c, _ in cols]]]
+    for size in sizes:
+        r = doc["sizes"][str(size)]
+        rows.append([_fmt_size(size), *[str(r.get(k, "-")) for _, k in cols]])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        sys.stdout.write("  ".join(x.rjust(w) for x, w in zip(r, widths)) + "\n")
+    sys.stdout.write(f"redis: {doc['redis']}; s3: {doc['s3']}; code {doc['code']}\n")
+    sys.stdout.write("EC cost (us) vs raw transfer: " + ", ".join(
+        f"{_fmt_size(int(k))}: enc {v['encode_us']} dec {v['decode_us']} xfer {v['raw_xfer_us']}"
+        for k, v in doc["ec"].items()) + "\n")
