@@ -12,7 +12,19 @@ from .cos import COS, LocalCOS, S3COS, RetryPolicy, open_cos  # noqa: E402
 
 __all__ += ["COS", "LocalCOS", "S3COS", "RetryPolicy", "open_cos"]
 
-# local Lambda platform (storage_functions.local)
-from .local import LocalPlatform, PlatformConfig  # noqa: E402
+# invokers (storage_functions.invoker)
+from .invoker import AwsInvoker, Invoker, LocalInvoker  # noqa: E402
 
+__all__ += ["Invoker", "LocalInvoker", "AwsInvoker"]
+
+# local Lambda platform (storage_functions.local), imported on first use: the
+# storage Lambda's zip leaves local/ out (storage_functions.deploy)
 __all__ += ["LocalPlatform", "PlatformConfig"]
+
+
+def __getattr__(name: str) -> object:
+    if name in ("LocalPlatform", "PlatformConfig"):
+        from . import local
+
+        return getattr(local, name)
+    raise AttributeError(f"module 'storage_functions' has no attribute {name!r}")

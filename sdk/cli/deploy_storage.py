@@ -1,0 +1,93 @@
+"""``funcsion deploy storage``: package the storage-function runtime into a zip
+and create or update N storage Lambda functions (``<prefix>0`` ..) through
+boto3. Idempotent: a rerun with the same code and settings changes nothing.
+``--zip-only`` builds the zip without calling AWS; ``--json`` prints one JSON
+object as the last line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from wds import FuncsionError
+
+__all__ = ["HELP", "add_arguments", "run", "DeployStorageError"]
+
+HELP = "package the storage-function runtime and create or update the storage Lambda functions"
+
+
+class DeployStorageError(FuncsionError):
+    """Bad arguments, or AWS refused a deployment step."""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from storage_functions.deploy import DEFAULT_PREFIX, DEFAULT_RUNTIME
+
+    p.add_argument("--count", "-n", type=int, default=10, metavar="N", help="how many storage functions (default 10)")
+    p.add_argument("--prefix", default=DEFAULT_PREFIX, help=f"function name prefix (default {DEFAULT_PREFIX})")
+    p.add_argument("--role-arn", metavar="ARN", help="execution role of the functions (required unless --zip-only)")
+    p.add_argument("--memory-mb", type=int, default=1024, metavar="MB", help="memory size (default 1024)")
+    p.add_argument("--timeout-s", type=int, default=900, metavar="S", help="timeout in seconds (default 900)")
+    p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                   help="environment variable of the functions (repeatable)")
+    p.add_argument("--runtime", default=DEFAULT_RUNTIME, help=f"Lambda runtime (default {DEFAULT_RUNTIME})")
+    p.add_argument("--arch", choices=["x86_64", "arm64"], default="x86_64", help="architecture (default x86_64)")
+    p.add_argument("--region", help="AWS region (default: the AWS configuration's)")
+    p.add_argument("--endpoint-url", metavar="URL", help="Lambda endpoint override (e.g. a moto server)")
+    p.add_argument("--zip-out", metavar="FILE", help="also write the deployment zip to FILE")
+    p.add_argument("--zip-only", action="store_true", help="build the zip (see --zip-out) and stop; no AWS calls")
+    p.add_argument("--json", action="store_true", help="print one JSON object as the last line")
+
+
+def _env(items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise DeployStorageError(f"--env {item!r}: write NAME=VALUE, e.g. --env FUNCSION_LOG=debug")
+        out[name] = value
+    return out
+
+
+def run(args: argparse.Namespace, *, client: Any = None) -> int:
+    from storage_functions.deploy import (
+        StorageFunctionConfig, build_zip, code_sha256, deploy_storage_functions,
+    )
+    from storage_functions.exceptions import StorageError
+
+    code = build_zip()
+    sha = code_sha256(code)
+    if args.zip_out:
+        with open(args.zip_out, "wb") as fh:
+            fh.write(code)
+    summary: dict[str, Any] = {"zip_bytes": len(code), "code_sha256": sha, "zip_out": args.zip_out}
+    if args.zip_only:
+        print(f"storage runtime zip: {len(code)} bytes, CodeSha256 {sha}"
+              + (f", written to {args.zip_out}" if args.zip_out else ""))
+        if args.json:
+            print(json.dumps(summary))
+        return 0
+    if not args.role_arn:
+        raise DeployStorageError("--role-arn is required to create functions (or pass --zip-only)")
+    try:
+        config = StorageFunctionConfig(role_arn=args.role_arn, memory_mb=args.memory_mb, timeout_s=args.timeout_s,
+                                       env=_env(args.env), runtime=args.runtime, architecture=args.arch)
+        results = deploy_storage_functions(client, count=args.count, config=config, prefix=args.prefix,
+                                           zip_bytes=code, region_name=args.region, endpoint_url=args.endpoint_url)
+    except StorageError as exc:
+        raise DeployStorageError(str(exc)) from exc
+    except Exception as exc:  # botocore: no credentials, no region, endpoint unreachable
+        if type(exc).__module__.startswith("botocore"):
+            raise DeployStorageError(f"AWS: {type(exc).__name__}: {exc}") from exc
+        raise
+    for r in results:
+        extra = f" ({', '.join(r.changed)})" if r.changed else ""
+        print(f"{r.name:<32} {r.action}{extra}  {r.arn}")
+    print(f"{len(results)} storage functions, zip {len(code)} bytes, CodeSha256 {sha}", file=sys.stderr)
+    if args.json:
+        summary["functions"] = [{"name": r.name, "action": r.action, "arn": r.arn, "changed": list(r.changed)}
+                                for r in results]
+        print(json.dumps(summary))
+    return 0
