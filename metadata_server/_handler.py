@@ -91,6 +91,10 @@ class MetadataHandler:
         self.started = clock()
         self._rid = itertools.count(1)
         self._listeners: list[Listener] = []
+        # group commit: the server loop sets this, applies every ready request, then calls
+        # flush_journal() before it sends any reply, so no reply leaves before its events are durable
+        self.defer_journal = False
+        self._unflushed: list[ev.Event] = []
         if journal is not None:
             self.replay()
 
@@ -106,6 +110,20 @@ class MetadataHandler:
         log.info("replayed %d journaled events", n)
         return n
 
+    def _journal(self, events: Sequence[ev.Event]) -> None:
+        assert self.journal is not None
+        if self.defer_journal:
+            self._unflushed.extend(events)
+        else:
+            self.journal.append(events)
+
+    def flush_journal(self) -> None:
+        """Write every deferred event in one transaction (group commit)."""
+        with self.lock:
+            if self._unflushed and self.journal is not None:
+                events, self._unflushed = self._unflushed, []
+                self.journal.append(events)
+
     def add_listener(self, listener: Listener) -> None:
         """Call ``listener`` with every new storage instruction (in the applying thread)."""
         self._listeners.append(listener)
@@ -119,7 +137,7 @@ class MetadataHandler:
                     outs.append(self.state.handle(e))
             finally:
                 if self.journal is not None and outs:
-                    self.journal.append(events[:len(outs)])
+                    self._journal(events[:len(outs)])
         if self._listeners:
             for out in outs:
                 for i in out:
@@ -149,7 +167,7 @@ class MetadataHandler:
             event = ev.Tick(self.clock(), self._rid_next())
             out = self.state.handle(event)
             if out and self.journal is not None:
-                self.journal.append([event])
+                self._journal([event])
         for i in out:
             if isinstance(i, ev.StorageInstruction):
                 for listener in self._listeners:

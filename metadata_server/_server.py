@@ -3,6 +3,8 @@
 One thread accepts connections, reads 4-byte length-prefixed frames
 (TFramedTransport), runs each through the generated processor with the
 accelerated binary protocol over memory buffers, and writes the reply frame.
+Replies of one round of ready
+connections wait for one journal transaction (group commit) and then go out.
 One thread means no lock convoy on the GIL and no per-connection threads; the
 core is single-writer anyway. The same loop calls ``handler.tick()`` every
 ``tick_interval_s`` (TTLs, leases). Any standard Thrift client with framed
@@ -99,6 +101,8 @@ class MetadataServer:
         sel.register(self._listen, selectors.EVENT_READ, None)
         sel.register(self._wake_r, selectors.EVENT_READ, "wake")
         next_tick = time.monotonic() + self.tick_interval_s
+        self.handler.defer_journal = True
+        ready: list[_Conn] = []
         try:
             while not self._stop:
                 timeout = max(0.0, next_tick - time.monotonic())
@@ -114,15 +118,24 @@ class MetadataServer:
                         conn: _Conn = key.data
                         if mask & selectors.EVENT_READ:
                             self._read(conn)
-                        if mask & selectors.EVENT_WRITE and conn.sock.fileno() >= 0:
-                            self._flush(conn)
+                        if conn.outbuf:
+                            ready.append(conn)
                 if time.monotonic() >= next_tick:
                     next_tick = time.monotonic() + self.tick_interval_s
                     try:
                         self.handler.tick()
                     except Exception:  # pragma: no cover - a bug in the core
                         log.exception("tick failed")
+                # group commit: one journal transaction for everything applied in this round,
+                # before any of its replies is sent
+                self.handler.flush_journal()
+                for conn in ready:
+                    if conn.sock.fileno() >= 0:
+                        self._flush(conn)
+                ready.clear()
         finally:
+            self.handler.flush_journal()
+            self.handler.defer_journal = False
             self._close_all()
 
     def _close_all(self) -> None:
@@ -181,8 +194,6 @@ class MetadataServer:
             conn.outbuf += self._process(frame)
         if pos:
             del buf[:pos]
-        if conn.outbuf:
-            self._flush(conn)
 
     def _process(self, frame: bytes) -> bytes:
         itrans = TMemoryBuffer(frame)
