@@ -166,6 +166,10 @@ class MetadataClient:
     def lookup(self, run_id: str, obj: str) -> T.ObjectStatus:
         return self._call(lambda c: c.lookup(self.token, run_id, obj))
 
+    def describe_function(self, run_id: str, function: str) -> T.FunctionStatus:
+        """A task's declared inputs and outputs, and whether it has committed."""
+        return self._call(lambda c: c.describe_function(self.token, run_id, function))
+
     def list_objects(self, run_id: str, prefix: str = "") -> list[T.ObjectStatus]:
         return self._call(lambda c: c.list_objects(self.token, run_id, prefix))
 

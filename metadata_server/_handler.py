@@ -301,7 +301,8 @@ class MetadataHandler:
         p = d["placement"]
         return T.ObjectStatus(d["object"], d["state"], d["producer"], d["declared_reads"], d["remaining"],
                               d["size"], d["checksum"], d["persist"], d["committed_by"],
-                              to_thrift_placement(p) if p is not None else None, d.get("freed_reason", ""))
+                              to_thrift_placement(p) if p is not None else None, d.get("freed_reason", ""),
+                              d.get("written_at", 0.0), d.get("readable_at", 0.0), d.get("freed_at", 0.0))
 
     @_boundary
     def lookup(self, token: str, run_id: str, object_name: str) -> T.ObjectStatus:
@@ -314,6 +315,13 @@ class MetadataHandler:
         self._run(token, run_id)
         with self.lock:
             return [self._status(d) for d in self.state.list_objects(run_id, prefix or "")]
+
+    @_boundary
+    def describe_function(self, token: str, run_id: str, function_name: str) -> T.FunctionStatus:
+        self._run(token, run_id)
+        with self.lock:
+            d = self.state.describe_function(run_id, function_name)
+        return T.FunctionStatus(d["function"], d["stage"], d["inputs"], d["outputs"], d["committed"])
 
     # -- service: batches -----------------------------------------------------------
     @_boundary

@@ -46,6 +46,9 @@ class ObjectRecord:
     committed_by: list[str] = field(default_factory=list)
     read_by: set[str] | None = None          # oracle only: distinct declared readers that read
     freed_reason: str = ""
+    written_at: float = 0.0                  # begin_put
+    readable_at: float = 0.0                 # finish_put
+    freed_at: float = 0.0                    # freed or kept
 
 
 @dataclass(slots=True)

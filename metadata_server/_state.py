@@ -136,7 +136,17 @@ class MetadataState:
         return {"object": name, "state": rec.state, "producer": rec.writer, "declared_reads": rec.declared,
                 "remaining": rec.remaining, "size": rec.size, "checksum": rec.checksum, "persist": rec.persist,
                 "committed_by": list(rec.committed_by), "placement": rec.placement,
-                "freed_reason": rec.freed_reason}
+                "freed_reason": rec.freed_reason, "written_at": rec.written_at, "readable_at": rec.readable_at,
+                "freed_at": rec.freed_at}
+
+    def describe_function(self, run_id: str, function: str) -> dict[str, Any]:
+        run = self._run(run_id)
+        fn = run.graph.functions.get(function)
+        if fn is None:
+            raise InvalidRequest(f"workflow {run.workflow_key} of run {run_id} has no function {function!r}",
+                                 run_id=run_id, function=function)
+        return {"function": function, "stage": fn.stage, "inputs": list(fn.inputs), "outputs": list(fn.outputs),
+                "committed": function in run.committed}
 
     def list_objects(self, run_id: str, prefix: str = "") -> list[dict[str, Any]]:
         run = self._run(run_id)
@@ -203,6 +213,7 @@ class MetadataState:
             run.cos_bytes -= rec.size
         rec.state = "kept" if keep else "freed"
         rec.freed_reason = reason
+        rec.freed_at = self.now
         run.bump("kept" if keep else "freed")
         self._bump("objects_kept" if keep else "objects_freed")
         out.append(Freed(run.run_id, rec.name, reason))
@@ -325,6 +336,7 @@ class MetadataState:
         keep = info.is_output
         rec = ObjectRecord(ev.object, ev.function, info.read_count, ev.size, ev.checksum, ev.persist, keep,
                            placement, info.read_count, ev.now)
+        rec.written_at = ev.now
         if run.policy.frees_on_last_read:
             rec.read_by = set()
         run.objects[ev.object] = rec
@@ -366,6 +378,7 @@ class MetadataState:
         if rec.state == "allocated":
             rec.state = "readable"
             rec.last_access = ev.now
+            rec.readable_at = ev.now
         if ev.function in run.committed:
             return [PutFinished(ev.object, False, already_committed=True)]
         fn = run.graph.functions.get(ev.function)

@@ -123,6 +123,18 @@ struct ObjectStatus {
   9: list<string> committed_by,
   10: optional Placement placement,
   11: string freed_reason,
+  12: double written_at,
+  13: double readable_at,
+  14: double freed_at,
+}
+
+// what a task needs to know about itself: its declared objects, and whether it committed already
+struct FunctionStatus {
+  1: string function_name,
+  2: i32 stage,
+  3: list<string> inputs,
+  4: list<string> outputs,
+  5: bool committed,
 }
 
 // kind: drop (drop the object's chunks at `extents`, and its COS copy unless keep_cos)
@@ -181,6 +193,8 @@ service Metadata {
   void delete_object(1: string token, 2: string run_id, 3: string object_name) throws (1: MetadataFault fault),
   ObjectStatus lookup(1: string token, 2: string run_id, 3: string object_name) throws (1: MetadataFault fault),
   list<ObjectStatus> list_objects(1: string token, 2: string run_id, 3: string prefix)
+      throws (1: MetadataFault fault),
+  FunctionStatus describe_function(1: string token, 2: string run_id, 3: string function_name)
       throws (1: MetadataFault fault),
 
   // -- batches: applied in order, stop at the first refusal (which is raised; earlier items applied)

@@ -1250,6 +1250,9 @@ class ObjectStatus(object):
      - committed_by
      - placement
      - freed_reason
+     - written_at
+     - readable_at
+     - freed_at
 
     """
 
@@ -1265,10 +1268,13 @@ class ObjectStatus(object):
         'committed_by',
         'placement',
         'freed_reason',
+        'written_at',
+        'readable_at',
+        'freed_at',
     )
 
 
-    def __init__(self, object_name=None, state=None, producer=None, declared_reads=None, remaining=None, size=None, checksum=None, persist=None, committed_by=None, placement=None, freed_reason=None,):
+    def __init__(self, object_name=None, state=None, producer=None, declared_reads=None, remaining=None, size=None, checksum=None, persist=None, committed_by=None, placement=None, freed_reason=None, written_at=None, readable_at=None, freed_at=None,):
         self.object_name = object_name
         self.state = state
         self.producer = producer
@@ -1280,6 +1286,9 @@ class ObjectStatus(object):
         self.committed_by = committed_by
         self.placement = placement
         self.freed_reason = freed_reason
+        self.written_at = written_at
+        self.readable_at = readable_at
+        self.freed_at = freed_at
 
     def read(self, iprot):
         if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
@@ -1351,6 +1360,21 @@ class ObjectStatus(object):
                     self.freed_reason = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
                 else:
                     iprot.skip(ftype)
+            elif fid == 12:
+                if ftype == TType.DOUBLE:
+                    self.written_at = iprot.readDouble()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 13:
+                if ftype == TType.DOUBLE:
+                    self.readable_at = iprot.readDouble()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 14:
+                if ftype == TType.DOUBLE:
+                    self.freed_at = iprot.readDouble()
+                else:
+                    iprot.skip(ftype)
             else:
                 iprot.skip(ftype)
             iprot.readFieldEnd()
@@ -1407,6 +1431,150 @@ class ObjectStatus(object):
         if self.freed_reason is not None:
             oprot.writeFieldBegin('freed_reason', TType.STRING, 11)
             oprot.writeString(self.freed_reason.encode('utf-8') if sys.version_info[0] == 2 else self.freed_reason)
+            oprot.writeFieldEnd()
+        if self.written_at is not None:
+            oprot.writeFieldBegin('written_at', TType.DOUBLE, 12)
+            oprot.writeDouble(self.written_at)
+            oprot.writeFieldEnd()
+        if self.readable_at is not None:
+            oprot.writeFieldBegin('readable_at', TType.DOUBLE, 13)
+            oprot.writeDouble(self.readable_at)
+            oprot.writeFieldEnd()
+        if self.freed_at is not None:
+            oprot.writeFieldBegin('freed_at', TType.DOUBLE, 14)
+            oprot.writeDouble(self.freed_at)
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, getattr(self, key))
+             for key in self.__slots__]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        if not isinstance(other, self.__class__):
+            return False
+        for attr in self.__slots__:
+            my_val = getattr(self, attr)
+            other_val = getattr(other, attr)
+            if my_val != other_val:
+                return False
+        return True
+
+    def __ne__(self, other):
+        return not (self == other)
+
+
+class FunctionStatus(object):
+    """
+    Attributes:
+     - function_name
+     - stage
+     - inputs
+     - outputs
+     - committed
+
+    """
+
+    __slots__ = (
+        'function_name',
+        'stage',
+        'inputs',
+        'outputs',
+        'committed',
+    )
+
+
+    def __init__(self, function_name=None, stage=None, inputs=None, outputs=None, committed=None,):
+        self.function_name = function_name
+        self.stage = stage
+        self.inputs = inputs
+        self.outputs = outputs
+        self.committed = committed
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 1:
+                if ftype == TType.STRING:
+                    self.function_name = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 2:
+                if ftype == TType.I32:
+                    self.stage = iprot.readI32()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 3:
+                if ftype == TType.LIST:
+                    self.inputs = []
+                    (_etype31, _size28) = iprot.readListBegin()
+                    for _i32 in range(_size28):
+                        _elem33 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                        self.inputs.append(_elem33)
+                    iprot.readListEnd()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 4:
+                if ftype == TType.LIST:
+                    self.outputs = []
+                    (_etype37, _size34) = iprot.readListBegin()
+                    for _i38 in range(_size34):
+                        _elem39 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                        self.outputs.append(_elem39)
+                    iprot.readListEnd()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 5:
+                if ftype == TType.BOOL:
+                    self.committed = iprot.readBool()
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('FunctionStatus')
+        if self.function_name is not None:
+            oprot.writeFieldBegin('function_name', TType.STRING, 1)
+            oprot.writeString(self.function_name.encode('utf-8') if sys.version_info[0] == 2 else self.function_name)
+            oprot.writeFieldEnd()
+        if self.stage is not None:
+            oprot.writeFieldBegin('stage', TType.I32, 2)
+            oprot.writeI32(self.stage)
+            oprot.writeFieldEnd()
+        if self.inputs is not None:
+            oprot.writeFieldBegin('inputs', TType.LIST, 3)
+            oprot.writeListBegin(TType.STRING, len(self.inputs))
+            for iter40 in self.inputs:
+                oprot.writeString(iter40.encode('utf-8') if sys.version_info[0] == 2 else iter40)
+            oprot.writeListEnd()
+            oprot.writeFieldEnd()
+        if self.outputs is not None:
+            oprot.writeFieldBegin('outputs', TType.LIST, 4)
+            oprot.writeListBegin(TType.STRING, len(self.outputs))
+            for iter41 in self.outputs:
+                oprot.writeString(iter41.encode('utf-8') if sys.version_info[0] == 2 else iter41)
+            oprot.writeListEnd()
+            oprot.writeFieldEnd()
+        if self.committed is not None:
+            oprot.writeFieldBegin('committed', TType.BOOL, 5)
+            oprot.writeBool(self.committed)
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
         oprot.writeStructEnd()
@@ -1504,11 +1672,11 @@ class Instruction(object):
             elif fid == 5:
                 if ftype == TType.LIST:
                     self.extents = []
-                    (_etype31, _size28) = iprot.readListBegin()
-                    for _i32 in range(_size28):
-                        _elem33 = Extent()
-                        _elem33.read(iprot)
-                        self.extents.append(_elem33)
+                    (_etype45, _size42) = iprot.readListBegin()
+                    for _i46 in range(_size42):
+                        _elem47 = Extent()
+                        _elem47.read(iprot)
+                        self.extents.append(_elem47)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -1561,8 +1729,8 @@ class Instruction(object):
         if self.extents is not None:
             oprot.writeFieldBegin('extents', TType.LIST, 5)
             oprot.writeListBegin(TType.STRUCT, len(self.extents))
-            for iter34 in self.extents:
-                iter34.write(oprot)
+            for iter48 in self.extents:
+                iter48.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.keep_cos is not None:
@@ -1821,6 +1989,18 @@ ObjectStatus.thrift_spec = (
     (9, TType.LIST, 'committed_by', (TType.STRING, 'UTF8', False), None, ),  # 9
     (10, TType.STRUCT, 'placement', [Placement, None], None, ),  # 10
     (11, TType.STRING, 'freed_reason', 'UTF8', None, ),  # 11
+    (12, TType.DOUBLE, 'written_at', None, None, ),  # 12
+    (13, TType.DOUBLE, 'readable_at', None, None, ),  # 13
+    (14, TType.DOUBLE, 'freed_at', None, None, ),  # 14
+)
+all_structs.append(FunctionStatus)
+FunctionStatus.thrift_spec = (
+    None,  # 0
+    (1, TType.STRING, 'function_name', 'UTF8', None, ),  # 1
+    (2, TType.I32, 'stage', None, None, ),  # 2
+    (3, TType.LIST, 'inputs', (TType.STRING, 'UTF8', False), None, ),  # 3
+    (4, TType.LIST, 'outputs', (TType.STRING, 'UTF8', False), None, ),  # 4
+    (5, TType.BOOL, 'committed', None, None, ),  # 5
 )
 all_structs.append(Instruction)
 Instruction.thrift_spec = (

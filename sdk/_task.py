@@ -1,0 +1,197 @@
+"""The ``@sdk.task`` handler decorator and the task-scoped ``sdk.get``/``sdk.put``.
+
+Built with aws-lambda-powertools' ``lambda_handler_decorator`` so it stacks
+with Logger, Tracer and Metrics. Per invocation it:
+
+1. reads the run context from the event (``{"funcsion": {...endpoints, token},
+   "run_id": ..., "function": ...}``, what the local executor and the
+   generated Step Functions definition pass);
+2. reuses one ``Client`` per container and set of endpoints (warm invocations
+   pay no connection setup) and learns the function's declared inputs and
+   outputs from the metadata server;
+3. adds ``run_id`` and ``function`` to the powertools Logger keys;
+4. runs the handler with ``sdk.get``/``sdk.put`` bound to this task;
+5. afterwards commits explicitly when the function declares no outputs, and
+   checks that every declared output was written.
+
+SDK errors leave as ``TaskFailed`` naming the task, the run and the cause
+(``retryable`` tells transient from rule-breaking ones). A task that committed
+in an earlier attempt (it crashed after its last write) is told so by the
+metadata server; the attempt then ends successfully without redoing anything.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.middleware_factory import lambda_handler_decorator
+
+from funcsion_rpc.errors import MetadataError, ServiceUnavailable
+
+from ._client import AlreadyCommitted, Client, Endpoints
+from ._constants import EVENT_KEY
+from .exceptions import MissingOutputs, NoRunContext, StoreFailure, TaskError, UndeclaredRead
+
+__all__ = ["task", "TaskSession", "TaskFailed", "logger", "current", "get", "put", "get_many", "put_many",
+           "inputs", "outputs", "RunContext"]
+
+logger = Logger(service="funcsion")
+
+_session: contextvars.ContextVar[TaskSession | None] = contextvars.ContextVar("funcsion_task", default=None)
+_clients: dict[Endpoints, Client] = {}
+_clients_lock = threading.Lock()
+
+
+class TaskFailed(TaskError):
+    """A task attempt failed; ``cause`` is the SDK error, ``retryable`` whether trying again may help."""
+
+    def __init__(self, message: str, *, retryable: bool, cause: str) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+        self.cause = cause
+
+
+@dataclass(frozen=True, slots=True)
+class RunContext:
+    endpoints: Endpoints
+    run_id: str
+    token: str
+    function: str
+
+    @classmethod
+    def from_event(cls, event: Any) -> RunContext:
+        ctx = event.get(EVENT_KEY) if isinstance(event, Mapping) else None
+        missing = [k for k in ("run_id", "function") if not isinstance(event, Mapping) or not event.get(k)]
+        if not isinstance(ctx, Mapping):
+            missing.insert(0, EVENT_KEY)
+        else:
+            missing += [f"{EVENT_KEY}.{k}" for k in ("metadata", "daemon", "store_token", "token") if not ctx.get(k)]
+        if missing:
+            raise NoRunContext(
+                f"the event has no funcsion run context (missing {', '.join(missing)}); invoke this handler "
+                "through `funcsion run` or the generated state machine, or use sdk.Client(...) in scripts")
+        ep = Endpoints(str(ctx["metadata"]), str(ctx["daemon"]), str(ctx["store_token"]))
+        return cls(ep, str(event["run_id"]), str(ctx["token"]), str(event["function"]))
+
+
+@dataclass
+class TaskSession:
+    """What one task attempt may read and must write, and what it did."""
+
+    client: Client
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    written: set[str] = field(default_factory=set)
+
+    def _check_reads(self, names: Iterable[str]) -> None:
+        bad = [n for n in names if n not in self.inputs]
+        if bad:
+            raise UndeclaredRead(
+                f"task {self.client.function} of run {self.client.run_id} read {', '.join(map(repr, bad))}, "
+                f"which its WDS entry does not list as input (inputs: {', '.join(self.inputs) or 'none'}); "
+                "add it to the function's \"input\" list")
+
+    def get(self, name: str, **kw: Any) -> Any:
+        self._check_reads([name])
+        return self.client.get(name, **kw)
+
+    def get_many(self, names: Iterable[str]) -> dict[str, Any]:
+        names = list(names)
+        self._check_reads(names)
+        return self.client.get_many(names)
+
+    def put_many(self, values: Mapping[str, Any], **kw: Any) -> bool:
+        # The last declared output commits: write it last, whatever order the caller used.
+        last = self.outputs[-1] if self.outputs else None
+        ordered = dict(sorted(values.items(), key=lambda kv: kv[0] == last))
+        committed = self.client.put_many(ordered, **kw)
+        self.written.update(values)
+        return committed
+
+
+def current() -> TaskSession:
+    s = _session.get()
+    if s is None:
+        raise NoRunContext("sdk.get/sdk.put were called outside a @sdk.task handler; decorate the handler "
+                           "with @sdk.task, or use sdk.Client(...) in scripts and drivers")
+    return s
+
+
+def get(name: str, *, delete: bool = False) -> Any:
+    """Read an object this task declares as input."""
+    return current().get(name, delete=delete)
+
+
+def get_many(names: Iterable[str]) -> dict[str, Any]:
+    return current().get_many(names)
+
+
+def put(name: str, value: Any, *, codec: str | None = None, persist: bool = False) -> bool:
+    """Write an object this task declares as output (``codec``: json, msgpack, pickle, bytes, str)."""
+    return current().put_many({name: value}, codec=codec, persist=persist)
+
+
+def put_many(values: Mapping[str, Any], *, codec: str | None = None, persist: bool = False) -> bool:
+    return current().put_many(values, codec=codec, persist=persist)
+
+
+def inputs() -> list[str]:
+    """The objects this task's WDS entry declares as input, in order."""
+    return list(current().inputs)
+
+
+def outputs() -> list[str]:
+    """The objects this task's WDS entry declares as output, in order (the last one commits)."""
+    return list(current().outputs)
+
+
+def _client_for(rc: RunContext) -> Client:
+    with _clients_lock:
+        c = _clients.get(rc.endpoints)
+        if c is None:
+            c = _clients[rc.endpoints] = Client(rc.endpoints)
+        return c
+
+
+def _fail(rc: RunContext, exc: BaseException, retryable: bool) -> TaskFailed:
+    return TaskFailed(f"task {rc.function} of run {rc.run_id} failed: {type(exc).__name__}: {exc}",
+                      retryable=retryable, cause=type(exc).__name__)
+
+
+@lambda_handler_decorator
+def task(handler: Callable[..., Any], event: Any, context: Any, logger: Logger | None = None) -> Any:
+    """Make a Lambda handler a funcsion task (see the module docstring)."""
+    rc = RunContext.from_event(event)
+    base = _client_for(rc)
+    client = base.bind(run_id=rc.run_id, token=rc.token, function=rc.function)
+    for lg in {id(x): x for x in (globals()["logger"], logger) if x is not None}.values():
+        lg.append_keys(run_id=rc.run_id, function=rc.function)
+    try:
+        desc = client.metadata.describe_function(rc.run_id, rc.function)
+        session = TaskSession(client, tuple(desc.inputs), tuple(desc.outputs))
+        token = _session.set(session)
+        try:
+            result = handler(event, context)
+        finally:
+            _session.reset(token)
+        if not session.outputs:
+            client.commit()
+        else:
+            missing = [o for o in session.outputs if o not in session.written
+                       and client.lookup(o).state in ("pending", "allocated", "missing")]
+            if missing:
+                raise MissingOutputs(
+                    f"task {rc.function} of run {rc.run_id} returned without writing its declared output(s) "
+                    f"{', '.join(map(repr, missing))}; call sdk.put for each before returning")
+        return result
+    except AlreadyCommitted:
+        return {"funcsion": "committed in an earlier attempt", "function": rc.function}
+    except (ServiceUnavailable, StoreFailure) as exc:
+        raise _fail(rc, exc, retryable=True) from exc
+    except (MetadataError, TaskError) as exc:
+        raise _fail(rc, exc, retryable=False) from exc
