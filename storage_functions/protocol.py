@@ -48,7 +48,8 @@ from .exceptions import (
 
 __all__ = [
     "HEADER", "HEADER_SIZE", "Op", "Status", "Frame", "send_frame", "recv_frame",
-    "recv_into", "recv_exact", "drain", "error_for", "status_for", "tune_socket",
+    "recv_into", "recv_exact", "drain", "error_for", "status_for", "tune_socket", "frame_bytes", "pack_header",
+    "sendmsg_all",
 ]
 
 HEADER = struct.Struct("!BBHIIIQQQ")
@@ -140,6 +141,14 @@ def pack_header(op: int, *, status: int = 0, reqid: int = 0, key: bytes = b"", m
     return HEADER.pack(op, status, len(key), reqid, len(meta), crc, a, b, paylen) + key + meta
 
 
+def frame_bytes(op: int, *, status: int = 0, reqid: int = 0, key: str = "", meta: dict[str, Any] | None = None,
+                crc: int = 0, a: int = 0, b: int = 0, payload: bytes = b"") -> bytes:
+    """One whole frame as bytes (small payloads only)."""
+    mb = json.dumps(meta, separators=(",", ":")).encode() if meta else b""
+    return pack_header(op, status=status, reqid=reqid, key=key.encode() if key else b"", meta=mb, crc=crc, a=a, b=b,
+                       paylen=len(payload)) + payload
+
+
 def send_frame(sock: socket.socket, op: int, *, status: int = 0, reqid: int = 0, key: str = "",
                meta: dict[str, Any] | None = None, crc: int = 0, a: int = 0, b: int = 0,
                payload: Any = None, paylen: int | None = None) -> None:
@@ -160,18 +169,16 @@ def send_frame(sock: socket.socket, op: int, *, status: int = 0, reqid: int = 0,
     head = pack_header(op, status=status, reqid=reqid, key=kb, meta=mb, crc=crc, a=a, b=b, paylen=n)
     if not pieces:
         sock.sendall(head)
-    elif n <= 256 * 1024 and len(pieces) < 64:
-        _sendmsg_all(sock, [head, *pieces])
     else:
-        sock.sendall(head)
-        for p in pieces:
-            sock.sendall(p)
+        sendmsg_all(sock, [head, *pieces])
 
 
-def _sendmsg_all(sock: socket.socket, pieces: list[Any]) -> None:
+def sendmsg_all(sock: socket.socket, pieces: list[Any]) -> None:
+    """Send every piece with as few ``sendmsg`` calls as the kernel allows
+    (no joining copy)."""
     views = [memoryview(p).cast("B") for p in pieces if len(p)]
     while views:
-        sent = sock.sendmsg(views)
+        sent = sock.sendmsg(views[:512])
         while sent and views:
             if sent >= len(views[0]):
                 sent -= len(views[0])

@@ -35,7 +35,8 @@ class DaemonConfig:
     get_timeout_s: float = 10.0
     put_timeout_s: float = 30.0
     invoke_timeout_s: float = 15.0
-    get_extra: int | None = None  # chunks requested beyond d; None = all p (first-d of d+p)
+    get_extra: int | None = 0  # chunks requested up front beyond d; None = all d+p
+    get_straggler_s: float = 0.5  # no chunk for this long: ask every untried chunk (first-d of d+p)
     debug: bool = False
 
     def __post_init__(self) -> None:

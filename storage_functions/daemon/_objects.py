@@ -72,6 +72,10 @@ class ObjectVersion:
         st = self.stripes[s]
         return st.offset + i * st.cl
 
+    def head(self) -> dict[str, Any]:
+        """What a GET reply tells the client before the chunks."""
+        return {"version": self.version, "size": self.size, "stripes": [st.public() for st in self.stripes]}
+
     def meta(self) -> dict[str, Any]:
         return {"key": self.key, "version": self.version, "size": self.size,
                 "stripes": [dict(st.public(), crcs=st.crcs) for st in self.stripes]}

@@ -19,7 +19,8 @@ import zlib
 from typing import Any, Callable, Iterable
 
 from ..exceptions import AuthError, NotEnoughChunks, ObjectTooLarge, ProtocolError, StorageError, StoreError, UnknownKey
-from ..protocol import Frame, Op, Status, drain, recv_frame, recv_into, send_frame, status_for, tune_socket
+from ..protocol import (Frame, Op, Status, drain, frame_bytes, pack_header, recv_frame, recv_into, send_frame,
+                        sendmsg_all, status_for, tune_socket)
 from ._buffer import PersistentBuffer
 from ._config import DaemonConfig
 from ._functions import FunctionHandle
@@ -493,12 +494,12 @@ class Daemon:
         if obj is None:
             raise UnknownKey(f"{f.key!r}{f' version {version}' if version is not None else ''}: no such object")
         self.counters["gets"] += 1
-        head = {"version": obj.version, "size": obj.size, "stripes": [st.public() for st in obj.stripes]}
+        head = frame_bytes(Op.REPLY, reqid=f.reqid, meta=obj.head())
         fh = self._open_buffer(obj)
         if fh is not None:  # read-after-write from the persistent buffer
             self.counters["buffer_hits"] += 1
             with fh, wlock:
-                send_frame(sock, Op.REPLY, reqid=f.reqid, meta=head)
+                sock.sendall(head)
                 for s, st in enumerate(obj.stripes):
                     for i in range(st.d):
                         send_frame(sock, Op.CHUNK, a=s, b=i, paylen=st.cl)
@@ -506,24 +507,11 @@ class Daemon:
                             sock.sendfile(fh, obj.chunk_offset(s, i), st.cl)
                 send_frame(sock, Op.END, reqid=f.reqid)
             return
-        with wlock:
-            send_frame(sock, Op.REPLY, reqid=f.reqid, meta=head)
-        col = _Collector(sock, wlock, obj)
-        col.reqid = f.reqid
-        col.counters = self.counters
-        extra = self.config.get_extra
-        for s, st in enumerate(obj.stripes):
-            want = st.n if extra is None else min(st.n, st.d + extra)
-            for i in range(st.n):
-                place = st.places[i]
-                if i >= want or place is None:
-                    if place is None:
-                        self.counters["missing_chunks"] += 1
-                    col.skip(s)
-                    continue
-                self.handles[place[0]].request(Op.GET, chunk_key(obj.key, obj.version, s, i), col.callback(s, i),
-                                               large=st.cl >= self.config.large_threshold)
-        short = col.wait(self.config.get_timeout_s)
+        col = _Collector(self, sock, wlock, obj, f.reqid, head)
+        col.start(self.config.get_extra)
+        with wlock:  # unless the first chunk already carried it
+            col.flush_head_locked()
+        short = col.wait(self.config.get_timeout_s, self.config.get_straggler_s)
         status, message = Status.OK, b""
         if col.client_dead:
             raise ConnectionError("client went away during GET")
@@ -644,42 +632,103 @@ def _scratch(n: int) -> memoryview:
 
 
 class _Collector:
-    """First-d: forwards the first ``d`` good chunks of each stripe to the
-    client as they arrive; late, failed or corrupt ones are dropped."""
+    """First-d GET of one object version. Requests ``d`` chunks per stripe
+    (plus ``get_extra``); a chunk that fails, is missing or corrupt is
+    replaced by the next untried one (parity) at once, and when no chunk
+    arrived for ``straggler_s`` every untried chunk of the unfinished stripes
+    is requested too, so the first ``d`` good ones to arrive win. Chunks are
+    forwarded to the client by the function connection's reader thread as
+    they arrive (no hand-off); the thread of the last one sends END. Late,
+    failed or surplus chunks are drained."""
 
-    def __init__(self, sock: socket.socket, wlock: threading.Lock, obj: ObjectVersion) -> None:
+    def __init__(self, daemon: Daemon, sock: socket.socket, wlock: threading.Lock, obj: ObjectVersion, reqid: int,
+                 head: bytes) -> None:
+        self.daemon = daemon
         self.sock = sock
         self.wlock = wlock
         self.obj = obj
+        self.reqid = reqid
+        self.head: bytes | None = head  # the REPLY frame, sent before the first chunk
         k = len(obj.stripes)
         self.cond = threading.Condition()
-        self.remaining = [st.n for st in obj.stripes]
-        self.claimed = [0] * k
+        self.next = [0] * k  # next chunk index to try
+        self.inflight = [0] * k  # requested, not yet resolved
+        self.claimed = [0] * k  # being forwarded right now
         self.sent = [0] * k
-        self.closed = [False] * k
+        self.closed = False
         self.sent_idx: list[set[int]] = [set() for _ in range(k)]
-        self.counters: dict[str, int] = {}
+        self.progress = 0
         self.client_dead = False
         self.ended = False
-        self.reqid = 0
+        self.large = [st.cl >= daemon.config.large_threshold for st in obj.stripes]
 
-    def skip(self, s: int) -> None:
+    # -- requests (pick under the lock, issue outside it) -------------------------
+    def _pick(self, s: int, k: int) -> list[int]:
+        st = self.obj.stripes[s]
+        out: list[int] = []
+        while k > 0 and self.next[s] < st.n:
+            i = self.next[s]
+            self.next[s] += 1
+            if st.places[i] is None:
+                self.daemon.counters["missing_chunks"] += 1
+                continue
+            out.append(i)
+            k -= 1
+        self.inflight[s] += len(out)
+        return out
+
+    def _issue(self, s: int, idxs: list[int]) -> None:
+        obj = self.obj
+        st = obj.stripes[s]
+        for i in idxs:
+            place = st.places[i]
+            cb = self.callback(s, i)
+            if place is None:  # its function was lost meanwhile
+                cb(None, None)
+                continue
+            self.daemon.handles[place[0]].request(Op.GET, chunk_key(obj.key, obj.version, s, i), cb,
+                                                  large=self.large[s])
+
+    def start(self, extra: int | None) -> None:
+        picks = []
         with self.cond:
-            self.remaining[s] -= 1
+            for s, st in enumerate(self.obj.stripes):
+                picks.append(self._pick(s, st.n if extra is None else min(st.n, st.d + extra)))
+        for s, idxs in enumerate(picks):
+            self._issue(s, idxs)
 
+    def _need(self, s: int) -> int:
+        return self.obj.stripes[s].d - self.sent[s] - self.claimed[s] - self.inflight[s]
+
+    def flush_head_locked(self) -> None:
+        """Send the REPLY head if no chunk carried it yet (caller holds wlock)."""
+        if self.head is not None:
+            head, self.head = self.head, None
+            try:
+                self.sock.sendall(head)
+            except OSError:
+                self.client_dead = True
+
+    # -- replies (on function reader threads) -----------------------------------------
     def callback(self, s: int, i: int) -> Callable[[Frame | None, socket.socket | None], None]:
         def cb(f: Frame | None, fsock: socket.socket | None) -> None:
             ok = f is not None and f.status == Status.OK and fsock is not None
+            more: list[int] = []
             with self.cond:
-                if not ok:
-                    kind = "corrupt_chunks" if f is not None and f.status == Status.CORRUPT else "missing_chunks"
-                    self.counters[kind] = self.counters.get(kind, 0) + 1
-                claim = ok and not self.closed[s] and self.claimed[s] < self.obj.stripes[s].d and not self.client_dead
+                claim = ok and not self.closed and self.sent[s] + self.claimed[s] < self.obj.stripes[s].d \
+                    and not self.client_dead
                 if claim:
                     self.claimed[s] += 1
                 else:
-                    self.remaining[s] -= 1
+                    self.inflight[s] -= 1
+                    if not ok:
+                        kind = "corrupt_chunks" if f is not None and f.status == Status.CORRUPT else "missing_chunks"
+                        self.daemon.counters[kind] += 1
+                        if not self.closed and self._need(s) > 0:
+                            more = self._pick(s, self._need(s))
                     self.cond.notify_all()
+            if more:
+                self._issue(s, more)
             if f is None or fsock is None:
                 return
             if not claim:
@@ -692,41 +741,72 @@ class _Collector:
             except BaseException:
                 with self.cond:
                     self.claimed[s] -= 1
-                    self.remaining[s] -= 1
-                    self.counters["missing_chunks"] = self.counters.get("missing_chunks", 0) + 1
+                    self.inflight[s] -= 1
+                    self.daemon.counters["missing_chunks"] += 1
+                    more = self._pick(s, self._need(s)) if not self.closed and self._need(s) > 0 else []
                     self.cond.notify_all()
+                if more:
+                    self._issue(s, more)
                 raise
-            try:
-                with self.wlock:
-                    send_frame(self.sock, Op.CHUNK, a=s, b=i, payload=view)
-                    with self.cond:
-                        self.sent[s] += 1
-                        self.sent_idx[s].add(i)
-                        self.remaining[s] -= 1
-                        last = not self.ended and all(self.sent[k] >= st.d for k, st in enumerate(self.obj.stripes))
-                        if last:
-                            self.ended = True
-                    if last:  # the last chunk's thread ends the reply: no hand-off back to the client thread
-                        send_frame(self.sock, Op.END, reqid=self.reqid)
-            except OSError:
-                self.client_dead = True
-            with self.cond:
-                self.cond.notify_all()
+            stripes = self.obj.stripes
+            with self.wlock:
+                with self.cond:
+                    self.claimed[s] -= 1
+                    self.inflight[s] -= 1
+                    self.sent[s] += 1
+                    self.sent_idx[s].add(i)
+                    self.progress += 1
+                    last = not self.ended and all(self.sent[k] >= st.d for k, st in enumerate(stripes))
+                    if last:
+                        self.ended = True
+                    self.cond.notify_all()
+                pieces: list[Any] = []
+                if self.head is not None:
+                    pieces.append(self.head)
+                    self.head = None
+                pieces.append(pack_header(Op.CHUNK, a=s, b=i, paylen=len(view)))
+                pieces.append(view)
+                if last:  # the last chunk's thread ends the reply: no hand-off back to the client thread
+                    pieces.append(pack_header(Op.END, reqid=self.reqid))
+                if not self.client_dead:
+                    try:
+                        sendmsg_all(self.sock, pieces)
+                    except OSError:
+                        with self.cond:
+                            self.client_dead = True
+                            self.cond.notify_all()
         return cb
 
     def _settled(self, s: int) -> bool:
-        d = self.obj.stripes[s].d
-        if self.sent[s] >= d:
+        st = self.obj.stripes[s]
+        if self.sent[s] >= st.d:
             return True
-        return self.claimed[s] == self.sent[s] and self.remaining[s] <= 0
+        return self.claimed[s] == 0 and self.inflight[s] == 0 and self.next[s] >= st.n
 
-    def wait(self, timeout: float) -> list[int]:
-        """Stripes still short of d chunks once every request answered (or on timeout)."""
+    def wait(self, timeout: float, straggler_s: float) -> list[int]:
+        """Stripes still short of d chunks once every useful request answered
+        (or on timeout)."""
         k = len(self.obj.stripes)
+        deadline = time.monotonic() + timeout
+        seen = -1
+        while True:
+            extra: list[tuple[int, list[int]]] = []
+            with self.cond:
+                done = lambda: self.client_dead or all(self._settled(s) for s in range(k))  # noqa: E731
+                left = deadline - time.monotonic()
+                if done() or left <= 0:
+                    break
+                if not self.cond.wait_for(done, min(left, straggler_s)) and self.progress == seen:
+                    # stragglers: ask every untried chunk of the unfinished stripes
+                    for s in range(k):
+                        if not self._settled(s):
+                            extra.append((s, self._pick(s, self.obj.stripes[s].n)))
+                seen = self.progress
+            for s, idxs in extra:
+                self.daemon.counters["chunk_retries"] += len(idxs)
+                self._issue(s, idxs)
         with self.cond:
-            self.cond.wait_for(lambda: self.client_dead or all(self._settled(s) for s in range(k)), timeout)
-            for s in range(k):
-                self.closed[s] = True
+            self.closed = True
             # claims already in progress finish (their bytes are on the way)
-            self.cond.wait_for(lambda: all(self.claimed[s] == self.sent[s] for s in range(k)), timeout)
+            self.cond.wait_for(lambda: all(self.claimed[s] == 0 for s in range(k)), timeout)
             return [s for s in range(k) if self.sent[s] < self.obj.stripes[s].d]
