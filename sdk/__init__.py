@@ -1,11 +1,55 @@
-"""What users import: ``sdk.put`` / ``sdk.get``, the ``@sdk.task`` handler
-decorator, client-side erasure coding, the Step Functions bridge, the local
-workflow executor and the ``funcsion`` CLI (``sdk.cli``, not imported here so a
-Lambda deployment never loads networkx or server code).
+"""What users import.
+
+In a task::
+
+    @sdk.task
+    def handler(event, context):
+        text = sdk.get("raw_text")
+        sdk.put("counts_00", count(text))
+
+In a script or driver: ``sdk.Client(endpoints)``, ``client.start_run(key)``,
+then ``put``/``get``/``list``/``delete`` on the run. The ``funcsion`` CLI lives
+in ``sdk.cli`` and the embedded stack in ``sdk.local``; neither is imported
+here, so a Lambda deployment never loads networkx or server code.
 """
 
 from __future__ import annotations
 
 from wds import FuncsionError
 
-__all__ = ["FuncsionError"]
+from ._client import Client, Endpoints
+from ._codecs import CODECS
+from ._config import Config
+from ._task import (
+    RunContext,
+    TaskFailed,
+    TaskSession,
+    current,
+    get,
+    get_many,
+    inputs,
+    logger,
+    outputs,
+    put,
+    put_many,
+    task,
+)
+from .exceptions import (
+    CodecError,
+    ConfigError,
+    MetadataError,
+    MissingOutputs,
+    NoRunContext,
+    ObjectExpired,
+    StoreFailure,
+    TaskError,
+    UndeclaredOutput,
+    UndeclaredRead,
+)
+
+__all__ = [
+    "CODECS", "Client", "CodecError", "Config", "ConfigError", "Endpoints", "FuncsionError", "MetadataError",
+    "MissingOutputs", "NoRunContext", "ObjectExpired", "RunContext", "StoreFailure", "TaskError", "TaskFailed",
+    "TaskSession", "UndeclaredOutput", "UndeclaredRead", "current", "get", "get_many", "inputs", "logger",
+    "outputs", "put", "put_many", "task",
+]

@@ -94,7 +94,7 @@ class Client:
         c = Client(self.endpoints, run_id=self.run_id if run_id is None else run_id,
                    token=self.token if token is None else token,
                    function=self.function if function is None else function, metadata=md, store=self._store)
-        c._owns = (False, False)
+        c._owns = (md is not self._md, False)  # a run-scoped metadata client is the bound client's own
         return c
 
     @property
@@ -179,6 +179,12 @@ class Client:
         data = self._store_call("get", name, self._store.get_buffer, self._key(name))
         return self._unframe(data)
 
+    def read_raw(self, name: str) -> bytes:
+        """An object's encoded payload (no codec byte), without recording a read: for copying
+        workflow outputs to COS after the run."""
+        data = self._store_call("get", name, self._store.get_buffer, self._key(name))
+        return bytes(memoryview(data)[1:])
+
     def commit(self) -> Any:
         """Commit this function's reads (for functions that declare no outputs)."""
         return self._md.commit(self.run_id, self.function)
@@ -192,6 +198,3 @@ class Client:
     def list(self, prefix: str = "") -> list[Any]:
         return list(self._md.list_objects(self.run_id, prefix))
 
-    def free_in_store(self, names: Iterable[str]) -> int:
-        """Drop objects' bytes from the store (the instruction pump calls this for the metadata server)."""
-        return int(self._store_call("free", ",".join(names), self._store.free, [self._key(n) for n in names]))

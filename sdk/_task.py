@@ -23,6 +23,7 @@ metadata server; the attempt then ends successfully without redoing anything.
 from __future__ import annotations
 
 import contextvars
+import os
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -37,10 +38,10 @@ from ._client import AlreadyCommitted, Client, Endpoints
 from ._constants import EVENT_KEY
 from .exceptions import MissingOutputs, NoRunContext, StoreFailure, TaskError, UndeclaredRead
 
-__all__ = ["task", "TaskSession", "TaskFailed", "logger", "current", "get", "put", "get_many", "put_many",
+__all__ = ["task", "TaskSession", "FAULT_KEY", "CRASH_POINTS", "TaskFailed", "logger", "current", "get", "put", "get_many", "put_many",
            "inputs", "outputs", "RunContext"]
 
-logger = Logger(service="funcsion")
+logger = Logger(service="funcsion.task")
 
 _session: contextvars.ContextVar[TaskSession | None] = contextvars.ContextVar("funcsion_task", default=None)
 _clients: dict[Endpoints, Client] = {}
@@ -79,6 +80,18 @@ class RunContext:
         return cls(ep, str(event["run_id"]), str(ctx["token"]), str(event["function"]))
 
 
+#: Event key of the executor's fault injection: ``{"crash": POINT}`` ends the task's
+#: process abruptly (as a reclaimed container would) at ``start``, ``after_commit``
+#: (right after the write that committed its reads) or ``end`` (after the handler returned).
+FAULT_KEY = "funcsion_fault"
+CRASH_POINTS = ("start", "after_commit", "end")
+
+
+def _maybe_crash(fault: Mapping[str, Any] | None, point: str) -> None:
+    if fault and fault.get("crash") == point:
+        os._exit(137)
+
+
 @dataclass
 class TaskSession:
     """What one task attempt may read and must write, and what it did."""
@@ -87,6 +100,20 @@ class TaskSession:
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     written: set[str] = field(default_factory=set)
+    fault: Mapping[str, Any] | None = None
+    committed: bool = False  # this attempt's last output committed its reads
+
+    def _read(self, names: list[str], fn: Callable[[], Any]) -> Any:
+        self._check_reads(names)
+        try:
+            return fn()
+        except AlreadyCommitted:
+            if not self.committed:
+                raise  # an earlier attempt committed: the decorator ends this one
+            raise TaskError(
+                f"task {self.client.function} of run {self.client.run_id} read {', '.join(map(repr, names))} after "
+                f"writing its last output {self.outputs[-1]!r}, which committed its reads (and may have freed "
+                "them); read every input before writing the last output") from None
 
     def _check_reads(self, names: Iterable[str]) -> None:
         bad = [n for n in names if n not in self.inputs]
@@ -97,13 +124,11 @@ class TaskSession:
                 "add it to the function's \"input\" list")
 
     def get(self, name: str, **kw: Any) -> Any:
-        self._check_reads([name])
-        return self.client.get(name, **kw)
+        return self._read([name], lambda: self.client.get(name, **kw))
 
     def get_many(self, names: Iterable[str]) -> dict[str, Any]:
         names = list(names)
-        self._check_reads(names)
-        return self.client.get_many(names)
+        return self._read(names, lambda: self.client.get_many(names))
 
     def put_many(self, values: Mapping[str, Any], **kw: Any) -> bool:
         # The last declared output commits: write it last, whatever order the caller used.
@@ -111,6 +136,9 @@ class TaskSession:
         ordered = dict(sorted(values.items(), key=lambda kv: kv[0] == last))
         committed = self.client.put_many(ordered, **kw)
         self.written.update(values)
+        if committed:
+            self.committed = True
+            _maybe_crash(self.fault, "after_commit")
         return committed
 
 
@@ -159,7 +187,10 @@ def _client_for(rc: RunContext) -> Client:
 
 
 def _fail(rc: RunContext, exc: BaseException, retryable: bool) -> TaskFailed:
-    return TaskFailed(f"task {rc.function} of run {rc.run_id} failed: {type(exc).__name__}: {exc}",
+    text = str(exc)
+    name = type(exc).__name__
+    detail = text if text.startswith(name) else f"{name}: {text}"
+    return TaskFailed(f"task {rc.function} of run {rc.run_id} failed: {detail}",
                       retryable=retryable, cause=type(exc).__name__)
 
 
@@ -173,7 +204,9 @@ def task(handler: Callable[..., Any], event: Any, context: Any, logger: Logger |
         lg.append_keys(run_id=rc.run_id, function=rc.function)
     try:
         desc = client.metadata.describe_function(rc.run_id, rc.function)
-        session = TaskSession(client, tuple(desc.inputs), tuple(desc.outputs))
+        fault = event.get(FAULT_KEY) if isinstance(event.get(FAULT_KEY), Mapping) else None
+        session = TaskSession(client, tuple(desc.inputs), tuple(desc.outputs), fault=fault)
+        _maybe_crash(fault, "start")
         token = _session.set(session)
         try:
             result = handler(event, context)
@@ -181,6 +214,7 @@ def task(handler: Callable[..., Any], event: Any, context: Any, logger: Logger |
             _session.reset(token)
         if not session.outputs:
             client.commit()
+            _maybe_crash(fault, "after_commit")
         else:
             missing = [o for o in session.outputs if o not in session.written
                        and client.lookup(o).state in ("pending", "allocated", "missing")]
@@ -188,6 +222,7 @@ def task(handler: Callable[..., Any], event: Any, context: Any, logger: Logger |
                 raise MissingOutputs(
                     f"task {rc.function} of run {rc.run_id} returned without writing its declared output(s) "
                     f"{', '.join(map(repr, missing))}; call sdk.put for each before returning")
+        _maybe_crash(fault, "end")
         return result
     except AlreadyCommitted:
         return {"funcsion": "committed in an earlier attempt", "function": rc.function}

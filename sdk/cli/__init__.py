@@ -14,16 +14,16 @@ from collections.abc import Sequence
 
 from wds import FuncsionError
 
-from . import inspect_cmd
+from . import inspect_cmd, run_cmd, stack_cmd
 from ._dispatch import add_group
 
 __all__ = ["main", "build_parser"]
 
-_COMMANDS = [inspect_cmd]
+_COMMANDS = [inspect_cmd, run_cmd, stack_cmd]
 # group -> (help, {subcommand: module under sdk.cli})
 _GROUPS = {
     "serve": ("run one funcsion server in the foreground", {
-        "metadata": "serve_metadata", "daemon": "serve_daemon"}),
+        "metadata": "serve_metadata", "daemon": "serve_daemon", "stack": "serve_stack"}),
     "bench": ("benchmarks; add --json for one JSON object as the last line", {
         "metadata": "bench_metadata", "store": "bench_store", "hdag": "bench_hdag"}),
     "deploy": ("deploy storage functions or a workflow", {

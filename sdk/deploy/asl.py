@@ -27,7 +27,7 @@ import networkx as nx
 
 from hdag import HDAG
 
-__all__ = ["AslOptions", "build_asl", "lambda_name", "levels", "LAMBDA_RETRY", "END_RUN", "CLEANUP", "FAILED"]
+__all__ = ["AslOptions", "build_asl", "lambda_name", "lambda_prefix", "levels", "LAMBDA_RETRY", "END_RUN", "CLEANUP", "FAILED"]
 
 #: AWS's recommended retry list for the lambda:invoke integration.
 LAMBDA_RETRY: list[dict[str, Any]] = [
@@ -50,6 +50,11 @@ def lambda_name(app: str, entry: str) -> str:
     base = re.sub(r"\{[^}]*\}", "", entry).strip("_-") or "task"
     name = re.sub(r"[^A-Za-z0-9_-]", "-", f"{app}-{base}")
     return name[:64]
+
+
+def lambda_prefix(app: str) -> str:
+    """What every Lambda name of ``app`` starts with (for globs such as fault injection's)."""
+    return lambda_name(app, "x")[:-1]
 
 
 def levels(h: HDAG) -> list[tuple[str, list[list[str]]]]:

@@ -123,13 +123,13 @@ class RunSchedule:
                     newly.append(s)
         return newly
 
-    def failed_task(self, name: str, now: float, error: str) -> float | None:
+    def failed_task(self, name: str, now: float, error: str, *, retryable: bool = True) -> float | None:
         """Record a failure; returns the retry time, or None when the task gave up
         (then nothing new starts and the run fails once running tasks end)."""
         t = self.tasks[name]
         t.errors.append(error)
         retries_done = t.attempts - 1
-        if retries_done < self.retry.max_attempts and self.first_failure is None:
+        if retryable and retries_done < self.retry.max_attempts and self.first_failure is None:
             t.state = "backoff"
             t.retry_at = now + self.retry.delay(retries_done + 1, self.rng)
             return t.retry_at

@@ -1,0 +1,44 @@
+"""``funcsion serve stack``: the whole embedded stack in the foreground (what
+``funcsion up`` starts in the background). Writes ``<state_dir>/stack.json``
+with its endpoints and tokens (mode 0600) and removes it on SIGTERM."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import threading
+
+__all__ = ["HELP", "add_arguments", "run"]
+
+HELP = "run the embedded stack (metadata server, daemon, local platform, COS) in the foreground"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--state-dir", default=None, help="where to keep COS, journal, logs and stack.json")
+    p.add_argument("--host", default=None, help="address to bind (default 127.0.0.1)")
+    p.add_argument("--metadata-port", type=int, default=None, help="metadata server port (default 7917)")
+    p.add_argument("--daemon-port", type=int, default=None, help="daemon port (default 7918)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from sdk._config import Config
+    from sdk.local._stack import STACK_FILE, Stack
+
+    cfg = Config.load(state_dir=args.state_dir, host=args.host, metadata_port=args.metadata_port,
+                      daemon_port=args.daemon_port)
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        with Stack(cfg) as stack:
+            path = stack.write_stack_file()
+            ep = stack.endpoints
+            print(f"funcsion stack up: metadata {ep.metadata}, daemon {ep.daemon}, state {stack.root}", flush=True)
+            try:
+                stop.wait()
+            except KeyboardInterrupt:
+                pass
+            path.unlink(missing_ok=True)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    print(f"funcsion stack down ({STACK_FILE} removed)", flush=True)
+    return 0

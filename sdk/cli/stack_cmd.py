@@ -1,0 +1,94 @@
+"""``funcsion up`` and ``funcsion down``: keep a local stack running between runs.
+
+``up`` starts ``funcsion serve stack`` as a background process (its output in
+``<state_dir>/logs/stack.log``) and waits until it has written its endpoints;
+``run`` then uses it. ``down`` stops it with SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from wds import FuncsionError
+
+__all__ = ["add_parser", "up", "down"]
+
+
+class StackError(FuncsionError):
+    pass
+
+
+def add_parser(sub: Any) -> None:
+    up_p: argparse.ArgumentParser = sub.add_parser("up", help="start a local stack in the background")
+    up_p.add_argument("--state-dir", default=None, help="state directory (default .funcsion)")
+    up_p.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for it to come up")
+    up_p.set_defaults(run=up, _parser=up_p)
+    down_p: argparse.ArgumentParser = sub.add_parser("down", help="stop the local stack started by `funcsion up`")
+    down_p.add_argument("--state-dir", default=None, help="state directory (default .funcsion)")
+    down_p.set_defaults(run=down, _parser=down_p)
+
+
+def _state_dir(args: argparse.Namespace) -> Path:
+    from sdk._config import Config
+
+    return Path(Config.load(state_dir=args.state_dir).state_dir).resolve()
+
+
+def up(args: argparse.Namespace) -> int:
+    from sdk.local._stack import read_stack_file
+
+    state = _state_dir(args)
+    running = read_stack_file(state)
+    if running is not None:
+        print(f"a stack is already up (pid {running['pid']}): metadata {running['metadata']}, "
+              f"daemon {running['daemon']}")
+        return 0
+    (state / "logs").mkdir(parents=True, exist_ok=True)
+    log = open(state / "logs" / "stack.log", "ab")
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "sdk.cli", "serve", "stack", "--state-dir", str(state)],
+                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+    finally:
+        log.close()
+    deadline = time.time() + args.timeout
+    while time.time() < deadline:
+        info = read_stack_file(state)
+        if info is not None and info.get("pid") == proc.pid:
+            print(f"funcsion stack up (pid {proc.pid}): metadata {info['metadata']}, daemon {info['daemon']}")
+            return 0
+        if proc.poll() is not None:
+            raise StackError(f"the stack exited with code {proc.returncode} while starting; see "
+                             f"{state / 'logs' / 'stack.log'}")
+        time.sleep(0.1)
+    proc.terminate()
+    raise StackError(f"the stack did not come up within {args.timeout:g} s; see {state / 'logs' / 'stack.log'}")
+
+
+def down(args: argparse.Namespace) -> int:
+    from sdk.local._stack import STACK_FILE, read_stack_file
+
+    state = _state_dir(args)
+    info = read_stack_file(state)
+    if info is None:
+        (state / STACK_FILE).unlink(missing_ok=True)
+        print("no stack is up")
+        return 0
+    pid = int(info["pid"])
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        try:
+            os.kill(pid, 0)
+        except OSError:
+            print(f"funcsion stack (pid {pid}) stopped")
+            return 0
+        time.sleep(0.1)
+    raise StackError(f"the stack (pid {pid}) did not stop within 30 s; kill it with `kill {pid}`")

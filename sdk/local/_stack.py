@@ -1,0 +1,166 @@
+"""The embedded stack: a metadata server, the SION daemon with its local
+Lambda platform and a local COS directory, and the instruction pump between
+them, all started from one ``Config``.
+
+The metadata server decides when objects expire; the daemon holds their
+bytes. The pump carries the server's storage instructions to the daemon
+(``drop`` -> ``Daemon.free``; ``scale_out`` -> capacity for one more function
+group is registered) and acknowledges them, so nothing stays in function memory
+after its object is freed. Capacity: each storage function of the daemon's
+pool offers ``DaemonConfig.capacity // block_size`` blocks to the allocator.
+
+``Stack`` runs in the calling process (threads plus the platform's worker
+processes); ``funcsion up`` runs one in a background process and writes its
+endpoints to ``<state_dir>/stack.json`` for later commands.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import threading
+from pathlib import Path
+from typing import Any
+
+from .._client import Client, Endpoints
+from .._config import Config
+
+__all__ = ["Stack", "read_stack_file", "STACK_FILE"]
+
+STACK_FILE = "stack.json"
+
+
+class Stack:
+    def __init__(self, config: Config, *, metadata_port: int | None = None, daemon_port: int | None = None,
+                 journal: bool = True) -> None:
+        self.config = config
+        self.root = Path(config.state_dir).resolve()
+        self.metadata_port = config.metadata_port if metadata_port is None else metadata_port
+        self.daemon_port = config.daemon_port if daemon_port is None else daemon_port
+        self.use_journal = journal
+        self.admin_token = secrets.token_hex(16)
+        self._stop = threading.Event()
+        self._pump: threading.Thread | None = None
+        self._started = False
+        self.instructions_done = 0
+        self.groups_registered = 0
+
+    # -- lifecycle --------------------------------------------------------------------
+    def start(self) -> Stack:
+        from metadata_server import Journal, MetadataHandler, MetadataServer, MetadataState
+        from storage_functions.daemon import DaemonConfig, LocalStore
+        from storage_functions.local import LocalPlatform, PlatformConfig
+
+        cfg = self.config
+        self.root.mkdir(parents=True, exist_ok=True)
+        state = MetadataState(block_size=cfg.block_size, data_chunks=cfg.ec_data, parity_chunks=cfg.ec_parity,
+                              memory_budget=cfg.memory_budget_mb << 20)
+        self.journal = Journal(str(self.root / "metadata.journal")) if self.use_journal else None
+        self.handler = MetadataHandler(state, journal=self.journal, admin_token=self.admin_token,
+                                       default_ttl_s=cfg.run_ttl_s)
+        self.metadata_server = MetadataServer(self.handler, cfg.host, self.metadata_port).start()
+        self.platform = LocalPlatform(PlatformConfig(
+            idle_reclaim_s=(cfg.idle_reclaim_min_s, cfg.idle_reclaim_max_s), kill_rate=cfg.kill_rate,
+            kill_functions="sion-*", log_dir=str(self.root / "logs")))
+        dcfg = DaemonConfig(host=cfg.host, port=self.daemon_port, block_size=cfg.block_size,
+                            function_memory_mb=cfg.function_memory_mb, max_object_bytes=cfg.max_object_size,
+                            cos_url=cfg.resolved_cos_url, buffer_dir=str(self.root / "buffer"))
+        self.store = LocalStore(str(self.root / "store"), config=dcfg, platform=self.platform).start()
+        self.daemon_config = self.store.config
+        self._started = True
+        self._admin = Client(self.endpoints)
+        self._register_group()
+        self._pump = threading.Thread(target=self._pump_loop, name="funcsion-pump", daemon=True)
+        self._pump.start()
+        return self
+
+    def stop(self) -> None:
+        if not self._started:
+            return
+        self._started = False
+        self._stop.set()
+        if self._pump is not None:
+            self._pump.join(timeout=10)
+        self._admin.close()
+        try:
+            self.store.stop()
+        finally:
+            self.platform.shutdown()
+            self.metadata_server.close()
+            if self.journal is not None:
+                self.journal.close()
+
+    def __enter__(self) -> Stack:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- what clients need ------------------------------------------------------------
+    @property
+    def endpoints(self) -> Endpoints:
+        h, p = self.metadata_server.host, self.metadata_server.port
+        dh, dp = self.store.address
+        return Endpoints(f"{h}:{p}", f"{dh}:{dp}", self.store.token, self.admin_token)
+
+    def client(self) -> Client:
+        """A driver client (admin token; bind it to a run with ``start_run``)."""
+        return Client(self.endpoints)
+
+    def write_stack_file(self) -> Path:
+        path = self.root / STACK_FILE
+        tmp = path.with_suffix(".tmp")
+        ep = self.endpoints
+        tmp.write_text(json.dumps({"pid": os.getpid(), "metadata": ep.metadata, "daemon": ep.daemon,
+                                   "store_token": ep.store_token, "admin_token": ep.admin_token,
+                                   "cos_url": self.config.resolved_cos_url}))
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
+        return path
+
+    # -- the pump ---------------------------------------------------------------------
+    def _register_group(self) -> None:
+        dc = self.daemon_config
+        blocks = dc.capacity // dc.block_size
+        start = self.groups_registered * dc.group_size
+        for i in range(start, min(start + dc.group_size, dc.max_functions)):
+            self._admin.metadata.register_capacity(f"{dc.function_prefix}-{i}", blocks)
+        self.groups_registered += 1
+
+    def pump_once(self) -> int:
+        """Carry out every pending storage instruction; returns how many."""
+        md = self._admin.metadata
+        batch = md.fetch_instructions(self.instructions_done, 1000)
+        drops = [f"{i.run_id}/{i.object_name}" for i in batch if i.kind == "drop"]
+        if drops:
+            self.store.daemon.free(drops)
+        if any(i.kind == "scale_out" for i in batch):
+            self._register_group()
+        if batch:
+            self.instructions_done = batch[-1].seq
+            md.fetch_instructions(self.instructions_done, 0)  # acknowledge
+        return len(batch)
+
+    def _pump_loop(self) -> None:
+        while not self._stop.wait(0.01):
+            try:
+                while self.pump_once():
+                    pass
+            except Exception:  # noqa: BLE001 - a transient failure; the next round retries (acks are seqs)
+                if self._stop.is_set():
+                    return
+
+    def stats(self) -> dict[str, Any]:
+        return self._admin.metadata.stats()
+
+
+def read_stack_file(state_dir: str | Path) -> dict[str, Any] | None:
+    """The endpoints of a stack started by ``funcsion up``, or None when none is alive."""
+    path = Path(state_dir) / STACK_FILE
+    try:
+        info = json.loads(path.read_text())
+        os.kill(int(info["pid"]), 0)
+    except (OSError, ValueError, KeyError):
+        return None
+    return dict(info)

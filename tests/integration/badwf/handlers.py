@@ -1,0 +1,32 @@
+"""Handlers that break the rules, chosen by the BAD_MODE file next to this one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import sdk
+
+MODE = (Path(__file__).parent / "BAD_MODE").read_text().strip()
+
+
+@sdk.task
+def producer(event: dict, context: object) -> dict:
+    data = sdk.get("src")
+    if MODE == "undeclared_write":
+        sdk.put("not_declared", "x")
+    if MODE == "missing_output":
+        sdk.put("mid", data)
+        return {}
+    sdk.put_many({"mid": data, "side": "s"})
+    return {}
+
+
+@sdk.task
+def consumer(event: dict, context: object) -> dict:
+    if MODE == "undeclared_read":
+        sdk.get("side")
+    mid = sdk.get("mid")
+    sdk.put("result", mid.upper())
+    if MODE == "read_after_commit":
+        sdk.get("mid")
+    return {}
