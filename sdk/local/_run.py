@@ -162,6 +162,7 @@ def _leaked(run: Client, stack: Stack | None, summary: Mapping[str, Any]) -> int
     if stack is not None:
         deadline = time.time() + 5
         prefix = f"{run.run_id}/"
+        stack.drain(timeout_s=Stack.ORACLE_GRACE_S + 5)
         while True:
             stack.pump_once()
             in_daemon = sum(o.size for o in stack.store.daemon.table.all() if o.key.startswith(prefix))

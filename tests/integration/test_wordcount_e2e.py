@@ -93,3 +93,13 @@ def test_pocket_holds_everything_until_the_run_ends(stack: Stack) -> None:
     assert all(o["freed_reason"] != "committed" for o in inter)
     assert pk.memory["peak_live_bytes"] > fs.memory["peak_live_bytes"]
     assert pk.memory["leaked_bytes"] == 0
+
+
+@pytest.mark.parametrize("policy", ["oracle", "jiffy:2000"])
+def test_every_policy_runs_correctly_and_leaks_nothing(stack: Stack, policy: str) -> None:
+    from pydoc_data.topics import topics
+
+    r = run_workflow(WC, config=stack.config, stack=stack, policy=policy, options=ExecutorOptions(progress=False))
+    assert r.status == "succeeded", r.error
+    assert r.policy == policy and r.memory["leaked_bytes"] == 0
+    assert output(stack, r, "word_counts") == expected_counts("\n\n".join(topics[k] for k in sorted(topics)))
