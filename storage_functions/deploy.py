@@ -29,7 +29,7 @@ from typing import Any, Literal
 from .exceptions import DeployError
 
 __all__ = [
-    "build_zip", "code_sha256", "deploy_storage_functions", "DeployResult", "StorageFunctionConfig",
+    "build_zip", "code_sha256", "deploy_storage_functions", "upsert_function", "DeployResult", "StorageFunctionConfig",
     "RUNTIME_HANDLER", "DEFAULT_PREFIX", "DEFAULT_RUNTIME", "EXCLUDED",
 ]
 
@@ -154,41 +154,49 @@ def deploy_storage_functions(
     from botocore.exceptions import ClientError
 
     code = zip_bytes if zip_bytes is not None else build_zip()
-    sha = code_sha256(code)
     wanted = config.configuration()
-    results = []
+    results: list[DeployResult] = []
     for i in range(count):
         name = f"{prefix}{i}"
         try:
-            try:
-                current = client.get_function(FunctionName=name)["Configuration"]
-            except ClientError as exc:
-                if exc.response.get("Error", {}).get("Code") != "ResourceNotFoundException":
-                    raise
-                created = client.create_function(
-                    FunctionName=name, Code={"ZipFile": code}, Publish=False,
-                    Architectures=[config.architecture], **wanted)
-                results.append(DeployResult(name, "created", created["FunctionArn"], sha))
-                continue
-            changed = []
-            if current.get("CodeSha256") != sha or current.get("Architectures", [config.architecture]) != [
-                    config.architecture]:
-                client.update_function_code(FunctionName=name, ZipFile=code, Architectures=[config.architecture])
-                changed.append("Code")
-                _wait_updated(client, name, sleep, wait_s)
-            diff = _differs(current, wanted)
-            if diff:
-                client.update_function_configuration(FunctionName=name, **wanted)
-                changed += diff
-                _wait_updated(client, name, sleep, wait_s)
-            results.append(DeployResult(name, "updated" if changed else "unchanged", current["FunctionArn"], sha,
-                                        tuple(changed)))
+            results.append(upsert_function(client, name, code, wanted, architecture=config.architecture,
+                                           sleep=sleep, wait_s=wait_s))
         except ClientError as exc:
             err = exc.response.get("Error", {})
             done = ", ".join(f"{r.name} {r.action}" for r in results) or "none"
             raise DeployError(f"deploying storage function {name}: {err.get('Code')}: {err.get('Message')} "
                               f"(done before it: {done})") from exc
     return results
+
+
+def upsert_function(client: Any, name: str, code: bytes, wanted: Mapping[str, Any], *,
+                    architecture: str = "x86_64", sleep: Callable[[float], None] = time.sleep,
+                    wait_s: float = 120.0) -> DeployResult:
+    """Create Lambda ``name`` from ``code`` with configuration ``wanted`` (the keyword
+    arguments of ``create_function``), or update its code and configuration where they
+    differ. Raises botocore's ``ClientError``; callers name what they were deploying."""
+    from botocore.exceptions import ClientError
+
+    sha = code_sha256(code)
+    try:
+        current = client.get_function(FunctionName=name)["Configuration"]
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") != "ResourceNotFoundException":
+            raise
+        created = client.create_function(FunctionName=name, Code={"ZipFile": code}, Publish=False,
+                                         Architectures=[architecture], **wanted)
+        return DeployResult(name, "created", created["FunctionArn"], sha)
+    changed = []
+    if current.get("CodeSha256") != sha or current.get("Architectures", [architecture]) != [architecture]:
+        client.update_function_code(FunctionName=name, ZipFile=code, Architectures=[architecture])
+        changed.append("Code")
+        _wait_updated(client, name, sleep, wait_s)
+    diff = _differs(current, wanted)
+    if diff:
+        client.update_function_configuration(FunctionName=name, **wanted)
+        changed += diff
+        _wait_updated(client, name, sleep, wait_s)
+    return DeployResult(name, "updated" if changed else "unchanged", current["FunctionArn"], sha, tuple(changed))
 
 
 def _wait_updated(client: Any, name: str, sleep: Callable[[float], None], wait_s: float) -> None:

@@ -27,7 +27,7 @@ _GROUPS = {
     "bench": ("benchmarks; add --json for one JSON object as the last line", {
         "metadata": "bench_metadata", "store": "bench_store", "hdag": "bench_hdag"}),
     "deploy": ("deploy storage functions or a workflow", {
-        "storage": "deploy_storage"}),
+        "storage": "deploy_storage", "workflow": "deploy_workflow"}),
 }
 
 

@@ -1,0 +1,66 @@
+"""``funcsion deploy workflow WDS --target local|aws``.
+
+``local`` registers the workflow with the stack ``funcsion up`` keeps running;
+``aws`` creates or updates its Lambdas and state machine (``sdk.deploy.aws``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from ._common import add_param_option, parse_params
+
+__all__ = ["HELP", "add_arguments", "run"]
+
+HELP = "register a workflow with the local stack, or deploy its Lambdas and state machine to AWS"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("wds", metavar="WDS", help="the workflow description; handlers live beside it")
+    p.add_argument("--target", choices=("local", "aws"), default="local")
+    p.add_argument("--role-arn", help="IAM role of the Lambdas (aws; default: config role_arn)")
+    p.add_argument("--state-machine-role-arn", help="IAM role of the state machine (aws; default: --role-arn)")
+    p.add_argument("--layer", action="append", default=[], metavar="ARN",
+                   help="a Lambda layer with thrift, pyeclib, msgpack and powertools (aws; repeatable)")
+    p.add_argument("--region", default=None, help="AWS region (aws; default: config region)")
+    p.add_argument("--state-dir", default=None, help="state directory of the local stack (local)")
+    p.add_argument("--json", action="store_true", help="print one JSON object as the last line")
+    add_param_option(p)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from sdk._config import Config
+
+    params = parse_params(args.param, args._parser)
+    cfg = Config.load(state_dir=args.state_dir, region=args.region, role_arn=args.role_arn)
+    if args.target == "aws":
+        from sdk.deploy.aws import deploy_workflow
+
+        if not cfg.role_arn:
+            args._parser.error("--target aws needs --role-arn (or role_arn in funcsion.toml / FUNCSION_ROLE_ARN)")
+        dep = deploy_workflow(args.wds, role_arn=cfg.role_arn, state_machine_role_arn=args.state_machine_role_arn,
+                              params=params, layers=args.layer, region_name=cfg.region)
+        doc = dep.to_dict()
+        for f in doc["functions"]:
+            print(f"  {f['action']:<9} {f['name']}")
+        print(f"state machine {doc['state_machine']}: {doc['state_machine_arn']}")
+    else:
+        from sdk._client import Client, Endpoints
+        from sdk.local._stack import read_stack_file
+        from sdk.local._stack_errors import NoStackError
+
+        info = read_stack_file(cfg.state_dir)
+        if info is None:
+            raise NoStackError(f"no local stack is up in {Path(cfg.state_dir).resolve()}; start one with "
+                               "`funcsion up` (or just `funcsion run WDS`, which starts its own)")
+        ep = Endpoints(info["metadata"], info["daemon"], info["store_token"], info["admin_token"])
+        with Client(ep) as c:
+            key = c.register_workflow(Path(args.wds).read_text(encoding="utf-8"), params, args.wds)
+        doc = {"workflow": key, "target": "local", "metadata": info["metadata"]}
+        print(f"registered {key} with the local stack at {info['metadata']}")
+    if args.json:
+        print(json.dumps(doc))
+    return 0

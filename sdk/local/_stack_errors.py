@@ -1,0 +1,11 @@
+"""Errors of the local stack commands."""
+
+from __future__ import annotations
+
+from wds import FuncsionError
+
+__all__ = ["NoStackError"]
+
+
+class NoStackError(FuncsionError):
+    """No stack started by ``funcsion up`` is alive in the state directory."""

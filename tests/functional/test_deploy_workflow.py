@@ -1,0 +1,59 @@
+"""`funcsion deploy workflow --target aws` against moto: Lambdas per entry plus
+cleanup, a state machine, idempotent redeploys, clear errors."""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from pathlib import Path
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from sdk.deploy.aws import CLEANUP_ENTRY, WorkflowDeployError, build_task_zip, deploy_workflow
+
+REGION = "us-east-1"
+
+
+def role() -> str:
+    return boto3.client("iam", region_name=REGION).create_role(
+        RoleName="funcsion-tasks", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+
+
+def test_task_zip_has_handlers_and_sdk_but_no_server_code(example_paths: dict[str, Path]) -> None:
+    z = build_task_zip(example_paths["wordcount"].parent)
+    names = set(zipfile.ZipFile(io.BytesIO(z)).namelist())
+    assert {"handlers.py", "sdk/__init__.py", "sdk/_task.py", "funcsion_rpc/client.py", "wds/__init__.py",
+            "storage_functions/exceptions.py"} <= names
+    assert not any(n.startswith(("sdk/cli/", "sdk/local/", "sdk/deploy/", "storage_functions/local/",
+                                 "metadata_server/", "hdag/")) for n in names)
+    assert build_task_zip(example_paths["wordcount"].parent) == z  # reproducible
+
+
+@mock_aws
+def test_deploy_creates_then_leaves_unchanged(example_paths: dict[str, Path]) -> None:
+    arn = role()
+    dep = deploy_workflow(example_paths["wordcount"], role_arn=arn, region_name=REGION, layers=())
+    names = {r.name for r in dep.functions}
+    assert names == {"word-count-splitter", "word-count-mapper", "word-count-reducer", "word-count-merger",
+                     f"word-count-{CLEANUP_ENTRY}"}
+    assert all(r.action == "created" for r in dep.functions) and dep.state_machine_action == "created"
+    lam = boto3.client("lambda", region_name=REGION)
+    assert lam.get_function(FunctionName="word-count-mapper")["Configuration"]["Handler"] == "handlers.mapper"
+    sfn = boto3.client("stepfunctions", region_name=REGION)
+    definition = json.loads(sfn.describe_state_machine(stateMachineArn=dep.state_machine_arn)["definition"])
+    assert definition["States"]["map_stage"]["Type"] == "Map"
+    again = deploy_workflow(example_paths["wordcount"], role_arn=arn, region_name=REGION)
+    assert all(r.action == "unchanged" for r in again.functions) and again.state_machine_action == "updated"
+    wider = deploy_workflow(example_paths["wordcount"], role_arn=arn, region_name=REGION, params={"mappers": 9},
+                            memory_mb=1024)
+    assert {r.action for r in wider.functions} == {"updated"}
+    definition = json.loads(sfn.describe_state_machine(stateMachineArn=wider.state_machine_arn)["definition"])
+    assert len(definition["States"]["map_stage: replicas"]["Result"]["items"]) == 9
+
+
+def test_bad_role_is_a_clear_error(example_paths: dict[str, Path]) -> None:
+    with pytest.raises(WorkflowDeployError, match="is not an IAM role ARN"):
+        deploy_workflow(example_paths["wordcount"], role_arn="admin")
