@@ -9,6 +9,7 @@ can carry it.
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 import zlib
@@ -16,7 +17,8 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 from storage_functions.exceptions import ObjectTooLarge, ProtocolError, StoreError
-from storage_functions.protocol import Op, Status, error_for, recv_exact, recv_frame, recv_into, send_frame, tune_socket
+from storage_functions.protocol import (HEADER, HEADER_SIZE, Frame, Op, Status, error_for, recv_exact, recv_frame, recv_into,
+                                        send_frame, tune_socket)
 
 from ._erasure import Codec, StripeInfo
 
@@ -157,28 +159,41 @@ class StoreClient:
 
     def _get(self, sock: socket.socket, key: str, version: int | None) -> bytearray:
         send_frame(sock, Op.GET, key=key, meta={"version": version} if version is not None else None)
-        head = self._reply(sock)
+        rd = _Reader(sock)
+        head = rd.frame()
+        if head.status != Status.OK:
+            exc = error_for(head.status, rd.read(head.paylen).decode(errors="replace"))
+            exc._stream_ok = rd.clean()  # type: ignore[attr-defined]
+            raise exc
         size = int(head.meta["size"])
-        infos = [StripeInfo(int(s["d"]), int(s["p"]), int(s["fs"]), int(s["ol"]), int(s["cl"]))
-                 for s in head.meta["stripes"]]
         out = bytearray(size)
         view = memoryview(out)
+        if head.meta.get("inline"):  # one uncoded slice, carried by the reply itself
+            if head.paylen != size:
+                raise ProtocolError(f"GET {key!r}: inline reply of {head.paylen} bytes for a {size}-byte object")
+            rd.read_into(view)
+            if not rd.clean():
+                raise ProtocolError(f"GET {key!r}: bytes after the reply")
+            return out
+        if head.paylen:
+            rd.read(head.paylen)
+        infos = [StripeInfo(int(s["d"]), int(s["p"]), int(s["fs"]), int(s["ol"]), int(s["cl"]))
+                 for s in head.meta["stripes"]]
         starts, off = [], 0
         for info in infos:
             starts.append(off)
             off += info.ol
         got: list[dict[int, tuple[bytes, bytes]]] = [{} for _ in infos]  # data chunks: header, tail
         extra: list[dict[int, bytes]] = [{} for _ in infos]
-        hbuf = bytearray(40)
         while True:
-            f = recv_frame(sock, hbuf)
-            if f is None:
-                raise ProtocolError(f"GET {key!r}: daemon closed the connection mid-object")
+            f = rd.frame()
             if f.op == Op.END:
                 if f.status != Status.OK:
-                    exc = error_for(f.status, recv_exact(sock, f.paylen).decode(errors="replace"))
-                    exc._stream_ok = True  # type: ignore[attr-defined]
+                    exc = error_for(f.status, rd.read(f.paylen).decode(errors="replace"))
+                    exc._stream_ok = rd.clean()  # type: ignore[attr-defined]
                     raise exc
+                if f.paylen:
+                    rd.read(f.paylen)
                 break
             if f.op != Op.CHUNK or f.a >= len(infos):
                 raise ProtocolError(f"GET {key!r}: unexpected frame op={f.op}")
@@ -187,18 +202,20 @@ class StoreClient:
             if f.paylen != info.cl:
                 raise ProtocolError(f"GET {key!r}: chunk {s}/{i} is {f.paylen} bytes, expected {info.cl}")
             if not info.coded:
-                recv_into(sock, view[starts[s]:starts[s] + info.ol])
+                rd.read_into(view[starts[s]:starts[s] + info.ol])
                 got[s][0] = (b"", b"")
             elif i < info.d:
-                hdr = bytes(recv_exact(sock, info.header))
+                hdr = rd.read(info.header)
                 lo = i * info.fs
                 n = max(0, min(info.fs, info.ol - lo))
                 if n:
-                    recv_into(sock, view[starts[s] + lo:starts[s] + lo + n])
-                tail = bytes(recv_exact(sock, info.fs - n)) if info.fs > n else b""
+                    rd.read_into(view[starts[s] + lo:starts[s] + lo + n])
+                tail = rd.read(info.fs - n) if info.fs > n else b""
                 got[s][i] = (hdr, tail)
             else:
-                extra[s][i] = bytes(recv_exact(sock, f.paylen))
+                extra[s][i] = rd.read(f.paylen)
+        if not rd.clean():
+            raise ProtocolError(f"GET {key!r}: bytes after END")
         for s, info in enumerate(infos):
             have = len(got[s])
             if have >= info.d:
@@ -234,3 +251,64 @@ class StoreClient:
             send_frame(sock, Op.STAT)
             return dict(self._reply(sock).meta)
         return self._call(op)  # type: ignore[no-any-return]
+
+
+class _Reader:
+    """Buffered frame reader for one reply: one ``recv`` picks up a whole
+    small reply (header, meta and payload); large payloads go straight from
+    the socket into their final buffer with ``recv_into``. A reply never
+    runs into the next one (the daemon answers one request at a time per
+    connection), so nothing is left over when it is clean."""
+
+    __slots__ = ("sock", "buf", "view", "lo", "hi")
+
+    def __init__(self, sock: socket.socket, size: int = 1 << 16) -> None:
+        self.sock = sock
+        self.buf = bytearray(size)
+        self.view = memoryview(self.buf)
+        self.lo = self.hi = 0
+
+    def _fill(self, need: int) -> None:
+        if self.hi - self.lo >= need:
+            return
+        if self.lo:
+            n = self.hi - self.lo
+            self.buf[:n] = self.buf[self.lo:self.hi]
+            self.lo, self.hi = 0, n
+        while self.hi < need:
+            k = self.sock.recv_into(self.view[self.hi:])
+            if k == 0:
+                raise ProtocolError("daemon closed the connection mid-reply")
+            self.hi += k
+
+    def frame(self) -> Frame:
+        self._fill(HEADER_SIZE)
+        op, status, keylen, reqid, metalen, crc, a, b, paylen = HEADER.unpack_from(self.buf, self.lo)
+        self.lo += HEADER_SIZE
+        key, meta = "", {}
+        if keylen or metalen:
+            if keylen + metalen > len(self.buf):
+                raise ProtocolError(f"frame op={op}: {keylen + metalen} bytes of key and meta")
+            self._fill(keylen + metalen)
+            key = bytes(self.view[self.lo:self.lo + keylen]).decode()
+            if metalen:
+                meta = json.loads(bytes(self.view[self.lo + keylen:self.lo + keylen + metalen]))
+            self.lo += keylen + metalen
+        return Frame(op, status, reqid, key, meta, crc, a, b, paylen)
+
+    def read_into(self, view: memoryview) -> None:
+        n = len(view)
+        have = min(n, self.hi - self.lo)
+        if have:
+            view[:have] = self.view[self.lo:self.lo + have]
+            self.lo += have
+        if have < n:
+            recv_into(self.sock, view[have:])
+
+    def read(self, n: int) -> bytes:
+        out = bytearray(n)
+        self.read_into(memoryview(out))
+        return bytes(out)
+
+    def clean(self) -> bool:
+        return self.lo == self.hi

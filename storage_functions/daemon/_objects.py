@@ -67,6 +67,7 @@ class ObjectVersion:
     uploading: bool = False
     cos_key: str = ""
     lock: threading.Lock = field(default_factory=threading.Lock)
+    _head_json: tuple[bytes, bytes] | None = field(default=None, repr=False, compare=False)
 
     def chunk_offset(self, s: int, i: int) -> int:
         st = self.stripes[s]
@@ -75,6 +76,15 @@ class ObjectVersion:
     def head(self) -> dict[str, Any]:
         """What a GET reply tells the client before the chunks."""
         return {"version": self.version, "size": self.size, "stripes": [st.public() for st in self.stripes]}
+
+    def head_json(self, inline: bool = False) -> bytes:
+        """:meth:`head` as JSON, computed once (a version never changes);
+        ``inline``: the reply carries the whole object as its payload."""
+        cache = self._head_json
+        if cache is None:
+            raw = json.dumps(self.head(), separators=(",", ":"))
+            cache = self._head_json = (raw.encode(), (raw[:-1] + ',"inline":1}').encode())
+        return cache[1] if inline else cache[0]
 
     def meta(self) -> dict[str, Any]:
         return {"key": self.key, "version": self.version, "size": self.size,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+import math
 import os
 import shutil
 import socket
@@ -68,6 +69,9 @@ class Daemon:
         self._listener: socket.socket | None = None
         self._threads: list[threading.Thread] = []
         self._clients: set[socket.socket] = set()
+        self._gets: set[_Collector] = set()
+        self._gets_lock = threading.Lock()
+        self._watch_cond = threading.Condition()
         self._stopping = threading.Event()
         self.address: tuple[str, int] = (config.host, config.port)
         self.counters = {"puts": 0, "gets": 0, "buffer_hits": 0, "cos_fallbacks": 0, "corrupt_chunks": 0,
@@ -81,7 +85,8 @@ class Daemon:
         ls.listen(512)
         self._listener = ls
         self.address = ls.getsockname()[:2]
-        for target, name in ((self._accept_loop, "sion-accept"), (self._warm_loop, "sion-warm")):
+        for target, name in ((self._accept_loop, "sion-accept"), (self._warm_loop, "sion-warm"),
+                             (self._get_watch_loop, "sion-get-watch")):
             t = threading.Thread(target=target, daemon=True, name=name)
             t.start()
             self._threads.append(t)
@@ -203,7 +208,7 @@ class Daemon:
         host, port = self.address
         return {"daemon": [host, port], "name": h.name, "secret": h.secret, "idle_s": c.idle_s,
                 "tick_ms": c.tick_ms, "block_size": c.block_size, "capacity": c.capacity,
-                "cos_url": c.cos_url, "cos_prefix": c.cos_prefix, "warmup": warmup, "debug": c.debug}
+                "cos_url": c.cos_url, "cos_prefix": c.cos_prefix, "warmup": warmup, "debug": c.debug, "spin_us": c.spin_us}
 
     def _function_lost(self, h: FunctionHandle) -> None:
         """A new instance answered for ``h``: its memory is gone. Forget the
@@ -494,7 +499,7 @@ class Daemon:
         if obj is None:
             raise UnknownKey(f"{f.key!r}{f' version {version}' if version is not None else ''}: no such object")
         self.counters["gets"] += 1
-        head = frame_bytes(Op.REPLY, reqid=f.reqid, meta=obj.head())
+        head = pack_header(Op.REPLY, reqid=f.reqid, meta=obj.head_json())
         fh = self._open_buffer(obj)
         if fh is not None:  # read-after-write from the persistent buffer
             self.counters["buffer_hits"] += 1
@@ -507,26 +512,60 @@ class Daemon:
                             sock.sendfile(fh, obj.chunk_offset(s, i), st.cl)
                 send_frame(sock, Op.END, reqid=f.reqid)
             return
+        # no waiting here: the function reader threads forward the chunks and the
+        # last one sends END; the GET watchdog handles stragglers and fallbacks
         col = _Collector(self, sock, wlock, obj, f.reqid, head)
+        col.deadline = time.monotonic() + self.config.get_timeout_s
+        with self._gets_lock:
+            self._gets.add(col)
         col.start(self.config.get_extra)
-        with wlock:  # unless the first chunk already carried it
-            col.flush_head_locked()
-        short = col.wait(self.config.get_timeout_s, self.config.get_straggler_s)
+
+    def _get_watch_loop(self) -> None:
+        """Stragglers (no chunk for ``get_straggler_s``: ask the untried
+        chunks), stripes that ran out of chunks or time (finish from the
+        buffer or COS)."""
+        tick = max(0.002, min(0.02, self.config.get_straggler_s / 4))
+        while not self._stopping.is_set():
+            with self._watch_cond:
+                self._watch_cond.wait(tick)
+            now = time.monotonic()
+            with self._gets_lock:
+                cols = list(self._gets)
+            for col in cols:
+                action = col.check(now, self.config.get_straggler_s)
+                if action == "done":
+                    with self._gets_lock:
+                        self._gets.discard(col)
+                elif action == "finish":
+                    with self._gets_lock:
+                        self._gets.discard(col)
+                    threading.Thread(target=self._finish_get, args=(col,), daemon=True, name="sion-get-fallback").start()
+
+    def _kick(self) -> None:
+        with self._watch_cond:
+            self._watch_cond.notify()
+
+    def _finish_get(self, col: _Collector) -> None:
+        short = col.close(self.config.get_timeout_s)
         status, message = Status.OK, b""
         if col.client_dead:
-            raise ConnectionError("client went away during GET")
+            return
         if short:
             self.counters["cos_fallbacks"] += 1
             try:
-                self._fallback(col, obj, short)
+                self._fallback(col, col.obj, short)
             except StorageError as exc:
                 status, message = status_for(exc), str(exc).encode()
-        with wlock, col.cond:
-            if col.ended:
-                return
-            col.ended = True
-        with wlock:
-            send_frame(sock, Op.END, reqid=f.reqid, status=status, payload=message)
+        with col.wlock:
+            with col.cond:
+                if col.ended:
+                    return
+                col.ended = True
+            col.flush_head_locked()
+            try:
+                send_frame(col.sock, Op.END, reqid=col.reqid, status=status, payload=message)
+            except OSError:
+                pass
 
     def _open_buffer(self, obj: ObjectVersion) -> Any:
         with obj.lock:
@@ -552,6 +591,7 @@ class Daemon:
                 if data is None:
                     continue
                 with col.wlock:
+                    col.flush_head_locked()
                     send_frame(col.sock, Op.CHUNK, a=s, b=i, payload=data)
                 have.add(i)
                 need -= 1
@@ -658,9 +698,13 @@ class _Collector:
         self.closed = False
         self.sent_idx: list[set[int]] = [set() for _ in range(k)]
         self.progress = 0
+        self.seen = 0
+        self.last_progress = time.monotonic()
+        self.deadline = math.inf
         self.client_dead = False
         self.ended = False
         self.large = [st.cl >= daemon.config.large_threshold for st in obj.stripes]
+        self.inline = len(obj.stripes) == 1 and obj.stripes[0].n == 1
 
     # -- requests (pick under the lock, issue outside it) -------------------------
     def _pick(self, s: int, k: int) -> list[int]:
@@ -714,6 +758,7 @@ class _Collector:
         def cb(f: Frame | None, fsock: socket.socket | None) -> None:
             ok = f is not None and f.status == Status.OK and fsock is not None
             more: list[int] = []
+            kick = False
             with self.cond:
                 claim = ok and not self.closed and self.sent[s] + self.claimed[s] < self.obj.stripes[s].d \
                     and not self.client_dead
@@ -726,9 +771,13 @@ class _Collector:
                         self.daemon.counters[kind] += 1
                         if not self.closed and self._need(s) > 0:
                             more = self._pick(s, self._need(s))
+                        if not more and self._settled(s):
+                            kick = True
                     self.cond.notify_all()
             if more:
                 self._issue(s, more)
+            if kick:
+                self.daemon._kick()
             if f is None or fsock is None:
                 return
             if not claim:
@@ -744,9 +793,12 @@ class _Collector:
                     self.inflight[s] -= 1
                     self.daemon.counters["missing_chunks"] += 1
                     more = self._pick(s, self._need(s)) if not self.closed and self._need(s) > 0 else []
+                    kick = not more and self._settled(s)
                     self.cond.notify_all()
                 if more:
                     self._issue(s, more)
+                if kick:
+                    self.daemon._kick()
                 raise
             stripes = self.obj.stripes
             with self.wlock:
@@ -759,15 +811,23 @@ class _Collector:
                     last = not self.ended and all(self.sent[k] >= st.d for k, st in enumerate(stripes))
                     if last:
                         self.ended = True
+                        self.closed = True
                     self.cond.notify_all()
-                pieces: list[Any] = []
-                if self.head is not None:
-                    pieces.append(self.head)
+                pieces: list[Any]
+                if self.head is not None and last and self.inline:
+                    # a single uncoded slice: one frame, REPLY{inline} + the bytes, no CHUNK/END
                     self.head = None
-                pieces.append(pack_header(Op.CHUNK, a=s, b=i, paylen=len(view)))
-                pieces.append(view)
-                if last:  # the last chunk's thread ends the reply: no hand-off back to the client thread
-                    pieces.append(pack_header(Op.END, reqid=self.reqid))
+                    pieces = [pack_header(Op.REPLY, reqid=self.reqid, meta=self.obj.head_json(inline=True),
+                                          paylen=len(view)), view]
+                else:
+                    pieces = []
+                    if self.head is not None:
+                        pieces.append(self.head)
+                        self.head = None
+                    pieces.append(pack_header(Op.CHUNK, a=s, b=i, paylen=len(view)))
+                    pieces.append(view)
+                    if last:  # the last chunk's thread ends the reply: no hand-off back to the client thread
+                        pieces.append(pack_header(Op.END, reqid=self.reqid))
                 if not self.client_dead:
                     try:
                         sendmsg_all(self.sock, pieces)
@@ -783,28 +843,32 @@ class _Collector:
             return True
         return self.claimed[s] == 0 and self.inflight[s] == 0 and self.next[s] >= st.n
 
-    def wait(self, timeout: float, straggler_s: float) -> list[int]:
-        """Stripes still short of d chunks once every useful request answered
-        (or on timeout)."""
+    def check(self, now: float, straggler_s: float) -> str:
+        """Watchdog step: "done", "finish" (short or out of time), or "wait"
+        (after asking stragglers' replacements when nothing arrived)."""
         k = len(self.obj.stripes)
-        deadline = time.monotonic() + timeout
-        seen = -1
-        while True:
-            extra: list[tuple[int, list[int]]] = []
-            with self.cond:
-                done = lambda: self.client_dead or all(self._settled(s) for s in range(k))  # noqa: E731
-                left = deadline - time.monotonic()
-                if done() or left <= 0:
-                    break
-                if not self.cond.wait_for(done, min(left, straggler_s)) and self.progress == seen:
-                    # stragglers: ask every untried chunk of the unfinished stripes
-                    for s in range(k):
-                        if not self._settled(s):
-                            extra.append((s, self._pick(s, self.obj.stripes[s].n)))
-                seen = self.progress
-            for s, idxs in extra:
+        extra: list[tuple[int, list[int]]] = []
+        with self.cond:
+            if self.ended or self.client_dead:
+                return "done"
+            if now >= self.deadline or all(self._settled(s) for s in range(k)):
+                return "finish"
+            if self.progress != self.seen:
+                self.seen, self.last_progress = self.progress, now
+            elif now - self.last_progress >= straggler_s:
+                self.last_progress = now
+                for s in range(k):
+                    if not self._settled(s):
+                        extra.append((s, self._pick(s, self.obj.stripes[s].n)))
+        for s, idxs in extra:
+            if idxs:
                 self.daemon.counters["chunk_retries"] += len(idxs)
                 self._issue(s, idxs)
+        return "wait"
+
+    def close(self, timeout: float) -> list[int]:
+        """Stop forwarding; returns the stripes short of d chunks."""
+        k = len(self.obj.stripes)
         with self.cond:
             self.closed = True
             # claims already in progress finish (their bytes are on the way)
