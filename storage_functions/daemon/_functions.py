@@ -194,7 +194,11 @@ class FunctionHandle:
         if gap > 0:
             time.sleep(gap)
         try:
-            self._invoke(self.name, ev)
+            ret = self._invoke(self.name, ev)
+            fut = getattr(ret, "future", None)
+            if fut is not None and hasattr(fut, "add_done_callback"):
+                secret = ev.get("secret", "")
+                fut.add_done_callback(lambda _f: self._invocation_ended(secret))
         except Exception as exc:  # noqa: BLE001 - any invoker failure: fail the backlog
             log.warning("invoking %s failed: %r", self.name, exc)
             with self.cond:
@@ -203,6 +207,18 @@ class FunctionHandle:
                 self.cond.notify_all()
             for req in backlog:
                 req.on_reply(None, None)
+
+    def _invocation_ended(self, secret: str) -> None:
+        """The invocation returned (or its instance died) before connecting:
+        invoke again now rather than after ``invoke_timeout_s``."""
+        with self.cond:
+            if self.secret != secret or self.state != "invoking":
+                return
+            self.state = "sleeping"
+            self.conns = {}
+            if self.backlog or self.pending_deletes:
+                self._start_locked(warmup=False)
+            self.cond.notify_all()
 
     def attach(self, hello: Frame, sock: socket.socket) -> _Conn | None:
         """A connection from an instance of this function said HELLO."""

@@ -417,8 +417,6 @@ class Daemon:
                       waiter: _Waiter) -> None:
         st = obj.stripes[s]
         place = st.places[i]
-        assert place is not None
-        fn, block, off = place
         cl = st.cl
         view = memoryview(scratch)
         fn_ok = [True]
@@ -439,6 +437,11 @@ class Daemon:
                 left -= k
 
         waiter.add()
+        if place is None:  # its function was lost since placement: buffer only, re-placed below
+            write(_NullSock())  # type: ignore[arg-type]
+            waiter.fail(s, i)
+            return
+        fn, block, off = place
         try:
             self._handle(fn).request_put_stream(chunk_key(obj.key, obj.version, s, i), block, off, st.crcs[i], cl,
                                                 write, waiter.callback(s, i),
