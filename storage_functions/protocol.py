@@ -17,9 +17,12 @@ Conversations (every request carries a ``reqid``; replies echo it):
 
 * client -> daemon: HELLO{role=client, token}; PUT key {n, size, alloc?}
   followed by ``n`` STRIPE frames {d, p, fs, ol, crcs} whose payload is the
-  d+p chunks back to back; GET key {version?} answered by REPLY{stripes...},
-  then ``d`` CHUNK frames per stripe (a=stripe, b=chunk) and END; DEL key;
-  FREE {keys}; STAT.
+  d+p chunks back to back; GET key {version?} answered by REPLY{version,
+  size, stripes...}, then ``d`` CHUNK frames per stripe (a=stripe, b=chunk)
+  and END; an object that is one uncoded slice is answered by a single
+  REPLY{..., inline: 1} whose payload is the object (no CHUNK, no END);
+  DEL key; FREE {keys}; STAT. The daemon writes a reply's frames with one
+  ``sendmsg`` where it can (REPLY head + first CHUNK, last CHUNK + END).
 * function -> daemon: HELLO{role=function, name, secret, conn, term, hash,
   mem}, once per connection (a function opens a "small" and a "large" one);
   BYE{term, hash, diff_rank} when idle, answered BYE_ACK or BYE_NACK.

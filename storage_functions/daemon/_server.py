@@ -734,7 +734,7 @@ class _Collector:
                 cb(None, None)
                 continue
             self.daemon.handles[place[0]].request(Op.GET, chunk_key(obj.key, obj.version, s, i), cb,
-                                                  large=self.large[s])
+                                                  b=1 if self.inline else 0, large=self.large[s])
 
     def start(self, extra: int | None) -> None:
         picks = []

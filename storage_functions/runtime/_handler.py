@@ -105,7 +105,7 @@ class _Invocation:
         self.event = event
         self.started = time.monotonic()
         self.last = self.started
-        self.last_small = 0.0  # spin only after small requests, never while large transfers run
+        self.last_small = 0.0  # spin only after a GET hinted b=1 (single-slice object), never on bulk traffic
         self.idle_s = float(event.get("idle_s", 2.0))
         self.tick_s = float(event.get("tick_ms", 1)) / 1000.0
         self.verify = bool(event.get("verify", True))
@@ -205,7 +205,7 @@ class _Invocation:
             self._handle(sock, frame)
             self.served += 1
             self.last = time.monotonic()
-            if small:
+            if small and frame.op == Op.GET and frame.b == 1:  # the daemon's hint: a latency-bound slice
                 self.last_small = self.last
 
     # -- requests -----------------------------------------------------------
