@@ -52,6 +52,7 @@ class StoreClient:
         self._idle: list[socket.socket] = []
         self._lock = threading.Lock()
         self._closed = False
+        self._scratch: bytearray | None = None
 
     # -- connections ----------------------------------------------------------
     def _connect(self) -> socket.socket:
@@ -151,13 +152,47 @@ class StoreClient:
     def get(self, key: str, version: int | None = None) -> bytes:
         """The latest (or the given) version of ``key``; decodes from the
         first d chunks of each stripe the daemon forwards."""
-        return bytes(self._call(self._get, key, version))
+        scratch = self._take_scratch()
+        try:
+            out, size = self._call(self._get_into, key, version, scratch)
+            if out is scratch:
+                with memoryview(out) as v:
+                    return bytes(v[:size])
+            return bytes(out)
+        finally:
+            self._give_scratch(scratch)
 
     def get_buffer(self, key: str, version: int | None = None) -> bytearray:
         """Like :meth:`get` without the final copy into ``bytes``."""
         return self._call(self._get, key, version)  # type: ignore[no-any-return]
 
+    # A fresh 100 MiB buffer costs ~50 ms of page faults on a small VM, as
+    # much as the transfer itself: get() receives large objects into one
+    # reused, already-faulted scratch buffer and copies out only the bytes
+    # object it returns (get_buffer hands its buffer to the caller, so it
+    # cannot reuse one).
+    _SCRATCH_MIN = 1 << 20
+    _SCRATCH_MAX = 256 << 20
+
+    def _take_scratch(self) -> bytearray | None:
+        with self._lock:
+            buf, self._scratch = self._scratch, None
+        return buf if buf is not None else bytearray(0)
+
+    def _give_scratch(self, buf: bytearray | None) -> None:
+        if buf is None or len(buf) > self._SCRATCH_MAX:
+            return
+        with self._lock:
+            if self._scratch is None or len(self._scratch) < len(buf):
+                self._scratch = buf
+
     def _get(self, sock: socket.socket, key: str, version: int | None) -> bytearray:
+        return self._get_into(sock, key, version, None)[0]
+
+    def _get_into(self, sock: socket.socket, key: str, version: int | None,
+                  scratch: bytearray | None) -> tuple[bytearray, int]:
+        """(buffer, size): a new bytearray, or ``scratch`` (grown as needed)
+        holding the object in its first ``size`` bytes."""
         send_frame(sock, Op.GET, key=key, meta={"version": version} if version is not None else None)
         rd = _Reader(sock)
         head = rd.frame()
@@ -166,15 +201,21 @@ class StoreClient:
             exc._stream_ok = rd.clean()  # type: ignore[attr-defined]
             raise exc
         size = int(head.meta["size"])
-        out = bytearray(size)
-        view = memoryview(out)
+        if scratch is not None and self._SCRATCH_MIN <= size <= self._SCRATCH_MAX:
+            if len(scratch) < size:
+                scratch.extend(bytes(size - len(scratch)))
+            out = scratch
+            view = memoryview(out)[:size]
+        else:
+            out = bytearray(size)
+            view = memoryview(out)
         if head.meta.get("inline"):  # one uncoded slice, carried by the reply itself
             if head.paylen != size:
                 raise ProtocolError(f"GET {key!r}: inline reply of {head.paylen} bytes for a {size}-byte object")
             rd.read_into(view)
             if not rd.clean():
                 raise ProtocolError(f"GET {key!r}: bytes after the reply")
-            return out
+            return out, size
         if head.paylen:
             rd.read(head.paylen)
         infos = [StripeInfo(int(s["d"]), int(s["p"]), int(s["fs"]), int(s["ol"]), int(s["cl"]))
@@ -228,7 +269,7 @@ class StoreClient:
             if len(frags) < info.d:
                 raise ProtocolError(f"GET {key!r}: stripe {s} arrived with {len(frags)} of {info.d} chunks")
             view[starts[s]:starts[s] + info.ol] = self.codec.decode(info, frags)
-        return out
+        return out, size
 
     def delete(self, key: str) -> None:
         """Drop every version of ``key`` (UnknownKey if there is none)."""
