@@ -29,7 +29,7 @@ from wds import Workflow
 
 from ._features import Features, extract_features
 
-__all__ = ["HDAG", "ObjectInfo", "FunctionInfo", "PipeInfo", "Pattern", "build"]
+__all__ = ["HDAG", "feature_inputs", "ObjectInfo", "FunctionInfo", "PipeInfo", "Pattern", "build"]
 
 Pattern = Literal["pass", "broadcast", "scatter", "aggregate", "output"]
 
@@ -107,31 +107,42 @@ class PipeInfo:
                 "pattern": list(self.pattern)}
 
 
+def feature_inputs(workflow: Workflow) -> dict[str, Any]:
+    """The tables ``extract_features`` takes (producer, readers, stage, n_inputs, parents),
+    derived once from a workflow's functions."""
+    specs = workflow.functions
+    producer: dict[str, str | None] = {o: None for o in workflow.inputs}
+    for f in specs.values():
+        for o in f.output:
+            producer[o] = f.name
+    readers: dict[str, list[str]] = {o: [] for o in producer}
+    for f in specs.values():
+        for o in f.input:
+            readers[o].append(f.name)
+    return {
+        "producer": producer,
+        "readers": {o: tuple(r) for o, r in readers.items()},
+        "stage": {f.name: f.stage_id for f in specs.values()},
+        "n_inputs": {n: len(f.input) for n, f in specs.items()},
+        "parents": {f.name: frozenset(p for o in f.input if (p := producer[o]) is not None)
+                    for f in specs.values()},
+    }
+
+
 class HDAG:
     """A workflow as an HDAG, with everything the runtime asks of it precomputed."""
 
     def __init__(self, workflow: Workflow) -> None:
         self.workflow = workflow
         specs = workflow.functions
-        producer: dict[str, str | None] = {o: None for o in workflow.inputs}
-        for f in specs.values():
-            for o in f.output:
-                producer[o] = f.name
-        readers: dict[str, list[str]] = {o: [] for o in producer}
-        for f in specs.values():
-            for o in f.input:
-                readers[o].append(f.name)
-        parents = {f.name: frozenset(p for o in f.input if (p := producer[o]) is not None)
-                   for f in specs.values()}
-        stage = {f.name: f.stage_id for f in specs.values()}
+        fi = feature_inputs(workflow)
+        producer, readers, parents, stage = fi["producer"], fi["readers"], fi["parents"], fi["stage"]
         self.functions: dict[str, FunctionInfo] = {
             f.name: FunctionInfo(f.name, f.stage_id, f.stage_name, f.start, f.input, f.output, f.next,
                                  f.template, f.replica, f.handler_ref)
             for f in specs.values()
         }
-        features = extract_features(producer=producer, readers={o: tuple(r) for o, r in readers.items()},
-                                    stage=stage, n_inputs={n: len(f.input) for n, f in specs.items()},
-                                    parents=parents)
+        features = extract_features(**fi)
         # Pipe-level facts for the patterns.
         pipe_objects: dict[str | None, list[str]] = {}
         for o, p in producer.items():

@@ -16,6 +16,7 @@ from typing import Any
 import hdag
 import wds
 from hdag._features import extract_features
+from hdag._graph import feature_inputs
 
 __all__ = ["HELP", "add_arguments", "run", "synthetic_wds"]
 
@@ -67,20 +68,7 @@ def run(args: argparse.Namespace) -> int:
     text = synthetic_wds(mappers, args.reducers)
     workflow = wds.loads(text, source="<synthetic>")
     graph = hdag.build(workflow)
-    specs = workflow.functions
-    producer: dict[str, str | None] = {o: None for o in workflow.inputs}
-    for f in specs.values():
-        for o in f.output:
-            producer[o] = f.name
-    readers: dict[str, list[str]] = {o: [] for o in producer}
-    for f in specs.values():
-        for o in f.input:
-            readers[o].append(f.name)
-    kwargs = dict(producer=producer, readers={o: tuple(r) for o, r in readers.items()},
-                  stage={n: f.stage_id for n, f in specs.items()},
-                  n_inputs={n: len(f.input) for n, f in specs.items()},
-                  parents={n: frozenset(p for o in f.input if (p := producer[o]) is not None)
-                           for n, f in specs.items()})
+    kwargs = feature_inputs(workflow)
     result = {
         "functions": len(graph.functions),
         "objects": len(graph.objects),
