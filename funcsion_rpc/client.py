@@ -122,8 +122,11 @@ class MetadataClient:
     def deregister_workflow(self, key: str) -> None:
         self._call(lambda c: c.deregister_workflow(self.admin_token, key))
 
-    def start_run(self, workflow_key: str, policy: str = "funcstore", ttl_ms: int = 0) -> T.RunInfo:
-        return self._call(lambda c: c.start_run(self.admin_token, workflow_key, policy, ttl_ms))
+    def start_run(self, workflow_key: str, policy: str = "funcstore", ttl_ms: int = 0, *,
+                  max_concurrency: int = 0, capacity_bytes: int = 0, latency_sensitive: bool = True) -> T.RunInfo:
+        """Start a run; the keyword hints are Pocket's ``register_job`` hints (see ``RunHints``)."""
+        hints = T.RunHints(max_concurrency, capacity_bytes, latency_sensitive)
+        return self._call(lambda c: c.start_run(self.admin_token, workflow_key, policy, ttl_ms, hints))
 
     def register_capacity(self, function: str, blocks: int) -> int:
         return self._call(lambda c: c.register_capacity(self.admin_token, function, blocks))
@@ -141,43 +144,48 @@ class MetadataClient:
         return self._call(lambda c: c.fetch_instructions(self.admin_token, after_seq, max_items))
 
     # -- one run --------------------------------------------------------------------
+    @property
+    def _run_token(self) -> str:
+        """Run calls carry the run's token; a driver holding only the admin token may act on any run."""
+        return self.token or self.admin_token
+
     def end_run(self, run_id: str, outcome: str = "succeeded") -> dict[str, Any]:
-        tok = self.token or self.admin_token
-        doc: dict[str, Any] = json.loads(self._call(lambda c: c.end_run(tok, run_id, outcome)))
+        doc: dict[str, Any] = json.loads(self._call(lambda c: c.end_run(self._run_token, run_id, outcome)))
         return doc
 
     def begin_put(self, run_id: str, function: str, obj: str, size: int, checksum: str = "",
-                  persist: bool = False) -> T.PutGrant:
-        req = T.PutRequest(obj, size, checksum, persist)
-        return self._call(lambda c: c.begin_put(self.token, run_id, function, req))
+                  persist: bool = False, adhoc: bool = False) -> T.PutGrant:
+        req = T.PutRequest(obj, size, checksum, persist, adhoc)
+        return self._call(lambda c: c.begin_put(self._run_token, run_id, function, req))
 
     def finish_put(self, run_id: str, function: str, obj: str) -> T.PutResult:
-        return self._call(lambda c: c.finish_put(self.token, run_id, function, obj))
+        return self._call(lambda c: c.finish_put(self._run_token, run_id, function, obj))
 
-    def get(self, run_id: str, function: str, obj: str) -> T.GetResult:
-        return self._call(lambda c: c.get(self.token, run_id, function, obj))
+    def get(self, run_id: str, function: str, obj: str, delete_after: bool = False) -> T.GetResult:
+        """Record a read; ``delete_after`` frees an ad-hoc object when ``function`` commits."""
+        return self._call(lambda c: c.get(self._run_token, run_id, function, obj, delete_after))
 
     def commit(self, run_id: str, function: str) -> T.CommitResult:
-        return self._call(lambda c: c.commit(self.token, run_id, function))
+        return self._call(lambda c: c.commit(self._run_token, run_id, function))
 
     def delete(self, run_id: str, obj: str) -> None:
-        self._call(lambda c: c.delete_object(self.token, run_id, obj))
+        self._call(lambda c: c.delete_object(self._run_token, run_id, obj))
 
     def lookup(self, run_id: str, obj: str) -> T.ObjectStatus:
-        return self._call(lambda c: c.lookup(self.token, run_id, obj))
+        return self._call(lambda c: c.lookup(self._run_token, run_id, obj))
 
     def describe_function(self, run_id: str, function: str) -> T.FunctionStatus:
         """A task's declared inputs and outputs, and whether it has committed."""
-        return self._call(lambda c: c.describe_function(self.token, run_id, function))
+        return self._call(lambda c: c.describe_function(self._run_token, run_id, function))
 
     def list_objects(self, run_id: str, prefix: str = "") -> list[T.ObjectStatus]:
-        return self._call(lambda c: c.list_objects(self.token, run_id, prefix))
+        return self._call(lambda c: c.list_objects(self._run_token, run_id, prefix))
 
     def get_batch(self, run_id: str, function: str, objects: Sequence[str]) -> list[T.GetResult]:
-        return self._call(lambda c: c.get_batch(self.token, run_id, function, list(objects)))
+        return self._call(lambda c: c.get_batch(self._run_token, run_id, function, list(objects)))
 
     def begin_put_batch(self, run_id: str, function: str, requests: Sequence[T.PutRequest]) -> list[T.PutGrant]:
-        return self._call(lambda c: c.begin_put_batch(self.token, run_id, function, list(requests)))
+        return self._call(lambda c: c.begin_put_batch(self._run_token, run_id, function, list(requests)))
 
     def finish_put_batch(self, run_id: str, function: str, objects: Sequence[str]) -> list[T.PutResult]:
-        return self._call(lambda c: c.finish_put_batch(self.token, run_id, function, list(objects)))
+        return self._call(lambda c: c.finish_put_batch(self._run_token, run_id, function, list(objects)))

@@ -123,6 +123,15 @@ class Allocator:
         n = self.data_chunks + self.parity_chunks
         return n * -(-self._chunk_size(size) // self.block_size)
 
+    def new_blocks(self, size: int, owner: Hashable, key: Hashable = 0) -> int:
+        """Blocks ``allocate(size, owner, key)`` would take from the free pool now: 0 for
+        a slice that fits its pool's active block."""
+        if 0 < size <= self.block_size:
+            pool = self.pools.get((owner, key))
+            if pool is not None and pool.active is not None and pool.active.offset + size <= self.block_size:
+                return 0
+        return self.blocks_needed(size)
+
     def allocate(self, size: int, owner: Hashable, key: Hashable = 0) -> Placement | None:
         if size < 0:
             raise ValueError("size must be >= 0")

@@ -56,26 +56,30 @@ class CoreDriver:
     def capacity(self, function: str, blocks: int) -> list[Instruction]:
         return self._ev(RegisterCapacity, function, blocks)
 
-    def start(self, key: str, policy: str = "funcstore", ttl_s: float = 3600.0) -> str:
-        out = self._ev(StartRun, key, f"tok-{next(self._tokens)}", policy, ttl_s)
-        return out[0].run_id  # type: ignore[attr-defined, no-any-return]
+    def start(self, key: str, policy: str = "funcstore", ttl_s: float = 3600.0, **hints: Any) -> str:
+        """Start a run; ``hints``: max_concurrency, capacity_bytes, latency_sensitive."""
+        return self.start_out(key, policy, ttl_s, **hints)[0].run_id  # type: ignore[attr-defined, no-any-return]
+
+    def start_out(self, key: str, policy: str = "funcstore", ttl_s: float = 3600.0, **hints: Any
+                  ) -> list[Instruction]:
+        return self._ev(StartRun, key, f"tok-{next(self._tokens)}", policy, ttl_s, **hints)
 
     def end(self, run: str, outcome: str = "succeeded") -> list[Instruction]:
         return self._ev(EndRun, run, outcome)
 
-    def begin(self, run: str, fn: str, obj: str, size: int, checksum: str = "", persist: bool = False
-              ) -> list[Instruction]:
-        return self._ev(BeginPut, run, fn, obj, size, checksum or f"c{size}", persist)
+    def begin(self, run: str, fn: str, obj: str, size: int, checksum: str = "", persist: bool = False,
+              adhoc: bool = False) -> list[Instruction]:
+        return self._ev(BeginPut, run, fn, obj, size, checksum or f"c{size}", persist, adhoc)
 
     def finish(self, run: str, fn: str, obj: str) -> list[Instruction]:
         return self._ev(FinishPut, run, fn, obj)
 
-    def put(self, run: str, fn: str, obj: str, size: int = 100, checksum: str = "", persist: bool = False
-            ) -> list[Instruction]:
-        return self.begin(run, fn, obj, size, checksum, persist) + self.finish(run, fn, obj)
+    def put(self, run: str, fn: str, obj: str, size: int = 100, checksum: str = "", persist: bool = False,
+            adhoc: bool = False) -> list[Instruction]:
+        return self.begin(run, fn, obj, size, checksum, persist, adhoc) + self.finish(run, fn, obj)
 
-    def get(self, run: str, fn: str, obj: str) -> list[Instruction]:
-        return self._ev(Get, run, fn, obj)
+    def get(self, run: str, fn: str, obj: str, delete: bool = False) -> list[Instruction]:
+        return self._ev(Get, run, fn, obj, delete)
 
     def commit(self, run: str, fn: str) -> list[Instruction]:
         return self._ev(Commit, run, fn)

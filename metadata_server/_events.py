@@ -88,10 +88,18 @@ class DeregisterWorkflow(Event):
 
 @dataclass(slots=True)
 class StartRun(Event):
+    """Start a run. The hints are Pocket's ``register_job`` hints (Sec. 3.1, 4.1):
+    ``max_concurrency`` (most tasks running at once; 0: unknown), ``capacity_bytes``
+    (what the run needs at most; 0: unknown) and ``latency_sensitive`` (False: the
+    run's data may live in COS instead of function memory)."""
+
     workflow_key: str
     token: str
     policy: str = "funcstore"
     ttl_s: float = 3600.0
+    max_concurrency: int = 0
+    capacity_bytes: int = 0
+    latency_sensitive: bool = True
 
 
 @dataclass(slots=True)
@@ -108,6 +116,7 @@ class BeginPut(Event):
     size: int
     checksum: str = ""
     persist: bool = False
+    adhoc: bool = False             # a key the WDS does not declare (Pocket-style; freed by delete)
 
 
 @dataclass(slots=True)
@@ -122,6 +131,7 @@ class Get(Event):
     run_id: str
     function: str
     object: str
+    delete: bool = False            # ad-hoc objects: free after this read (at the reader's commit)
 
 
 @dataclass(slots=True)
@@ -183,6 +193,7 @@ class WorkflowRegistered(Instruction):
 class RunStarted(Instruction):
     run_id: str
     token: str
+    plan: dict[str, Any] = field(default_factory=dict)   # what the hints decided (tier, budget, reserve)
 
 
 @dataclass(slots=True)
@@ -263,6 +274,7 @@ class DropObject(StorageInstruction):
     extents: tuple[Extent, ...]
     keep_cos: bool
     reason: str
+    tier: Tier = "memory"           # "cos": the object was written to COS only (no chunks in memory)
 
 
 @dataclass(slots=True)

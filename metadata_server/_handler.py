@@ -65,11 +65,11 @@ def to_thrift_instruction(i: ev.StorageInstruction) -> T.Instruction:
     if isinstance(i, ev.DropObject):
         return T.Instruction(i.seq, "drop", i.run_id, i.object,
                              [T.Extent(e.function, e.block, e.offset, e.length, e.chunk) for e in i.extents],
-                             i.keep_cos, 0, "", i.reason)
+                             i.keep_cos, 0, "", i.reason, i.tier)
     if isinstance(i, ev.ScaleOut):
-        return T.Instruction(i.seq, "scale_out", "", "", [], False, i.blocks, "", i.reason)
+        return T.Instruction(i.seq, "scale_out", "", "", [], False, i.blocks, "", i.reason, "")
     assert isinstance(i, ev.ReleaseFunction)
-    return T.Instruction(i.seq, "release_function", "", "", [], False, 0, i.function, "")
+    return T.Instruction(i.seq, "release_function", "", "", [], False, 0, i.function, "", "")
 
 
 def _freed(out: list[ev.Instruction]) -> list[str]:
@@ -159,6 +159,10 @@ class MetadataHandler:
                                "FUNCSION_ADMIN_TOKEN)")
 
     def _run(self, token: str, run_id: str) -> None:
+        """A run's token, or the admin token (drivers manage every run, e.g. persisted objects)."""
+        if self.admin_token and token and hmac.compare_digest(self.admin_token, token):
+            self.state.run_record(run_id)
+            return
         self.state.authorize(run_id, token)
 
     def tick(self) -> list[ev.Instruction]:
@@ -202,14 +206,18 @@ class MetadataHandler:
         self._one(ev.DeregisterWorkflow(self.clock(), self._rid_next(), key))
 
     @_boundary
-    def start_run(self, admin_token: str, workflow_key: str, policy: str, ttl_ms: int) -> T.RunInfo:
+    def start_run(self, admin_token: str, workflow_key: str, policy: str, ttl_ms: int,
+                  hints: T.RunHints | None = None) -> T.RunInfo:
         self._admin(admin_token)
         ttl = ttl_ms / 1000.0 if ttl_ms and ttl_ms > 0 else self.default_ttl_s
+        h = hints or T.RunHints()
         out = self._one(ev.StartRun(self.clock(), self._rid_next(), workflow_key, secrets.token_hex(16),
-                                    policy or "funcstore", ttl))
+                                    policy or "funcstore", ttl, int(h.max_concurrency or 0),
+                                    int(h.capacity_bytes or 0), h.latency_sensitive is not False))
         r = out[0]
         assert isinstance(r, ev.RunStarted)
-        return T.RunInfo(r.run_id, r.token, workflow_key, self.state.runs[r.run_id].policy.spec)
+        return T.RunInfo(r.run_id, r.token, workflow_key, self.state.runs[r.run_id].policy.spec,
+                         json.dumps(r.plan))
 
     @_boundary
     def register_capacity(self, admin_token: str, function_name: str, blocks: int) -> int:
@@ -245,8 +253,7 @@ class MetadataHandler:
     # -- service: one run -----------------------------------------------------------
     @_boundary
     def end_run(self, token: str, run_id: str, outcome: str) -> str:
-        if not (self.admin_token and hmac.compare_digest(self.admin_token, token or "")):
-            self._run(token, run_id)
+        self._run(token, run_id)
         self._one(ev.EndRun(self.clock(), self._rid_next(), run_id, outcome or "succeeded"))
         return json.dumps(self.state.runs[run_id].summary())
 
@@ -269,7 +276,8 @@ class MetadataHandler:
     def begin_put(self, token: str, run_id: str, function_name: str, request: T.PutRequest) -> T.PutGrant:
         self._run(token, run_id)
         out = self._one(ev.BeginPut(self.clock(), self._rid_next(), run_id, function_name, request.object_name,
-                                    request.size, request.checksum or "", bool(request.persist)))
+                                    request.size, request.checksum or "", bool(request.persist),
+                                    bool(request.adhoc)))
         return self._grant(out[0])  # type: ignore[arg-type]
 
     @_boundary
@@ -279,10 +287,11 @@ class MetadataHandler:
                                                        object_name)))
 
     @_boundary
-    def get(self, token: str, run_id: str, function_name: str, object_name: str) -> T.GetResult:
+    def get(self, token: str, run_id: str, function_name: str, object_name: str,
+            delete_after: bool | None = False) -> T.GetResult:
         self._run(token, run_id)
         return self._get_result(self._one(ev.Get(self.clock(), self._rid_next(), run_id, function_name,
-                                                 object_name)))
+                                                 object_name, bool(delete_after))))
 
     @_boundary
     def commit(self, token: str, run_id: str, function_name: str) -> T.CommitResult:
@@ -302,7 +311,8 @@ class MetadataHandler:
         return T.ObjectStatus(d["object"], d["state"], d["producer"], d["declared_reads"], d["remaining"],
                               d["size"], d["checksum"], d["persist"], d["committed_by"],
                               to_thrift_placement(p) if p is not None else None, d.get("freed_reason", ""),
-                              d.get("written_at", 0.0), d.get("readable_at", 0.0), d.get("freed_at", 0.0))
+                              d.get("written_at", 0.0), d.get("readable_at", 0.0), d.get("freed_at", 0.0),
+                              bool(d.get("adhoc")))
 
     @_boundary
     def lookup(self, token: str, run_id: str, object_name: str) -> T.ObjectStatus:
@@ -338,7 +348,7 @@ class MetadataHandler:
         self._run(token, run_id)
         now, rid = self.clock(), self._rid_next()
         outs = self.apply([ev.BeginPut(now, rid, run_id, function_name, r.object_name, r.size, r.checksum or "",
-                                       bool(r.persist)) for r in requests])
+                                       bool(r.persist), bool(r.adhoc)) for r in requests])
         return [self._grant(o[0]) for o in outs]  # type: ignore[arg-type]
 
     @_boundary

@@ -49,6 +49,7 @@ class ObjectRecord:
     written_at: float = 0.0                  # begin_put
     readable_at: float = 0.0                 # finish_put
     freed_at: float = 0.0                    # freed or kept
+    adhoc: bool = False                      # not declared in the WDS: no read count, freed by delete
 
 
 @dataclass(slots=True)
@@ -77,6 +78,12 @@ class RunRecord:
     alloc_byte_s: float = 0.0
     last_t: float = 0.0
     counters: dict[str, int] = field(default_factory=dict)
+    # Pocket-style extras: ad-hoc objects each function read with delete=True (freed at its
+    # commit), and what the run-start hints decided
+    deletes: dict[str, dict[str, None]] = field(default_factory=dict)
+    plan: dict[str, Any] = field(default_factory=dict)
+    cos_only: bool = False                   # latency_sensitive=False: no function memory
+    budget_bytes: int = 0                    # capacity hint: memory beyond it spills to COS
 
     def bump(self, name: str, by: int = 1) -> None:
         self.counters[name] = self.counters.get(name, 0) + by
@@ -90,5 +97,5 @@ class RunRecord:
             "peak_live_bytes": self.peak_live, "peak_allocated_bytes": self.peak_alloc,
             "live_mb_s": self.live_byte_s / 1e6, "allocated_mb_s": self.alloc_byte_s / 1e6,
             "committed_functions": sorted(self.committed), "kept": kept,
-            "objects": len(self.objects), "counters": dict(self.counters),
+            "objects": len(self.objects), "counters": dict(self.counters), "plan": dict(self.plan),
         }

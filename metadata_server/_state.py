@@ -119,6 +119,10 @@ class MetadataState:
                                "start_run returned for this run", run_id=run_id)
         return run
 
+    def run_record(self, run_id: str) -> RunRecord:
+        """The run (UnknownRun if this server never had it or forgot it)."""
+        return self._run(run_id)
+
     def pending_instructions(self, after: int = 0, limit: int = 1000) -> list[StorageInstruction]:
         return [i for i in self.pending if i.seq > after][:limit]
 
@@ -132,8 +136,9 @@ class MetadataState:
             assert info is not None
             return {"object": name, "state": "pending", "producer": info.producer or "",
                     "declared_reads": info.read_count, "remaining": info.read_count, "size": 0,
-                    "checksum": "", "persist": False, "committed_by": [], "placement": None}
+                    "checksum": "", "persist": False, "committed_by": [], "placement": None, "adhoc": False}
         return {"object": name, "state": rec.state, "producer": rec.writer, "declared_reads": rec.declared,
+                "adhoc": rec.adhoc,
                 "remaining": rec.remaining, "size": rec.size, "checksum": rec.checksum, "persist": rec.persist,
                 "committed_by": list(rec.committed_by), "placement": rec.placement,
                 "freed_reason": rec.freed_reason, "written_at": rec.written_at, "readable_at": rec.readable_at,
@@ -182,7 +187,8 @@ class MetadataState:
 
     def _unknown_msg(self, run: RunRecord, name: str) -> str:
         return (f"workflow {run.workflow_key} of run {run.run_id} declares no object {name!r} "
-                f"({len(run.graph.objects)} objects, e.g. {', '.join(list(run.graph.objects)[:3])})")
+                f"({len(run.graph.objects)} objects, e.g. {', '.join(list(run.graph.objects)[:3])}) and no "
+                "ad-hoc object of that name was written (write one with put(..., adhoc=True))")
 
     def _advance(self, run: RunRecord, now: float) -> None:
         dt = now - run.last_t
@@ -218,7 +224,8 @@ class MetadataState:
         self._bump("objects_kept" if keep else "objects_freed")
         out.append(Freed(run.run_id, rec.name, reason))
         if rec.placement.tier != "empty":
-            self._emit(out, DropObject(run.run_id, rec.name, rec.placement.extents, keep, reason))
+            self._emit(out, DropObject(run.run_id, rec.name, rec.placement.extents, keep, reason,
+                                       tier=rec.placement.tier))
 
     # -- workflows ------------------------------------------------------------------
     def _register_workflow(self, ev: RegisterWorkflow) -> list[Instruction]:
@@ -245,12 +252,55 @@ class MetadataState:
             raise InvalidRequest(f"ttl must be positive, got {ev.ttl_s}")
         if not ev.token:
             raise InvalidRequest("a run needs a token")
+        if ev.max_concurrency < 0 or ev.capacity_bytes < 0:
+            raise InvalidRequest(f"run hints must be >= 0, got max_concurrency={ev.max_concurrency}, "
+                                 f"capacity_bytes={ev.capacity_bytes}")
         run_id = f"r-{self.next_run}"
         self.next_run += 1
-        self.runs[run_id] = RunRecord(run_id, ev.token, entry.key, entry.graph, policy, ev.ttl_s, ev.now, ev.now,
-                                      last_t=ev.now)
+        run = self.runs[run_id] = RunRecord(run_id, ev.token, entry.key, entry.graph, policy, ev.ttl_s, ev.now,
+                                            ev.now, last_t=ev.now)
+        out: list[Instruction] = []
+        self._plan(run, ev, out)
         self._bump("runs_started")
-        return [RunStarted(run_id, ev.token)]
+        out.insert(0, RunStarted(run_id, ev.token, dict(run.plan)))
+        return out
+
+    def _plan(self, run: RunRecord, ev: StartRun, out: list[Instruction]) -> None:
+        """Rightsize a run from its hints (Pocket Sec. 4.1, Table 3), over storage functions:
+
+        - not latency sensitive: no function memory at all, every object goes to COS
+          (Pocket skips DRAM for such jobs and takes the cheapest tier);
+        - ``capacity_bytes``: the run's memory budget (beyond it objects spill to COS, the
+          next tier) and a reservation: when the pool has fewer free blocks, ask the storage
+          layer to scale out now, before the first put waits for it;
+        - ``max_concurrency`` N: Pocket provisions N times one Lambda's bandwidth; a storage
+          function is a Lambda too, so the pool should hold N functions (or one erasure-code
+          group, whichever is more) to serve N tasks at full speed.
+        """
+        a = self.allocator
+        plan: dict[str, Any] = {"tier": "memory" if ev.latency_sensitive else "cos"}
+        if not ev.latency_sensitive:
+            run.cos_only = True
+            run.plan = plan
+            return
+        want = 0
+        if ev.capacity_bytes:
+            run.budget_bytes = ev.capacity_bytes
+            want = -(-ev.capacity_bytes // a.block_size)
+            plan["budget_bytes"] = ev.capacity_bytes
+        if ev.max_concurrency:
+            per_fn = max((f.blocks for f in a.functions.values() if not f.retired), default=0)
+            n = max(ev.max_concurrency, a.data_chunks + a.parity_chunks)
+            missing_fns = n - sum(1 for f in a.functions.values() if not f.retired)
+            plan["functions"] = n
+            if missing_fns > 0 and per_fn:
+                want = max(want, a.free_blocks + missing_fns * per_fn)
+        short = want - a.free_blocks
+        plan["reserve_blocks"] = want
+        if short > 0:
+            plan["scale_out_blocks"] = short
+            self._emit(out, ScaleOut(short, f"run {run.run_id} hints: reserve {want} blocks"))
+        run.plan = plan
 
     def _end_run(self, ev: EndRun) -> list[Instruction]:
         run = self._running(ev.run_id, ev.now)
@@ -266,6 +316,7 @@ class MetadataState:
                 self._free(run, rec, f"run {state}", out)
         run.cos_bytes = sum(r.size for r in run.objects.values() if r.state == "kept")
         run.buffers.clear()
+        run.deletes.clear()
         run.state, run.outcome, run.ended = state, outcome, now
         self._refresh(run)
         # drop what no one can ask about any more: only kept objects stay listed
@@ -293,8 +344,21 @@ class MetadataState:
         return out
 
     # -- puts -------------------------------------------------------------------------
-    def _check_writer(self, run: RunRecord, function: str, name: str) -> hdag.ObjectInfo:
+    def _check_writer(self, run: RunRecord, function: str, name: str, adhoc: bool = False) -> hdag.ObjectInfo | None:
+        """The declared object ``function`` may write, or None for a valid ad-hoc write."""
         info = run.graph.objects.get(name)
+        if adhoc:
+            if info is not None:
+                raise InvalidRequest(f"{name!r} is declared in workflow {run.workflow_key}; write it without "
+                                     "adhoc=True (ad-hoc keys are for objects the WDS does not list)",
+                                     run_id=run.run_id, function=function, object=name)
+            if not name or len(name) > 1024:
+                raise InvalidRequest(f"ad-hoc object names must be 1 to 1024 characters, got {len(name)}",
+                                     run_id=run.run_id, function=function, object=name[:64])
+            if function and function not in run.graph.functions:
+                raise InvalidRequest(f"workflow {run.workflow_key} of run {run.run_id} has no function "
+                                     f"{function!r}", run_id=run.run_id, function=function, object=name)
+            return None
         if info is None:
             raise UnknownObject(self._unknown_msg(run, name), run_id=run.run_id, function=function, object=name)
         if function == "":
@@ -315,7 +379,7 @@ class MetadataState:
 
     def _begin_put(self, ev: BeginPut) -> list[Instruction]:
         run = self._running(ev.run_id, ev.now)
-        info = self._check_writer(run, ev.function, ev.object)
+        info = self._check_writer(run, ev.function, ev.object, ev.adhoc)
         if ev.size < 0:
             raise InvalidRequest(f"negative size {ev.size} for {ev.object!r} of run {run.run_id}",
                                  run_id=run.run_id, function=ev.function, object=ev.object)
@@ -332,11 +396,13 @@ class MetadataState:
                 f"with {ev.size} bytes, checksum {ev.checksum or '-'}; objects are write-once",
                 run_id=run.run_id, function=ev.function, object=ev.object)
         out: list[Instruction] = []
-        placement = self._place(run, info, ev.size, out)
-        keep = info.is_output
-        rec = ObjectRecord(ev.object, ev.function, info.read_count, ev.size, ev.checksum, ev.persist, keep,
-                           placement, info.read_count, ev.now)
+        placement = self._place(run, info, ev.size, out, ev.object)
+        reads = info.read_count if info is not None else 0
+        keep = info is not None and info.is_output
+        rec = ObjectRecord(ev.object, ev.function, reads, ev.size, ev.checksum, ev.persist, keep,
+                           placement, reads, ev.now)
         rec.written_at = ev.now
+        rec.adhoc = info is None
         if run.policy.frees_on_last_read:
             rec.read_by = set()
         run.objects[ev.object] = rec
@@ -350,26 +416,41 @@ class MetadataState:
         out.insert(0, Placed(ev.object, ev.size, placement, already_committed=done))
         return out
 
-    def _place(self, run: RunRecord, info: hdag.ObjectInfo, size: int, out: list[Instruction]) -> Placement:
+    def _place(self, run: RunRecord, info: hdag.ObjectInfo | None, size: int, out: list[Instruction],
+               name: str = "") -> Placement:
         a = self.allocator
-        need = a.blocks_needed(size)
-        if self.memory_budget is not None and need and a.allocated_bytes + need * a.block_size > self.memory_budget:
+        if run.cos_only and size:
+            run.bump("cos_by_hint")
+            return _COS
+        if info is None:
+            key: Any = "adhoc"
+        else:
+            key = pool_key(self.predictor.predict(info)) if run.policy.lifetime_pools else 0
+        need = a.new_blocks(size, run.run_id, key)
+        over_run = run.budget_bytes and need and run.alloc_bytes + need * a.block_size > run.budget_bytes
+        if over_run or (self.memory_budget is not None and need
+                        and a.allocated_bytes + need * a.block_size > self.memory_budget):
             run.bump("spilled_to_cos")
             self._bump("spilled_to_cos")
             return _COS
-        key = pool_key(self.predictor.predict(info)) if run.policy.lifetime_pools else 0
         placement = a.allocate(size, run.run_id, key)
         if placement is None:
             run.bump("cos_fallback")
             self._bump("cos_fallback")
-            self._emit(out, ScaleOut(need, f"no room for {size} bytes of {info.name!r} (run {run.run_id})"))
+            self._emit(out, ScaleOut(need, f"no room for {size} bytes of {name!r} (run {run.run_id})"))
             return _COS
         return placement
 
     def _finish_put(self, ev: FinishPut) -> list[Instruction]:
         run = self._running(ev.run_id, ev.now)
-        self._check_writer(run, ev.function, ev.object)
         rec = run.objects.get(ev.object)
+        if rec is not None and rec.adhoc:
+            if rec.writer != ev.function:
+                raise UndeclaredOutput(f"ad-hoc {ev.object!r} of run {run.run_id} was begun by "
+                                       f"{rec.writer or 'the client'}; {ev.function or 'the client'} cannot finish it",
+                                       run_id=run.run_id, function=ev.function, object=ev.object)
+        else:
+            self._check_writer(run, ev.function, ev.object)
         if rec is None:
             raise ObjectNotWritten(f"finish_put of {ev.object!r} in run {run.run_id} by "
                                    f"{ev.function or 'the client'} before its begin_put",
@@ -392,18 +473,23 @@ class MetadataState:
     def _get(self, ev: Get) -> list[Instruction]:
         run = self._running(ev.run_id, ev.now)
         info = run.graph.objects.get(ev.object)
-        if info is None:
+        rec = run.objects.get(ev.object)
+        if info is None and (rec is None or not rec.adhoc):
             raise UnknownObject(self._unknown_msg(run, ev.object), run_id=run.run_id, function=ev.function,
                                 object=ev.object)
+        if info is not None and ev.delete:
+            raise InvalidRequest(f"get(delete=True) of {ev.object!r}: it is declared in workflow {run.workflow_key}, "
+                                 f"so funcsion frees it after its {info.read_count} declared read(s) commit; "
+                                 "delete=True is for ad-hoc objects", run_id=run.run_id, function=ev.function,
+                                 object=ev.object)
         if ev.function and ev.function not in run.graph.functions:
             raise InvalidRequest(f"workflow {run.workflow_key} of run {run.run_id} has no function "
                                  f"{ev.function!r}", run_id=run.run_id, function=ev.function, object=ev.object)
-        rec = run.objects.get(ev.object)
         if rec is None or rec.state == "allocated":
-            who = info.producer or "the client"
-            raise ObjectNotWritten(f"{ev.object!r} of run {run.run_id} is not written yet: {who} has not "
-                                   f"finished its put; task {ev.function or 'client'} read it too early",
-                                   run_id=run.run_id, function=ev.function, object=ev.object)
+            who = (info.producer if info is not None else rec and rec.writer) or "the client"
+            raise ObjectNotWritten(f"{'ad-hoc ' if info is None else ''}{ev.object!r} of run {run.run_id} is not "
+                                   f"written yet: {who} has not finished its put; task {ev.function or 'client'} "
+                                   "read it too early", run_id=run.run_id, function=ev.function, object=ev.object)
         if ev.function in run.committed:
             run.bump("reads_after_commit")
             return [ReadRecorded(ev.object, rec.size, rec.checksum, rec.placement, False, already_committed=True)]
@@ -411,9 +497,11 @@ class MetadataState:
             self._bump("reads_of_freed")
             raise ObjectExpired(self._expired_msg(run, rec, ev.function), run_id=run.run_id,
                                 function=ev.function, object=ev.object)
+        rec.last_access = ev.now
+        if info is None:
+            return self._read_adhoc(run, rec, ev)
         out: list[Instruction] = []
         recorded = False
-        rec.last_access = ev.now
         if ev.function in info.readers:
             buf = run.buffers.get(ev.function)
             if buf is None:
@@ -436,10 +524,25 @@ class MetadataState:
         out.append(ReadRecorded(ev.object, rec.size, rec.checksum, rec.placement, recorded))
         return out
 
+    def _read_adhoc(self, run: RunRecord, rec: ObjectRecord, ev: Get) -> list[Instruction]:
+        """A read of an ad-hoc object: no read count. With ``delete`` it is freed when the
+        reader commits (so a retried reader still finds it), or at once for the client."""
+        run.bump("reads_adhoc")
+        out: list[Instruction] = [ReadRecorded(ev.object, rec.size, rec.checksum, rec.placement, False)]
+        if ev.delete and rec.state == "readable":
+            if ev.function:
+                run.deletes.setdefault(ev.function, {})[ev.object] = None
+            else:
+                self._free(run, rec, "deleted after read", out, keep=rec.persist)
+                self._refresh(run)
+        return out
+
     def _expired_msg(self, run: RunRecord, rec: ObjectRecord, function: str) -> str:
         who = ", ".join(rec.committed_by) or "no function"
         reads = f"its {rec.declared} declared read{'s' if rec.declared != 1 else ''}"
         task = f"task {function}" if function else "the client"
+        if rec.adhoc:
+            return f"ad-hoc {rec.name!r} of run {run.run_id} was freed ({rec.freed_reason}); {task} read it afterwards"
         if rec.freed_reason == "committed":
             return (f"{rec.name!r} of run {run.run_id} was freed after {reads} (committed by {who}); "
                     f"{task} read it a {_nth(rec.declared + 1)} time")
@@ -472,12 +575,25 @@ class MetadataState:
             rec.committed_by.append(function)
             if rec.remaining == 0 and policy.frees_on_commit and rec.state == "readable":
                 self._free(run, rec, "committed", out, keep=rec.persist)
+        for name in run.deletes.pop(function, {}):
+            rec = run.objects[name]
+            if rec.state in ("allocated", "readable"):
+                self._free(run, rec, "deleted after read", out, keep=rec.persist)
         run.bump("commits")
         self._bump("commits")
         self._refresh(run)
         return out
 
     def _delete(self, ev: Delete) -> list[Instruction]:
+        run = self._run(ev.run_id)
+        kept = run.objects.get(ev.object)
+        if kept is not None and kept.state == "kept":   # a persisted object or output: drop its COS copy
+            kept.state, kept.freed_reason, kept.freed_at = "freed", "deleted", ev.now
+            run.cos_bytes -= kept.size if run.state != "running" else 0
+            run.bump("kept_deleted")
+            out: list[Instruction] = [Freed(run.run_id, kept.name, "deleted")]
+            self._emit(out, DropObject(run.run_id, kept.name, (), False, "deleted", tier="cos"))
+            return out
         run = self._running(ev.run_id, ev.now)
         rec = run.objects.get(ev.object)
         if rec is None:
@@ -485,7 +601,7 @@ class MetadataState:
                 raise ObjectNotWritten(f"delete of {ev.object!r} in run {run.run_id}: it was never written",
                                        run_id=run.run_id, object=ev.object)
             raise UnknownObject(self._unknown_msg(run, ev.object), run_id=run.run_id, object=ev.object)
-        out: list[Instruction] = []
+        out = []
         if rec.state in ("allocated", "readable"):
             self._free(run, rec, "deleted", out)
             self._refresh(run)
@@ -522,7 +638,12 @@ class MetadataState:
                 assert fn not in run.committed, f"{fn} committed but still has a buffer"
                 for name in buf:
                     assert fn in run.graph.objects[name].readers, f"{fn} buffered undeclared read {name}"
+            for fn, names in run.deletes.items():
+                assert fn not in run.committed and all(run.objects[n].adhoc for n in names)
             for rec in run.objects.values():
+                if rec.adhoc:
+                    assert rec.name not in run.graph.objects and rec.declared == 0 and not rec.committed_by
+                    continue
                 info = run.graph.objects[rec.name]
                 assert rec.remaining == rec.declared - len(rec.committed_by) >= 0, rec
                 assert len(set(rec.committed_by)) == len(rec.committed_by), f"double decrement of {rec.name}"
@@ -538,7 +659,7 @@ class MetadataState:
             if run.state != "running":                # nothing leaks
                 assert run.live_bytes == 0 and not run.buffers
                 assert run.run_id not in self.allocator.owner_blocks, f"{run.run_id} ended holding blocks"
-                assert all(r.state == "kept" for r in run.objects.values())
+                assert all(r.state == "kept" or r.freed_reason == "deleted" for r in run.objects.values())
         assert total_live == self.live_bytes
         seqs = [i.seq for i in self.pending]
         assert seqs == sorted(seqs)

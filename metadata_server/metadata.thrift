@@ -59,18 +59,31 @@ struct WorkflowInfo {
   3: i32 objects,
 }
 
+// Pocket's register_job hints (all optional): most tasks running at once, the most bytes the run
+// holds, and whether it is latency sensitive (false: its data may live in COS, not function memory)
+struct RunHints {
+  1: i32 max_concurrency,
+  2: i64 capacity_bytes,
+  3: bool latency_sensitive = true,
+}
+
+// plan_json: what the hints decided ({"tier", "budget_bytes", "functions", "reserve_blocks", ...})
 struct RunInfo {
   1: string run_id,
   2: string token,
   3: string workflow_key,
   4: string policy,
+  5: string plan_json,
 }
 
+// persist: keep the object past its run (in COS) until deleted; adhoc: a key the WDS does not declare
+// (no read count: freed by delete, by a get with delete_after at the reader's commit, or at run end)
 struct PutRequest {
   1: string object_name,
   2: i64 size,
   3: string checksum,
   4: bool persist,
+  5: bool adhoc,
 }
 
 // existing: the same write again (a retry); freed: that object is gone already, send no data;
@@ -126,6 +139,7 @@ struct ObjectStatus {
   12: double written_at,
   13: double readable_at,
   14: double freed_at,
+  15: bool adhoc,
 }
 
 // what a task needs to know about itself: its declared objects, and whether it committed already
@@ -137,7 +151,8 @@ struct FunctionStatus {
   5: bool committed,
 }
 
-// kind: drop (drop the object's chunks at `extents`, and its COS copy unless keep_cos)
+// kind: drop (drop the object's chunks at `extents`, and its COS copy unless keep_cos;
+//             tier "cos": the object was written to COS only)
 //       scale_out (start storage functions for at least `blocks` more blocks)
 //       release_function (every block of function_name is free: it may leave the pool)
 struct Instruction {
@@ -150,6 +165,7 @@ struct Instruction {
   7: i64 blocks,
   8: string function_name,
   9: string reason,
+  10: string tier,
 }
 
 // Stats are a JSON document (see MetadataState.stats): counters, live and
@@ -169,8 +185,8 @@ service Metadata {
   WorkflowInfo register_workflow(1: string admin_token, 2: string wds_json, 3: map<string, i64> params,
                                  4: string source) throws (1: MetadataFault fault),
   void deregister_workflow(1: string admin_token, 2: string key) throws (1: MetadataFault fault),
-  RunInfo start_run(1: string admin_token, 2: string workflow_key, 3: string policy, 4: i64 ttl_ms)
-      throws (1: MetadataFault fault),
+  RunInfo start_run(1: string admin_token, 2: string workflow_key, 3: string policy, 4: i64 ttl_ms,
+                    5: RunHints hints) throws (1: MetadataFault fault),
   i32 register_capacity(1: string admin_token, 2: string function_name, 3: i32 blocks)
       throws (1: MetadataFault fault),
   i32 unregister_capacity(1: string admin_token, 2: string function_name) throws (1: MetadataFault fault),
@@ -186,10 +202,12 @@ service Metadata {
       throws (1: MetadataFault fault),
   PutResult finish_put(1: string token, 2: string run_id, 3: string function_name, 4: string object_name)
       throws (1: MetadataFault fault),
-  GetResult get(1: string token, 2: string run_id, 3: string function_name, 4: string object_name)
-      throws (1: MetadataFault fault),
+  // delete_after: free this ad-hoc object once the reader commits (Pocket's DELETE flag)
+  GetResult get(1: string token, 2: string run_id, 3: string function_name, 4: string object_name,
+                5: bool delete_after) throws (1: MetadataFault fault),
   CommitResult commit(1: string token, 2: string run_id, 3: string function_name)
       throws (1: MetadataFault fault),
+  // also drops a kept (persisted) object of an ended run
   void delete_object(1: string token, 2: string run_id, 3: string object_name) throws (1: MetadataFault fault),
   ObjectStatus lookup(1: string token, 2: string run_id, 3: string object_name) throws (1: MetadataFault fault),
   list<ObjectStatus> list_objects(1: string token, 2: string run_id, 3: string prefix)

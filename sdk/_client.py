@@ -2,11 +2,18 @@
 
 A put is three steps: ``begin_put`` at the metadata server (check the writer,
 allocate), the bytes to the daemon (``StoreClient``: erasure-coded chunks in
-storage-function memory plus the persistent buffer), ``finish_put`` (the object
-becomes readable; the writer's last declared output commits its reads). A get
-records the read at the metadata server, then reads the bytes (first d chunks).
+storage-function memory plus the persistent buffer) or, when the server chose
+the COS tier, straight to COS, then ``finish_put`` (the object becomes
+readable; the writer's last declared output commits its reads). A get records
+the read at the metadata server, then reads the bytes (first d chunks).
 Stored bytes start with one byte naming the codec, so readers decode what
-writers chose. Store keys are ``<run_id>/<object>``.
+writers chose. Store keys are ``<run_id>/<object>``; COS keys are in ``_cos_io``.
+
+Pocket's extras (Klimovic et al., OSDI'18, Sec. 3.2): ``put(persist=True)``
+keeps a copy past the run (``fetch`` reads it, ``delete`` drops it);
+``put(adhoc=True)`` writes a key the WDS does not declare, and
+``get(delete=True)`` frees such a key once the reader commits; ``start_run``
+takes the run-start hints (max concurrency, capacity, latency sensitivity).
 
 Tasks use it through ``sdk.task``; drivers build one with ``Client(...)`` and
 ``start_run``. Imports no networkx, torch or server code (it runs in Lambdas).
@@ -15,14 +22,17 @@ Tasks use it through ``sdk.task``; drivers build one with ``Client(...)`` and
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from funcsion_rpc.client import MetadataClient, PutRequest
-from storage_functions.exceptions import StorageError
+from funcsion_rpc.errors import UnknownObject
+from storage_functions.exceptions import COSNotFound, StorageError
 
 from ._codecs import CODECS, CodecError, decode, encode
+from ._cos_io import CosAccess, output_key, persist_key, tier_key
 from ._store_client import StoreClient
 from .exceptions import StoreFailure
 
@@ -53,9 +63,14 @@ class Endpoints:
     daemon: str
     store_token: str
     admin_token: str = ""
+    cos_url: str = ""
 
     def to_dict(self) -> dict[str, str]:
-        return {"metadata": self.metadata, "daemon": self.daemon, "store_token": self.store_token}
+        """What a task's event carries (never the admin token)."""
+        d = {"metadata": self.metadata, "daemon": self.daemon, "store_token": self.store_token}
+        if self.cos_url:
+            d["cos_url"] = self.cos_url
+        return d
 
 
 def _checksum(payload: bytes) -> str:
@@ -74,6 +89,8 @@ class Client:
         self._md = metadata or MetadataClient(host, port, token=token, admin_token=endpoints.admin_token)
         self._store = store or StoreClient(parse_addr(endpoints.daemon), endpoints.store_token)
         self._owns = metadata is None, store is None
+        self._cos = CosAccess(endpoints.cos_url)
+        self.plan: dict[str, Any] = {}
 
     # -- lifecycle --------------------------------------------------------------------
     def close(self) -> None:
@@ -81,6 +98,7 @@ class Client:
             self._md.close()
         if self._owns[1]:
             self._store.close()
+            self._cos.close()
 
     def __enter__(self) -> Client:
         return self
@@ -95,6 +113,7 @@ class Client:
                    token=self.token if token is None else token,
                    function=self.function if function is None else function, metadata=md, store=self._store)
         c._owns = (md is not self._md, False)  # a run-scoped metadata client is the bound client's own
+        c._cos = self._cos
         return c
 
     @property
@@ -105,9 +124,17 @@ class Client:
     def register_workflow(self, wds_json: str, params: Mapping[str, int] | None = None, source: str = "") -> str:
         return str(self._md.register_workflow(wds_json, dict(params or {}), source).key)
 
-    def start_run(self, workflow_key: str, *, policy: str = "funcstore", ttl_s: float = 0) -> Client:
-        info = self._md.start_run(workflow_key, policy, int(ttl_s * 1000))
-        return self.bind(run_id=info.run_id, token=info.token, function="")
+    def start_run(self, workflow_key: str, *, policy: str = "funcstore", ttl_s: float = 0,
+                  max_concurrency: int = 0, capacity_bytes: int = 0, latency_sensitive: bool = True) -> Client:
+        """Start a run and return a client bound to it. The hints (Pocket's ``register_job``)
+        rightsize the run: ``max_concurrency`` tasks at once, at most ``capacity_bytes`` in
+        memory (more spills to COS), ``latency_sensitive=False`` keeps its data in COS only.
+        What they decided is in the returned client's ``plan``."""
+        info = self._md.start_run(workflow_key, policy, int(ttl_s * 1000), max_concurrency=max_concurrency,
+                                  capacity_bytes=capacity_bytes, latency_sensitive=latency_sensitive)
+        run = self.bind(run_id=info.run_id, token=info.token, function="")
+        run.plan = json.loads(info.plan_json) if info.plan_json else {}
+        return run
 
     def end_run(self, outcome: str = "succeeded") -> dict[str, Any]:
         return self._md.end_run(self.run_id, outcome)
@@ -136,14 +163,17 @@ class Client:
         except StorageError as exc:
             raise StoreFailure(f"{what} of {name!r} in run {self.run_id} failed in the store: {exc}") from exc
 
-    def put(self, name: str, value: Any, *, codec: str | None = None, persist: bool = False) -> bool:
-        """Write one object; returns True when this write committed the function's reads."""
-        return self.put_many({name: value}, codec=codec, persist=persist)
+    def put(self, name: str, value: Any, *, codec: str | None = None, persist: bool = False,
+            adhoc: bool = False) -> bool:
+        """Write one object; returns True when this write committed the function's reads.
+        ``persist``: keep a copy past the run; ``adhoc``: a key the WDS does not declare."""
+        return self.put_many({name: value}, codec=codec, persist=persist, adhoc=adhoc)
 
-    def put_many(self, values: Mapping[str, Any], *, codec: str | None = None, persist: bool = False) -> bool:
+    def put_many(self, values: Mapping[str, Any], *, codec: str | None = None, persist: bool = False,
+                 adhoc: bool = False) -> bool:
         """Write several objects with two batched metadata calls; the data goes in between, in order."""
         frames = {n: self._frame(v, codec) for n, v in values.items()}
-        reqs = [PutRequest(n, len(f), _checksum(f), persist) for n, f in frames.items()]
+        reqs = [PutRequest(n, len(f), _checksum(f), persist, adhoc) for n, f in frames.items()]
         grants = self._md.begin_put_batch(self.run_id, self.function, reqs)
         for g in grants:
             if g.already_committed:
@@ -153,44 +183,88 @@ class Client:
                 continue  # a retry of a write whose object was already read and freed
             if g.existing and self._md.lookup(self.run_id, g.object_name).state == "readable":
                 continue  # the same write reached the store in an earlier attempt
-            self._store_call("put", g.object_name, self._store.put, self._key(g.object_name), frames[g.object_name])
+            frame = frames[g.object_name]
+            if g.placement is not None and g.placement.tier == "cos":
+                self._cos_call("put", g.object_name, "put", tier_key(self.run_id, g.object_name), frame)
+            else:
+                self._store_call("put", g.object_name, self._store.put, self._key(g.object_name), frame)
+            if persist:
+                self._cos_call("persist", g.object_name, "put", persist_key(self.run_id, g.object_name), frame)
         results = self._md.finish_put_batch(self.run_id, self.function, [g.object_name for g in grants])
         return any(r.committed for r in results)
 
     def get(self, name: str, *, delete: bool = False) -> Any:
-        """Read one object (recorded once per function for deferred commit); ``delete=True``
-        frees it after this read (Pocket's delete-after-read, for ad-hoc use)."""
-        r = self._md.get(self.run_id, self.function, name)
+        """Read one object (recorded once per function for deferred commit). ``delete=True``
+        (ad-hoc objects only, Pocket's DELETE flag) frees it once this function commits, or at
+        once when the caller is a driver."""
+        r = self._md.get(self.run_id, self.function, name, delete)
         if r.already_committed:
             raise AlreadyCommitted(self.function)
-        value = self._read(name)
-        if delete:
-            self._md.delete(self.run_id, name)
-        return value
+        return self._unframe(self._fetch_frame(name, r.placement))
 
     def get_many(self, names: Iterable[str]) -> dict[str, Any]:
         names = list(names)
         results = self._md.get_batch(self.run_id, self.function, names)
         if any(r.already_committed for r in results):
             raise AlreadyCommitted(self.function)
-        return {n: self._read(n) for n in names}
+        return {r.object_name: self._unframe(self._fetch_frame(r.object_name, r.placement)) for r in results}
 
-    def _read(self, name: str) -> Any:
-        data = self._store_call("get", name, self._store.get_buffer, self._key(name))
-        return self._unframe(data)
+    def _fetch_frame(self, name: str, placement: Any) -> bytes | bytearray:
+        if placement is not None and placement.tier == "cos":
+            return self._cos_call("get", name, "get", tier_key(self.run_id, name))  # type: ignore[no-any-return]
+        return self._store_call("get", name, self._store.get_buffer, self._key(name))  # type: ignore[no-any-return]
 
     def read_raw(self, name: str) -> bytes:
         """An object's encoded payload (no codec byte), without recording a read: for copying
         workflow outputs to COS after the run."""
-        data = self._store_call("get", name, self._store.get_buffer, self._key(name))
+        data = self._fetch_frame(name, self._md.lookup(self.run_id, name).placement)
         return bytes(memoryview(data)[1:])
+
+    def save_output(self, name: str) -> str:
+        """Copy workflow output ``name`` to COS (``outputs/<run_id>/<name>``, the payload
+        only); returns its location."""
+        key = output_key(self.run_id, name)
+        self._cos_call("output copy", name, "put", key, self.read_raw(name))
+        return self._cos.location(key)
+
+    def persisted_location(self, name: str) -> str:
+        """Where the COS copy of ``put(name, ..., persist=True)`` lives."""
+        return self._cos.location(persist_key(self.run_id, name))
+
+    def fetch(self, name: str) -> Any:
+        """A kept object of this run from COS, also after the run ended: the decoded value of a
+        ``persist=True`` object, or the payload bytes of a saved workflow output."""
+        cos = self._cos.get_cos(f"fetch of {name!r}")
+        try:
+            return self._unframe(cos.get(persist_key(self.run_id, name)))
+        except COSNotFound:
+            pass
+        try:
+            return cos.get(output_key(self.run_id, name))
+        except COSNotFound:
+            raise UnknownObject(f"run {self.run_id} kept no {name!r} in COS: only objects put with persist=True "
+                                "and saved workflow outputs outlive a run", run_id=self.run_id,
+                                object=name) from None
+
+    def _cos_call(self, what: str, name: str, op: str, *args: Any) -> Any:
+        cos = self._cos.get_cos(f"{what} of {name!r}")
+        try:
+            return getattr(cos, op)(*args)
+        except COSNotFound as exc:
+            raise StoreFailure(f"{what} of {name!r} in run {self.run_id}: not in COS ({exc})") from exc
+        except StorageError as exc:
+            raise StoreFailure(f"{what} of {name!r} in run {self.run_id} failed in COS: {exc}") from exc
 
     def commit(self) -> Any:
         """Commit this function's reads (for functions that declare no outputs)."""
         return self._md.commit(self.run_id, self.function)
 
     def delete(self, name: str) -> None:
+        """Free an object now; for a persisted object (also after its run) drop its COS copy."""
+        persisted = bool(self._md.lookup(self.run_id, name).persist)
         self._md.delete(self.run_id, name)
+        if persisted:
+            self._cos_call("delete", name, "delete", persist_key(self.run_id, name))
 
     def lookup(self, name: str) -> Any:
         return self._md.lookup(self.run_id, name)

@@ -76,7 +76,8 @@ class RunContext:
             raise NoRunContext(
                 f"the event has no funcsion run context (missing {', '.join(missing)}); invoke this handler "
                 "through `funcsion run` or the generated state machine, or use sdk.Client(...) in scripts")
-        ep = Endpoints(str(ctx["metadata"]), str(ctx["daemon"]), str(ctx["store_token"]))
+        ep = Endpoints(str(ctx["metadata"]), str(ctx["daemon"]), str(ctx["store_token"]),
+                       cos_url=str(ctx.get("cos_url") or ""))
         return cls(ep, str(event["run_id"]), str(ctx["token"]), str(event["function"]))
 
 
@@ -116,7 +117,8 @@ class TaskSession:
                 "them); read every input before writing the last output") from None
 
     def _check_reads(self, names: Iterable[str]) -> None:
-        bad = [n for n in names if n not in self.inputs]
+        # a name the task does not declare may still be an ad-hoc object (put with adhoc=True)
+        bad = [n for n in names if n not in self.inputs and not self.client.lookup(n).adhoc]
         if bad:
             raise UndeclaredRead(
                 f"task {self.client.function} of run {self.client.run_id} read {', '.join(map(repr, bad))}, "
@@ -131,6 +133,9 @@ class TaskSession:
         return self._read(names, lambda: self.client.get_many(names))
 
     def put_many(self, values: Mapping[str, Any], **kw: Any) -> bool:
+        if kw.get("adhoc"):
+            self.client.put_many(values, **kw)
+            return False
         # The last declared output commits: write it last, whatever order the caller used.
         last = self.outputs[-1] if self.outputs else None
         ordered = dict(sorted(values.items(), key=lambda kv: kv[0] == last))
@@ -151,7 +156,8 @@ def current() -> TaskSession:
 
 
 def get(name: str, *, delete: bool = False) -> Any:
-    """Read an object this task declares as input."""
+    """Read an object this task declares as input, or an ad-hoc object; ``delete=True`` frees
+    an ad-hoc object when this task commits (Pocket's DELETE flag)."""
     return current().get(name, delete=delete)
 
 
@@ -159,13 +165,16 @@ def get_many(names: Iterable[str]) -> dict[str, Any]:
     return current().get_many(names)
 
 
-def put(name: str, value: Any, *, codec: str | None = None, persist: bool = False) -> bool:
-    """Write an object this task declares as output (``codec``: json, msgpack, pickle, bytes, str)."""
-    return current().put_many({name: value}, codec=codec, persist=persist)
+def put(name: str, value: Any, *, codec: str | None = None, persist: bool = False, adhoc: bool = False) -> bool:
+    """Write an object this task declares as output (``codec``: json, msgpack, pickle, bytes, str).
+    ``persist=True`` keeps a copy after the run (``Client.fetch``); ``adhoc=True`` writes a key the
+    WDS does not declare (freed by a reader's ``get(delete=True)``, ``Client.delete`` or run end)."""
+    return current().put_many({name: value}, codec=codec, persist=persist, adhoc=adhoc)
 
 
-def put_many(values: Mapping[str, Any], *, codec: str | None = None, persist: bool = False) -> bool:
-    return current().put_many(values, codec=codec, persist=persist)
+def put_many(values: Mapping[str, Any], *, codec: str | None = None, persist: bool = False,
+             adhoc: bool = False) -> bool:
+    return current().put_many(values, codec=codec, persist=persist, adhoc=adhoc)
 
 
 def inputs() -> list[str]:
@@ -230,3 +239,5 @@ def task(handler: Callable[..., Any], event: Any, context: Any, logger: Logger |
         raise _fail(rc, exc, retryable=True) from exc
     except (MetadataError, TaskError) as exc:
         raise _fail(rc, exc, retryable=False) from exc
+    finally:
+        client.close()  # this invocation's run-scoped metadata connection; the cached base client stays

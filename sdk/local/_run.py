@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib.util
 import time
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,11 +29,26 @@ from ..exceptions import TaskError
 from ._executor import ExecutorOptions, LocalExecutor
 from ._stack import Stack
 
-__all__ = ["RunReport", "run_workflow", "default_inputs", "InputError"]
+__all__ = ["RunReport", "RunHints", "run_workflow", "default_inputs", "InputError"]
 
 
 class InputError(TaskError):
     """A workflow input is missing or cannot be read."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunHints:
+    """Pocket's run-start hints (see ``Client.start_run``). ``max_concurrency`` 0 means: take
+    the widest stage of the workflow's HDAG (the framework knows its own parallelism)."""
+
+    max_concurrency: int = 0
+    capacity_bytes: int = 0
+    latency_sensitive: bool = True
+
+
+def _widest_stage(graph: hdag.HDAG) -> int:
+    widths = Counter(f.stage for f in graph.functions.values())
+    return max(widths.values(), default=1)
 
 
 @dataclass
@@ -49,12 +65,14 @@ class RunReport:
     failed_task: str | None = None
     error: str | None = None
     billing: dict[str, Any] = field(default_factory=dict)
+    persisted: dict[str, str] = field(default_factory=dict)
+    plan: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"status": self.status, "run_id": self.run_id, "workflow": self.workflow, "policy": self.policy,
-                "wall_s": round(self.wall_s, 3), "outputs": self.outputs, "failed_task": self.failed_task,
-                "error": self.error, "tasks": self.tasks, "objects": self.objects, "memory": self.memory,
-                "billing": self.billing}
+                "wall_s": round(self.wall_s, 3), "outputs": self.outputs, "persisted": self.persisted,
+                "failed_task": self.failed_task, "error": self.error, "tasks": self.tasks, "objects": self.objects,
+                "memory": self.memory, "plan": self.plan, "billing": self.billing}
 
 
 def default_inputs(wds_path: Path) -> dict[str, Any]:
@@ -101,7 +119,7 @@ def _load_inputs(h: hdag.HDAG, wds_path: Path, given: Mapping[str, str]) -> dict
 def run_workflow(wds_path: str | Path, *, config: Config, stack: Stack | None = None,
                  client: Client | None = None, inputs: Mapping[str, str] | None = None,
                  params: Mapping[str, int] | None = None, policy: str | None = None,
-                 options: ExecutorOptions | None = None) -> RunReport:
+                 options: ExecutorOptions | None = None, hints: RunHints | None = None) -> RunReport:
     """Run a workflow once. Give an in-process ``stack`` or a driver ``client`` of a running one."""
     path = Path(wds_path)
     workflow = wds.load(path, params=params)
@@ -114,12 +132,12 @@ def run_workflow(wds_path: str | Path, *, config: Config, stack: Stack | None = 
         own_client = True
     else:
         own_client = False
-    from storage_functions.cos import open_cos
-
-    cos = open_cos(config.resolved_cos_url)
+    hints = hints or RunHints()
     try:
         key = client.register_workflow(path.read_text(encoding="utf-8"), dict(params or {}), str(path))
-        run = client.start_run(key, policy=policy or config.policy, ttl_s=config.run_ttl_s)
+        run = client.start_run(key, policy=policy or config.policy, ttl_s=config.run_ttl_s,
+                               max_concurrency=hints.max_concurrency or _widest_stage(graph),
+                               capacity_bytes=hints.capacity_bytes, latency_sensitive=hints.latency_sensitive)
         t0 = time.time()
         run.put_many(values)
         executor = LocalExecutor(graph, client.endpoints, code_dir=path.parent, options=options,
@@ -131,11 +149,9 @@ def run_workflow(wds_path: str | Path, *, config: Config, stack: Stack | None = 
         outputs: dict[str, str] = {}
         if result.succeeded:
             for name in graph.outputs:
-                raw = run.read_raw(name)
-                cos_key = f"outputs/{run.run_id}/{name}"
-                cos.put(cos_key, raw)
-                outputs[name] = f"{cos.url.rstrip('/')}/{cos_key}"
+                outputs[name] = run.save_output(name)
         statuses = {s.object_name: s for s in run.list()}
+        persisted = {n: run.persisted_location(n) for n, s in statuses.items() if s.persist}
         summary = run.end_run("succeeded" if result.succeeded else "failed")
         wall = time.time() - t0
         leaked = _leaked(run, stack, summary)
@@ -149,9 +165,9 @@ def run_workflow(wds_path: str | Path, *, config: Config, stack: Stack | None = 
                     "mb_s": round(float(summary.get("allocated_mb_s", 0.0)), 6),
                     "live_mb_s": round(float(summary.get("live_mb_s", 0.0)), 6),
                     "leaked_bytes": leaked},
-            failed_task=result.failed_task, error=result.error, billing=result.billing)
+            failed_task=result.failed_task, error=result.error, billing=result.billing, persisted=persisted,
+            plan=run.plan)
     finally:
-        cos.close()
         if own_client:
             client.close()
 

@@ -4,10 +4,12 @@ them, all started from one ``Config``.
 
 The metadata server decides when objects expire; the daemon holds their
 bytes. The pump carries the server's storage instructions to the daemon
-(``drop`` -> ``Daemon.free``; ``scale_out`` -> capacity for one more function
-group is registered) and acknowledges them, so nothing stays in function memory
-after its object is freed. Capacity: each storage function of the daemon's
-pool offers ``DaemonConfig.capacity // block_size`` blocks to the allocator.
+(``drop`` -> ``Daemon.free``, or a COS delete for an object of the COS tier;
+``scale_out`` -> capacity for as many more function groups as the blocks asked
+for is registered, and those functions are warmed up) and acknowledges them, so
+nothing stays in function memory after its object is freed. Capacity: each
+storage function of the daemon's pool offers ``DaemonConfig.capacity //
+block_size`` blocks to the allocator.
 
 ``Stack`` runs in the calling process (threads plus the platform's worker
 processes); ``funcsion up`` runs one in a background process and writes its
@@ -25,8 +27,11 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
+from storage_functions.cos import open_cos
+
 from .._client import Client, Endpoints
 from .._config import Config
+from .._cos_io import tier_key
 
 __all__ = ["Stack", "read_stack_file", "STACK_FILE"]
 
@@ -47,7 +52,7 @@ class Stack:
         self._started = False
         self.instructions_done = 0
         self.groups_registered = 0
-        self._deferred: deque[tuple[float, str]] = deque()
+        self._deferred: deque[tuple[float, tuple[str, str]]] = deque()
 
     # -- lifecycle --------------------------------------------------------------------
     def start(self) -> Stack:
@@ -73,6 +78,7 @@ class Stack:
         self.daemon_config = self.store.config
         self._started = True
         self._admin = Client(self.endpoints)
+        self._cos = open_cos(cfg.resolved_cos_url)
         self._register_group()
         self._pump = threading.Thread(target=self._pump_loop, name="funcsion-pump", daemon=True)
         self._pump.start()
@@ -86,6 +92,7 @@ class Stack:
         if self._pump is not None:
             self._pump.join(timeout=10)
         self._admin.close()
+        self._cos.close()
         try:
             self.store.stop()
         finally:
@@ -105,7 +112,7 @@ class Stack:
     def endpoints(self) -> Endpoints:
         h, p = self.metadata_server.host, self.metadata_server.port
         dh, dp = self.store.address
-        return Endpoints(f"{h}:{p}", f"{dh}:{dp}", self.store.token, self.admin_token)
+        return Endpoints(f"{h}:{p}", f"{dh}:{dp}", self.store.token, self.admin_token, self.config.resolved_cos_url)
 
     def client(self) -> Client:
         """A driver client (admin token; bind it to a run with ``start_run``)."""
@@ -123,13 +130,27 @@ class Stack:
         return path
 
     # -- the pump ---------------------------------------------------------------------
-    def _register_group(self) -> None:
+    def _register_group(self) -> int:
+        """Offer one more function group's blocks to the allocator; returns how many
+        functions are registered now (it stops at the daemon's ``max_functions``)."""
         dc = self.daemon_config
         blocks = dc.capacity // dc.block_size
         start = self.groups_registered * dc.group_size
-        for i in range(start, min(start + dc.group_size, dc.max_functions)):
+        end = min(start + dc.group_size, dc.max_functions)
+        for i in range(start, end):
             self._admin.metadata.register_capacity(f"{dc.function_prefix}-{i}", blocks)
-        self.groups_registered += 1
+        if end > start:
+            self.groups_registered += 1
+        return max(end, start)
+
+    def _scale_out(self, blocks: int) -> None:
+        """At least ``blocks`` more blocks: whole groups, then warm their functions."""
+        dc = self.daemon_config
+        per_group = dc.group_size * (dc.capacity // dc.block_size)
+        functions = self.groups_registered * dc.group_size
+        for _ in range(max(1, -(-blocks // per_group))):
+            functions = self._register_group()
+        self.store.daemon.prewarm(functions)
 
     #: The ``oracle`` policy frees an object at its last *read*, before that reader has
     #: fetched the bytes; its drops wait this long so the read it counted can finish
@@ -141,20 +162,25 @@ class Stack:
         md = self._admin.metadata
         batch = md.fetch_instructions(self.instructions_done, 1000)
         now = time.monotonic()
-        drops = []
+        drops: list[tuple[str, str]] = []   # (tier, key); kept objects were copied out by the SDK
         for i in batch:
             if i.kind == "drop":
-                key = f"{i.run_id}/{i.object_name}"
+                d = (i.tier or "memory", f"{i.run_id}/{i.object_name}")
                 if "oracle" in i.reason:
-                    self._deferred.append((now + self.ORACLE_GRACE_S, key))
+                    self._deferred.append((now + self.ORACLE_GRACE_S, d))
                 else:
-                    drops.append(key)
+                    drops.append(d)
         while self._deferred and self._deferred[0][0] <= now:
             drops.append(self._deferred.popleft()[1])
         if drops:
-            self.store.daemon.free(drops)
-        if any(i.kind == "scale_out" for i in batch):
-            self._register_group()
+            self.store.daemon.free([key for tier, key in drops if tier != "cos"])
+            for tier, key in drops:
+                if tier == "cos":
+                    run_id, _, name = key.partition("/")
+                    self._cos.delete(tier_key(run_id, name))
+        want = sum(i.blocks for i in batch if i.kind == "scale_out")
+        if want:
+            self._scale_out(want)
         if batch:
             self.instructions_done = batch[-1].seq
             md.fetch_instructions(self.instructions_done, 0)  # acknowledge

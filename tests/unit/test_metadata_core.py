@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -20,15 +19,6 @@ NOOUT = {
             {"start": False, "name": "B", "input": ["x", "y"], "output": [], "next": []}]},
     },
 }
-
-
-@pytest.fixture
-def d(fig9_path: Path):
-    drv = CoreDriver(block_size=1000)
-    drv.key = drv.register(fig9_path)
-    drv.capacity("s0", 64)
-    yield drv
-    drv.state.validate_state()
 
 
 def freed(out) -> set[str]:

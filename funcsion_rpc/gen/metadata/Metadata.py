@@ -42,13 +42,14 @@ class Iface(object):
         """
         pass
 
-    def start_run(self, admin_token, workflow_key, policy, ttl_ms):
+    def start_run(self, admin_token, workflow_key, policy, ttl_ms, hints):
         """
         Parameters:
          - admin_token
          - workflow_key
          - policy
          - ttl_ms
+         - hints
 
         """
         pass
@@ -122,13 +123,14 @@ class Iface(object):
         """
         pass
 
-    def get(self, token, run_id, function_name, object_name):
+    def get(self, token, run_id, function_name, object_name, delete_after):
         """
         Parameters:
          - token
          - run_id
          - function_name
          - object_name
+         - delete_after
 
         """
         pass
@@ -324,25 +326,27 @@ class Client(Iface):
             raise result.fault
         return
 
-    def start_run(self, admin_token, workflow_key, policy, ttl_ms):
+    def start_run(self, admin_token, workflow_key, policy, ttl_ms, hints):
         """
         Parameters:
          - admin_token
          - workflow_key
          - policy
          - ttl_ms
+         - hints
 
         """
-        self.send_start_run(admin_token, workflow_key, policy, ttl_ms)
+        self.send_start_run(admin_token, workflow_key, policy, ttl_ms, hints)
         return self.recv_start_run()
 
-    def send_start_run(self, admin_token, workflow_key, policy, ttl_ms):
+    def send_start_run(self, admin_token, workflow_key, policy, ttl_ms, hints):
         self._oprot.writeMessageBegin('start_run', TMessageType.CALL, self._seqid)
         args = start_run_args()
         args.admin_token = admin_token
         args.workflow_key = workflow_key
         args.policy = policy
         args.ttl_ms = ttl_ms
+        args.hints = hints
         args.write(self._oprot)
         self._oprot.writeMessageEnd()
         self._oprot.trans.flush()
@@ -628,25 +632,27 @@ class Client(Iface):
             raise result.fault
         raise TApplicationException(TApplicationException.MISSING_RESULT, "finish_put failed: unknown result")
 
-    def get(self, token, run_id, function_name, object_name):
+    def get(self, token, run_id, function_name, object_name, delete_after):
         """
         Parameters:
          - token
          - run_id
          - function_name
          - object_name
+         - delete_after
 
         """
-        self.send_get(token, run_id, function_name, object_name)
+        self.send_get(token, run_id, function_name, object_name, delete_after)
         return self.recv_get()
 
-    def send_get(self, token, run_id, function_name, object_name):
+    def send_get(self, token, run_id, function_name, object_name, delete_after):
         self._oprot.writeMessageBegin('get', TMessageType.CALL, self._seqid)
         args = get_args()
         args.token = token
         args.run_id = run_id
         args.function_name = function_name
         args.object_name = object_name
+        args.delete_after = delete_after
         args.write(self._oprot)
         self._oprot.writeMessageEnd()
         self._oprot.trans.flush()
@@ -1104,7 +1110,7 @@ class Processor(Iface, TProcessor):
         iprot.readMessageEnd()
         result = start_run_result()
         try:
-            result.success = self._handler.start_run(args.admin_token, args.workflow_key, args.policy, args.ttl_ms)
+            result.success = self._handler.start_run(args.admin_token, args.workflow_key, args.policy, args.ttl_ms, args.hints)
             msg_type = TMessageType.REPLY
         except TTransport.TTransportException:
             raise
@@ -1312,7 +1318,7 @@ class Processor(Iface, TProcessor):
         iprot.readMessageEnd()
         result = get_result()
         try:
-            result.success = self._handler.get(args.token, args.run_id, args.function_name, args.object_name)
+            result.success = self._handler.get(args.token, args.run_id, args.function_name, args.object_name, args.delete_after)
             msg_type = TMessageType.REPLY
         except TTransport.TTransportException:
             raise
@@ -2043,6 +2049,7 @@ class start_run_args(object):
      - workflow_key
      - policy
      - ttl_ms
+     - hints
 
     """
 
@@ -2051,14 +2058,16 @@ class start_run_args(object):
         'workflow_key',
         'policy',
         'ttl_ms',
+        'hints',
     )
 
 
-    def __init__(self, admin_token=None, workflow_key=None, policy=None, ttl_ms=None,):
+    def __init__(self, admin_token=None, workflow_key=None, policy=None, ttl_ms=None, hints=None,):
         self.admin_token = admin_token
         self.workflow_key = workflow_key
         self.policy = policy
         self.ttl_ms = ttl_ms
+        self.hints = hints
 
     def read(self, iprot):
         if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
@@ -2089,6 +2098,12 @@ class start_run_args(object):
                     self.ttl_ms = iprot.readI64()
                 else:
                     iprot.skip(ftype)
+            elif fid == 5:
+                if ftype == TType.STRUCT:
+                    self.hints = RunHints()
+                    self.hints.read(iprot)
+                else:
+                    iprot.skip(ftype)
             else:
                 iprot.skip(ftype)
             iprot.readFieldEnd()
@@ -2114,6 +2129,10 @@ class start_run_args(object):
         if self.ttl_ms is not None:
             oprot.writeFieldBegin('ttl_ms', TType.I64, 4)
             oprot.writeI64(self.ttl_ms)
+            oprot.writeFieldEnd()
+        if self.hints is not None:
+            oprot.writeFieldBegin('hints', TType.STRUCT, 5)
+            self.hints.write(oprot)
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
         oprot.writeStructEnd()
@@ -2145,6 +2164,7 @@ start_run_args.thrift_spec = (
     (2, TType.STRING, 'workflow_key', 'UTF8', None, ),  # 2
     (3, TType.STRING, 'policy', 'UTF8', None, ),  # 3
     (4, TType.I64, 'ttl_ms', None, None, ),  # 4
+    (5, TType.STRUCT, 'hints', [RunHints, None], None, ),  # 5
 )
 
 
@@ -3528,6 +3548,7 @@ class get_args(object):
      - run_id
      - function_name
      - object_name
+     - delete_after
 
     """
 
@@ -3536,14 +3557,16 @@ class get_args(object):
         'run_id',
         'function_name',
         'object_name',
+        'delete_after',
     )
 
 
-    def __init__(self, token=None, run_id=None, function_name=None, object_name=None,):
+    def __init__(self, token=None, run_id=None, function_name=None, object_name=None, delete_after=None,):
         self.token = token
         self.run_id = run_id
         self.function_name = function_name
         self.object_name = object_name
+        self.delete_after = delete_after
 
     def read(self, iprot):
         if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
@@ -3574,6 +3597,11 @@ class get_args(object):
                     self.object_name = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
                 else:
                     iprot.skip(ftype)
+            elif fid == 5:
+                if ftype == TType.BOOL:
+                    self.delete_after = iprot.readBool()
+                else:
+                    iprot.skip(ftype)
             else:
                 iprot.skip(ftype)
             iprot.readFieldEnd()
@@ -3599,6 +3627,10 @@ class get_args(object):
         if self.object_name is not None:
             oprot.writeFieldBegin('object_name', TType.STRING, 4)
             oprot.writeString(self.object_name.encode('utf-8') if sys.version_info[0] == 2 else self.object_name)
+            oprot.writeFieldEnd()
+        if self.delete_after is not None:
+            oprot.writeFieldBegin('delete_after', TType.BOOL, 5)
+            oprot.writeBool(self.delete_after)
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
         oprot.writeStructEnd()
@@ -3630,6 +3662,7 @@ get_args.thrift_spec = (
     (2, TType.STRING, 'run_id', 'UTF8', None, ),  # 2
     (3, TType.STRING, 'function_name', 'UTF8', None, ),  # 3
     (4, TType.STRING, 'object_name', 'UTF8', None, ),  # 4
+    (5, TType.BOOL, 'delete_after', None, None, ),  # 5
 )
 
 

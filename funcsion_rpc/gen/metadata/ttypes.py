@@ -546,6 +546,98 @@ class WorkflowInfo(object):
         return not (self == other)
 
 
+class RunHints(object):
+    """
+    Attributes:
+     - max_concurrency
+     - capacity_bytes
+     - latency_sensitive
+
+    """
+
+    __slots__ = (
+        'max_concurrency',
+        'capacity_bytes',
+        'latency_sensitive',
+    )
+
+
+    def __init__(self, max_concurrency=None, capacity_bytes=None, latency_sensitive=True,):
+        self.max_concurrency = max_concurrency
+        self.capacity_bytes = capacity_bytes
+        self.latency_sensitive = latency_sensitive
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 1:
+                if ftype == TType.I32:
+                    self.max_concurrency = iprot.readI32()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 2:
+                if ftype == TType.I64:
+                    self.capacity_bytes = iprot.readI64()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 3:
+                if ftype == TType.BOOL:
+                    self.latency_sensitive = iprot.readBool()
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('RunHints')
+        if self.max_concurrency is not None:
+            oprot.writeFieldBegin('max_concurrency', TType.I32, 1)
+            oprot.writeI32(self.max_concurrency)
+            oprot.writeFieldEnd()
+        if self.capacity_bytes is not None:
+            oprot.writeFieldBegin('capacity_bytes', TType.I64, 2)
+            oprot.writeI64(self.capacity_bytes)
+            oprot.writeFieldEnd()
+        if self.latency_sensitive is not None:
+            oprot.writeFieldBegin('latency_sensitive', TType.BOOL, 3)
+            oprot.writeBool(self.latency_sensitive)
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, getattr(self, key))
+             for key in self.__slots__]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        if not isinstance(other, self.__class__):
+            return False
+        for attr in self.__slots__:
+            my_val = getattr(self, attr)
+            other_val = getattr(other, attr)
+            if my_val != other_val:
+                return False
+        return True
+
+    def __ne__(self, other):
+        return not (self == other)
+
+
 class RunInfo(object):
     """
     Attributes:
@@ -553,6 +645,7 @@ class RunInfo(object):
      - token
      - workflow_key
      - policy
+     - plan_json
 
     """
 
@@ -561,14 +654,16 @@ class RunInfo(object):
         'token',
         'workflow_key',
         'policy',
+        'plan_json',
     )
 
 
-    def __init__(self, run_id=None, token=None, workflow_key=None, policy=None,):
+    def __init__(self, run_id=None, token=None, workflow_key=None, policy=None, plan_json=None,):
         self.run_id = run_id
         self.token = token
         self.workflow_key = workflow_key
         self.policy = policy
+        self.plan_json = plan_json
 
     def read(self, iprot):
         if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
@@ -599,6 +694,11 @@ class RunInfo(object):
                     self.policy = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
                 else:
                     iprot.skip(ftype)
+            elif fid == 5:
+                if ftype == TType.STRING:
+                    self.plan_json = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                else:
+                    iprot.skip(ftype)
             else:
                 iprot.skip(ftype)
             iprot.readFieldEnd()
@@ -624,6 +724,10 @@ class RunInfo(object):
         if self.policy is not None:
             oprot.writeFieldBegin('policy', TType.STRING, 4)
             oprot.writeString(self.policy.encode('utf-8') if sys.version_info[0] == 2 else self.policy)
+            oprot.writeFieldEnd()
+        if self.plan_json is not None:
+            oprot.writeFieldBegin('plan_json', TType.STRING, 5)
+            oprot.writeString(self.plan_json.encode('utf-8') if sys.version_info[0] == 2 else self.plan_json)
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
         oprot.writeStructEnd()
@@ -657,6 +761,7 @@ class PutRequest(object):
      - size
      - checksum
      - persist
+     - adhoc
 
     """
 
@@ -665,14 +770,16 @@ class PutRequest(object):
         'size',
         'checksum',
         'persist',
+        'adhoc',
     )
 
 
-    def __init__(self, object_name=None, size=None, checksum=None, persist=None,):
+    def __init__(self, object_name=None, size=None, checksum=None, persist=None, adhoc=None,):
         self.object_name = object_name
         self.size = size
         self.checksum = checksum
         self.persist = persist
+        self.adhoc = adhoc
 
     def read(self, iprot):
         if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
@@ -703,6 +810,11 @@ class PutRequest(object):
                     self.persist = iprot.readBool()
                 else:
                     iprot.skip(ftype)
+            elif fid == 5:
+                if ftype == TType.BOOL:
+                    self.adhoc = iprot.readBool()
+                else:
+                    iprot.skip(ftype)
             else:
                 iprot.skip(ftype)
             iprot.readFieldEnd()
@@ -728,6 +840,10 @@ class PutRequest(object):
         if self.persist is not None:
             oprot.writeFieldBegin('persist', TType.BOOL, 4)
             oprot.writeBool(self.persist)
+            oprot.writeFieldEnd()
+        if self.adhoc is not None:
+            oprot.writeFieldBegin('adhoc', TType.BOOL, 5)
+            oprot.writeBool(self.adhoc)
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
         oprot.writeStructEnd()
@@ -1253,6 +1369,7 @@ class ObjectStatus(object):
      - written_at
      - readable_at
      - freed_at
+     - adhoc
 
     """
 
@@ -1271,10 +1388,11 @@ class ObjectStatus(object):
         'written_at',
         'readable_at',
         'freed_at',
+        'adhoc',
     )
 
 
-    def __init__(self, object_name=None, state=None, producer=None, declared_reads=None, remaining=None, size=None, checksum=None, persist=None, committed_by=None, placement=None, freed_reason=None, written_at=None, readable_at=None, freed_at=None,):
+    def __init__(self, object_name=None, state=None, producer=None, declared_reads=None, remaining=None, size=None, checksum=None, persist=None, committed_by=None, placement=None, freed_reason=None, written_at=None, readable_at=None, freed_at=None, adhoc=None,):
         self.object_name = object_name
         self.state = state
         self.producer = producer
@@ -1289,6 +1407,7 @@ class ObjectStatus(object):
         self.written_at = written_at
         self.readable_at = readable_at
         self.freed_at = freed_at
+        self.adhoc = adhoc
 
     def read(self, iprot):
         if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
@@ -1375,6 +1494,11 @@ class ObjectStatus(object):
                     self.freed_at = iprot.readDouble()
                 else:
                     iprot.skip(ftype)
+            elif fid == 15:
+                if ftype == TType.BOOL:
+                    self.adhoc = iprot.readBool()
+                else:
+                    iprot.skip(ftype)
             else:
                 iprot.skip(ftype)
             iprot.readFieldEnd()
@@ -1443,6 +1567,10 @@ class ObjectStatus(object):
         if self.freed_at is not None:
             oprot.writeFieldBegin('freed_at', TType.DOUBLE, 14)
             oprot.writeDouble(self.freed_at)
+            oprot.writeFieldEnd()
+        if self.adhoc is not None:
+            oprot.writeFieldBegin('adhoc', TType.BOOL, 15)
+            oprot.writeBool(self.adhoc)
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
         oprot.writeStructEnd()
@@ -1613,6 +1741,7 @@ class Instruction(object):
      - blocks
      - function_name
      - reason
+     - tier
 
     """
 
@@ -1626,10 +1755,11 @@ class Instruction(object):
         'blocks',
         'function_name',
         'reason',
+        'tier',
     )
 
 
-    def __init__(self, seq=None, kind=None, run_id=None, object_name=None, extents=None, keep_cos=None, blocks=None, function_name=None, reason=None,):
+    def __init__(self, seq=None, kind=None, run_id=None, object_name=None, extents=None, keep_cos=None, blocks=None, function_name=None, reason=None, tier=None,):
         self.seq = seq
         self.kind = kind
         self.run_id = run_id
@@ -1639,6 +1769,7 @@ class Instruction(object):
         self.blocks = blocks
         self.function_name = function_name
         self.reason = reason
+        self.tier = tier
 
     def read(self, iprot):
         if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
@@ -1700,6 +1831,11 @@ class Instruction(object):
                     self.reason = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
                 else:
                     iprot.skip(ftype)
+            elif fid == 10:
+                if ftype == TType.STRING:
+                    self.tier = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                else:
+                    iprot.skip(ftype)
             else:
                 iprot.skip(ftype)
             iprot.readFieldEnd()
@@ -1748,6 +1884,10 @@ class Instruction(object):
         if self.reason is not None:
             oprot.writeFieldBegin('reason', TType.STRING, 9)
             oprot.writeString(self.reason.encode('utf-8') if sys.version_info[0] == 2 else self.reason)
+            oprot.writeFieldEnd()
+        if self.tier is not None:
+            oprot.writeFieldBegin('tier', TType.STRING, 10)
+            oprot.writeString(self.tier.encode('utf-8') if sys.version_info[0] == 2 else self.tier)
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
         oprot.writeStructEnd()
@@ -1923,6 +2063,13 @@ WorkflowInfo.thrift_spec = (
     (2, TType.I32, 'functions', None, None, ),  # 2
     (3, TType.I32, 'objects', None, None, ),  # 3
 )
+all_structs.append(RunHints)
+RunHints.thrift_spec = (
+    None,  # 0
+    (1, TType.I32, 'max_concurrency', None, None, ),  # 1
+    (2, TType.I64, 'capacity_bytes', None, None, ),  # 2
+    (3, TType.BOOL, 'latency_sensitive', None, True, ),  # 3
+)
 all_structs.append(RunInfo)
 RunInfo.thrift_spec = (
     None,  # 0
@@ -1930,6 +2077,7 @@ RunInfo.thrift_spec = (
     (2, TType.STRING, 'token', 'UTF8', None, ),  # 2
     (3, TType.STRING, 'workflow_key', 'UTF8', None, ),  # 3
     (4, TType.STRING, 'policy', 'UTF8', None, ),  # 4
+    (5, TType.STRING, 'plan_json', 'UTF8', None, ),  # 5
 )
 all_structs.append(PutRequest)
 PutRequest.thrift_spec = (
@@ -1938,6 +2086,7 @@ PutRequest.thrift_spec = (
     (2, TType.I64, 'size', None, None, ),  # 2
     (3, TType.STRING, 'checksum', 'UTF8', None, ),  # 3
     (4, TType.BOOL, 'persist', None, None, ),  # 4
+    (5, TType.BOOL, 'adhoc', None, None, ),  # 5
 )
 all_structs.append(PutGrant)
 PutGrant.thrift_spec = (
@@ -1992,6 +2141,7 @@ ObjectStatus.thrift_spec = (
     (12, TType.DOUBLE, 'written_at', None, None, ),  # 12
     (13, TType.DOUBLE, 'readable_at', None, None, ),  # 13
     (14, TType.DOUBLE, 'freed_at', None, None, ),  # 14
+    (15, TType.BOOL, 'adhoc', None, None, ),  # 15
 )
 all_structs.append(FunctionStatus)
 FunctionStatus.thrift_spec = (
@@ -2014,6 +2164,7 @@ Instruction.thrift_spec = (
     (7, TType.I64, 'blocks', None, None, ),  # 7
     (8, TType.STRING, 'function_name', 'UTF8', None, ),  # 8
     (9, TType.STRING, 'reason', 'UTF8', None, ),  # 9
+    (10, TType.STRING, 'tier', 'UTF8', None, ),  # 10
 )
 all_structs.append(Health)
 Health.thrift_spec = (
