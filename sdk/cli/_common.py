@@ -3,8 +3,33 @@
 from __future__ import annotations
 
 import argparse
+import re
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["parse_params", "add_param_option"]
+if TYPE_CHECKING:
+    from sdk._client import Endpoints
+
+__all__ = ["parse_params", "add_param_option", "parse_size", "stack_endpoints"]
+
+_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "kib": 2**10, "m": 10**6, "mb": 10**6, "mib": 2**20,
+          "g": 10**9, "gb": 10**9, "gib": 2**30, "t": 10**12, "tb": 10**12, "tib": 2**40}
+
+
+def parse_size(text: str) -> int:
+    """``"512MiB"`` -> 536870912; decimal (kB, MB, GB) and binary (KiB, MiB, GiB) units."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", text)
+    unit = m.group(2).lower() if m else ""
+    if m is None or unit not in _UNITS:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size: write e.g. 512MiB, 2GB or 1048576")
+    return int(float(m.group(1)) * _UNITS[unit])
+
+
+def stack_endpoints(running: dict[str, Any]) -> Endpoints:
+    """The ``Endpoints`` of a stack that ``funcsion up`` described in ``stack.json``."""
+    from sdk._client import Endpoints
+
+    return Endpoints(running["metadata"], running["daemon"], running["store_token"], running["admin_token"],
+                     running.get("cos_url", ""))
 
 
 def add_param_option(parser: argparse.ArgumentParser) -> None:

@@ -48,16 +48,17 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {f['action']:<9} {f['name']}")
         print(f"state machine {doc['state_machine']}: {doc['state_machine_arn']}")
     else:
-        from sdk._client import Client, Endpoints
+        from sdk._client import Client
         from sdk.local._stack import read_stack_file
+
+        from ._common import stack_endpoints
         from sdk.local._stack_errors import NoStackError
 
         info = read_stack_file(cfg.state_dir)
         if info is None:
             raise NoStackError(f"no local stack is up in {Path(cfg.state_dir).resolve()}; start one with "
                                "`funcsion up` (or just `funcsion run WDS`, which starts its own)")
-        ep = Endpoints(info["metadata"], info["daemon"], info["store_token"], info["admin_token"])
-        with Client(ep) as c:
+        with Client(stack_endpoints(info)) as c:
             key = c.register_workflow(Path(args.wds).read_text(encoding="utf-8"), params, args.wds)
         doc = {"workflow": key, "target": "local", "metadata": info["metadata"]}
         print(f"registered {key} with the local stack at {info['metadata']}")

@@ -13,7 +13,7 @@ import json
 import sys
 from typing import Any
 
-from ._common import add_param_option, parse_params
+from ._common import add_param_option, parse_params, parse_size, stack_endpoints
 
 __all__ = ["add_parser", "run", "format_report"]
 
@@ -36,6 +36,14 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--seed", type=int, default=None, help="seed for fault injection")
     p.add_argument("--state-dir", default=None, help="where the stack keeps COS, journal and logs (.funcsion)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    hints = p.add_argument_group("run-start hints (Pocket's register_job hints; all optional)")
+    hints.add_argument("--max-concurrency", type=int, default=0, metavar="N",
+                       help="most tasks running at once (default: the widest stage of the workflow)")
+    hints.add_argument("--capacity", type=parse_size, default=0, metavar="SIZE",
+                       help="most bytes the run holds in memory, e.g. 512MiB: reserved up front, "
+                            "more spills to COS")
+    hints.add_argument("--latency-insensitive", action="store_true",
+                       help="keep this run's data in COS only (cheapest; no function memory)")
     add_param_option(p)
     p.set_defaults(run=run, _parser=p)
 
@@ -51,10 +59,10 @@ def _pairs(items: list[str], parser: argparse.ArgumentParser) -> dict[str, str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sdk._client import Client, Endpoints
+    from sdk._client import Client
     from sdk._config import Config
     from sdk.local._executor import ExecutorOptions, parse_crash_specs
-    from sdk.local._run import run_workflow
+    from sdk.local._run import RunHints, run_workflow
     from sdk.local._stack import Stack, read_stack_file
 
     params = parse_params(args.param, args._parser)
@@ -69,14 +77,18 @@ def run(args: argparse.Namespace) -> int:
                            task_timeout_s=cfg.task_timeout_s, concurrency=cfg.task_concurrency,
                            crash_rate=cfg.crash_rate, crash=crash, kill_rate=cfg.kill_rate, seed=args.seed,
                            progress=False if (args.no_progress or args.json) else None)
+    if args.max_concurrency < 0:
+        args._parser.error(f"--max-concurrency {args.max_concurrency}: give a number of tasks >= 1")
+    hints = RunHints(args.max_concurrency, args.capacity, not args.latency_insensitive)
     running = read_stack_file(cfg.state_dir)
     if running is not None:
-        ep = Endpoints(running["metadata"], running["daemon"], running["store_token"], running["admin_token"])
-        with Client(ep) as client:
-            report = run_workflow(args.wds, config=cfg, client=client, inputs=inputs, params=params, options=opts)
+        with Client(stack_endpoints(running)) as client:
+            report = run_workflow(args.wds, config=cfg, client=client, inputs=inputs, params=params, options=opts,
+                                  hints=hints)
     else:
         with Stack(cfg, metadata_port=0, daemon_port=0) as stack:
-            report = run_workflow(args.wds, config=cfg, stack=stack, inputs=inputs, params=params, options=opts)
+            report = run_workflow(args.wds, config=cfg, stack=stack, inputs=inputs, params=params, options=opts,
+                                  hints=hints)
     doc = report.to_dict()
     print(format_report(doc))
     if args.json:
@@ -91,6 +103,8 @@ def format_report(d: dict[str, Any]) -> str:
     lines = [f"run {d['run_id']} of {d['workflow']}: {d['status']} in {d['wall_s']:.2f} s (policy {d['policy']})"]
     for name, where in d["outputs"].items():
         lines.append(f"  output {name}: {where}")
+    for name, where in d.get("persisted", {}).items():
+        lines.append(f"  persisted {name}: {where} (kept until deleted)")
     retried = {n: t["attempts"] for n, t in d["tasks"].items() if t["attempts"] > 1}
     lines.append(f"  tasks: {len(d['tasks'])}, retried: "
                  + (", ".join(f"{n} x{a}" for n, a in retried.items()) if retried else "none"))

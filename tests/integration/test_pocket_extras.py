@@ -96,3 +96,21 @@ def test_capacity_hint_scales_out_and_warms_functions_before_the_first_put(stack
     assert r.plan.get("scale_out_blocks", 0) > 0
     assert stack.groups_registered > groups
     assert stack.store.daemon.stats()["prewarmed"] >= dc.group_size * stack.groups_registered
+
+
+def test_cli_hints_reach_the_run_and_bad_sizes_are_refused(tmp_path: Path, src: Path) -> None:
+    import subprocess
+    import sys
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "sdk.cli", "run", str(WF), "--input", f"src={src}",
+                               "--state-dir", str(tmp_path / "state"), *args],
+                              capture_output=True, text=True, timeout=180, cwd=tmp_path)
+
+    proc = cli("--capacity", "3MiB", "--max-concurrency", "2", "--json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout.splitlines()[-1])
+    assert doc["plan"]["budget_bytes"] == 3 << 20 and doc["plan"]["functions"] >= 2
+    assert "persisted summary: file://" in proc.stdout
+    bad = cli("--capacity", "lots")
+    assert bad.returncode == 2 and "'lots' is not a size" in bad.stderr and "Traceback" not in bad.stderr
