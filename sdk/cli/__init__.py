@@ -4,6 +4,10 @@ Each subcommand lives in its own module and registers itself through
 ``add_parser(subparsers)`` and a ``run(args) -> int``. ``main`` turns every
 ``FuncsionError`` into a message and exit code 2 (bad input) without a
 traceback; unexpected errors still print one, since they are bugs.
+
+Shorthand: ``funcsion deploy WDS ...`` is ``funcsion deploy workflow WDS ...``
+(``main`` rewrites the arguments when the word after ``deploy`` is neither a
+subcommand nor an option).
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from wds import FuncsionError
 
@@ -29,6 +34,9 @@ _GROUPS = {
     "deploy": ("deploy storage functions or a workflow", {
         "storage": "deploy_storage", "workflow": "deploy_workflow"}),
 }
+_EPILOGS = {
+    "deploy": "shorthand: `funcsion deploy WDS [--target local|aws] ...` is `funcsion deploy workflow WDS ...`",
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,13 +48,33 @@ def build_parser() -> argparse.ArgumentParser:
     for mod in _COMMANDS:
         mod.add_parser(sub)
     for name, (help_text, members) in _GROUPS.items():
-        add_group(sub, name, help_text, members)
+        add_group(sub, name, help_text, members, epilog=_EPILOGS.get(name))
     return parser
+
+
+def _deploy_shorthand(argv: list[str]) -> list[str] | str:
+    """``deploy WDS ...`` becomes ``deploy workflow WDS ...``; returns an error message
+    when the word after ``deploy`` is neither a subcommand nor an existing file."""
+    if len(argv) < 2 or argv[0] != "deploy" or argv[1].startswith("-"):
+        return argv
+    subcommands = _GROUPS["deploy"][1]
+    if argv[1] in subcommands:
+        return argv
+    path = Path(argv[1])
+    if not path.is_file():
+        why = "not a file" if path.exists() else "no such file"
+        return (f"{argv[1]!r} is neither a subcommand ({', '.join(subcommands)}) nor a WDS file ({why}); "
+                "write `funcsion deploy WDS --target local|aws` or `funcsion deploy storage ...`")
+    return [argv[0], "workflow", *argv[1:]]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    expanded = _deploy_shorthand(list(sys.argv[1:] if argv is None else argv))
+    if isinstance(expanded, str):
+        print(f"funcsion deploy: {expanded}", file=sys.stderr)
+        return 2
+    args = parser.parse_args(expanded)
     try:
         code: int = args.run(args)
     except FuncsionError as exc:

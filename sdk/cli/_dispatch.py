@@ -2,7 +2,8 @@
 metadata`` in ``sdk.cli.bench_metadata``, ...). A module is imported only when
 its subcommand is built, and must define ``HELP``, ``add_arguments(parser)``
 and ``run(args) -> int``. A group lists its subcommands here; a subcommand
-whose module is not there yet is simply not offered."""
+whose module is not there yet is simply not offered. ``epilog`` ends the
+group's ``--help`` (e.g. a shorthand the group accepts)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from typing import Any
 __all__ = ["add_group"]
 
 
-def add_group(sub: Any, name: str, help_text: str, members: dict[str, str]) -> None:
-    group: argparse.ArgumentParser = sub.add_parser(name, help=help_text, description=help_text)
+def add_group(sub: Any, name: str, help_text: str, members: dict[str, str], epilog: str | None = None) -> None:
+    group: argparse.ArgumentParser = sub.add_parser(name, help=help_text, description=help_text, epilog=epilog)
     inner = group.add_subparsers(dest=f"{name}_command", required=True, metavar="WHAT")
     for member, module_name in members.items():
         try:

@@ -1,5 +1,6 @@
 """`funcsion deploy workflow --target aws` against moto: Lambdas per entry plus
-cleanup, a state machine, idempotent redeploys, clear errors."""
+cleanup, a state machine, idempotent redeploys, clear errors; the `funcsion
+deploy WDS` shorthand against an embedded local stack."""
 
 from __future__ import annotations
 
@@ -12,7 +13,10 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from sdk._config import Config
+from sdk.cli import main
 from sdk.deploy.aws import CLEANUP_ENTRY, WorkflowDeployError, build_task_zip, deploy_workflow
+from sdk.local._stack import Stack
 
 REGION = "us-east-1"
 
@@ -57,3 +61,29 @@ def test_deploy_creates_then_leaves_unchanged(example_paths: dict[str, Path]) ->
 def test_bad_role_is_a_clear_error(example_paths: dict[str, Path]) -> None:
     with pytest.raises(WorkflowDeployError, match="is not an IAM role ARN"):
         deploy_workflow(example_paths["wordcount"], role_arn="admin")
+
+
+def test_deploy_wds_shorthand_is_deploy_workflow(example_paths: dict[str, Path], tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    wc = str(example_paths["wordcount"])
+    opts = ["--target", "local", "--state-dir", str(tmp_path), "--json"]
+    with Stack(Config.load(state_dir=str(tmp_path), env={}), metadata_port=0, daemon_port=0) as st:
+        st.write_stack_file()
+        assert main(["deploy", wc, *opts]) == 0
+        short = json.loads(capsys.readouterr().out.splitlines()[-1])
+        assert main(["deploy", "workflow", wc, *opts]) == 0
+        long = json.loads(capsys.readouterr().out.splitlines()[-1])
+        assert short == long == {"workflow": short["workflow"], "target": "local", "metadata": st.endpoints.metadata}
+    with pytest.raises(SystemExit) as exit_info:
+        main(["deploy", "--help"])
+    assert exit_info.value.code == 0
+    assert "funcsion deploy WDS" in " ".join(capsys.readouterr().out.split())
+
+
+def test_deploy_shorthand_with_an_unknown_file_is_a_clear_error(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "missing.wds.json"
+    assert main(["deploy", str(missing), "--target", "local", "--state-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert f"funcsion deploy: {str(missing)!r} is neither a subcommand (storage, workflow) nor a WDS file" in err
+    assert "no such file" in err and "Traceback" not in err
