@@ -14,6 +14,7 @@ is for control calls. Imports only thrift, wds and the standard library.
 
 from __future__ import annotations
 
+import copy
 import json
 import threading
 from collections.abc import Callable, Sequence
@@ -52,6 +53,7 @@ class MetadataClient:
         self.admin_token = admin_token
         self.timeout_s = timeout_s
         self._local = threading.local()
+        self._view = False
         self._all: list[_Conn] = []
         self._lock = threading.Lock()
 
@@ -94,6 +96,8 @@ class MetadataClient:
         raise AssertionError("unreachable")
 
     def close(self) -> None:
+        if self._view:
+            return                        # the connections belong to the client this view came from
         with self._lock:
             conns, self._all = self._all, []
         for c in conns:
@@ -107,9 +111,12 @@ class MetadataClient:
         self.close()
 
     def for_run(self, token: str) -> MetadataClient:
-        """A new client (own connections) carrying a run's token and no admin token
-        (what a task gets)."""
-        return MetadataClient(self.host, self.port, token=token, timeout_s=self.timeout_s)
+        """A view of this client carrying a run's token and no admin token (what a task gets).
+        It shares this client's connections, so a warm Lambda container keeps one connection
+        per thread across invocations and runs; closing the view leaves them open."""
+        view = copy.copy(self)
+        view.token, view.admin_token, view._view = token, "", True
+        return view
 
     # -- control --------------------------------------------------------------------
     def health(self) -> T.Health:

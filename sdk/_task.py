@@ -32,7 +32,7 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.middleware_factory import lambda_handler_decorator
 
-from funcsion_rpc.errors import MetadataError, ServiceUnavailable
+from funcsion_rpc.errors import MetadataError, ServiceUnavailable, UnknownObject
 
 from ._client import AlreadyCommitted, Client, Endpoints
 from ._constants import EVENT_KEY
@@ -117,13 +117,20 @@ class TaskSession:
                 "them); read every input before writing the last output") from None
 
     def _check_reads(self, names: Iterable[str]) -> None:
-        # a name the task does not declare may still be an ad-hoc object (put with adhoc=True)
-        bad = [n for n in names if n not in self.inputs and not self.client.lookup(n).adhoc]
+        bad = [n for n in names if n not in self.inputs and not self._is_adhoc(n)]
         if bad:
             raise UndeclaredRead(
                 f"task {self.client.function} of run {self.client.run_id} read {', '.join(map(repr, bad))}, "
                 f"which its WDS entry does not list as input (inputs: {', '.join(self.inputs) or 'none'}); "
-                "add it to the function's \"input\" list")
+                "add it to the function's \"input\" list (or, for a key the WDS cannot name, write it with "
+                "sdk.put(..., adhoc=True) first)")
+
+    def _is_adhoc(self, name: str) -> bool:
+        """A name the task does not declare may still be an ad-hoc object of the run."""
+        try:
+            return bool(self.client.lookup(name).adhoc)
+        except UnknownObject:
+            return False
 
     def get(self, name: str, **kw: Any) -> Any:
         return self._read([name], lambda: self.client.get(name, **kw))

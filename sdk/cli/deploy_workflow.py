@@ -35,6 +35,8 @@ def run(args: argparse.Namespace) -> int:
     from sdk._config import Config
 
     params = parse_params(args.param, args._parser)
+    if not Path(args.wds).is_file():
+        args._parser.error(f"{args.wds}: no such workflow description file")
     cfg = Config.load(state_dir=args.state_dir, region=args.region, role_arn=args.role_arn)
     if args.target == "aws":
         from sdk.deploy.aws import deploy_workflow

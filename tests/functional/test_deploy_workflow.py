@@ -87,3 +87,12 @@ def test_deploy_shorthand_with_an_unknown_file_is_a_clear_error(tmp_path: Path,
     err = capsys.readouterr().err
     assert f"funcsion deploy: {str(missing)!r} is neither a subcommand (storage, workflow) nor a WDS file" in err
     assert "no such file" in err and "Traceback" not in err
+
+
+def test_long_form_with_a_missing_file_is_a_clear_error(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["deploy", "workflow", str(tmp_path / "missing.wds.json"), "--target", "local",
+              "--state-dir", str(tmp_path)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "missing.wds.json: no such workflow description file" in err and "Traceback" not in err
