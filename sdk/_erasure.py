@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 __all__ = ["Codec", "StripeInfo", "DEFAULT_D", "DEFAULT_P", "DEFAULT_THRESHOLD", "DEFAULT_STRIPE"]
 
@@ -82,10 +82,42 @@ class Codec:
             return
         whole = isinstance(data, bytes) and len(plan) == 1
         for start, n in plan:
-            frags = self.driver.encode(data if whole else bytes(view[start:start + n]))
-            cl = len(frags[0])
-            fs = self.driver.get_metadata(frags[0], formatted=True)["size"]
-            yield StripeInfo(self.d, self.p, fs, n, cl), frags
+            yield self._encode(data if whole else bytes(view[start:start + n]))
+
+    def stripes_from(self, read: Callable[[int], Any] | Any, size: int, *,
+                     prefix: bytes | bytearray | memoryview = b"") -> Iterator[tuple[StripeInfo, list[bytes | memoryview]]]:
+        """Like :meth:`stripes` for the object ``prefix + <size bytes from
+        read>``, pulling each stripe's bytes only when that stripe is encoded,
+        so memory holds one stripe (and its chunks), not the object.
+        ``read`` is ``read(n) -> bytes`` (a file's ``read``; short reads are
+        retried) or a readable file object. The stripes, chunks and plan are
+        byte for byte those of ``stripes(prefix + data)``. Reads exactly
+        ``size`` bytes; a source that ends sooner raises ValueError."""
+        if size < 0:
+            raise ValueError(f"size must be >= 0, got {size}")
+        if not callable(read):
+            read = read.read
+        pre = bytes(prefix)
+        total = len(pre) + size
+        plan = self.plan(total)
+        if not self.coded(total):
+            body = _read_exactly(read, size, 0, size)
+            yield StripeInfo(1, 0, total, total, total), [pre + body if pre else body]
+            return
+        done = 0  # bytes taken from ``read`` so far
+        for start, n in plan:
+            head = pre[start:start + n]  # the part of the prefix in this stripe (usually none)
+            body = _read_exactly(read, n - len(head), done, size)
+            done += len(body)
+            out = self._encode(head + body if head else body)
+            del body  # not alive while the next stripe is read
+            yield out
+            del out
+
+    def _encode(self, stripe: bytes) -> tuple[StripeInfo, list[bytes | memoryview]]:
+        frags = self.driver.encode(stripe)
+        fs = self.driver.get_metadata(frags[0], formatted=True)["size"]
+        return StripeInfo(self.d, self.p, fs, len(stripe), len(frags[0])), frags
 
     def plan(self, size: int) -> list[tuple[int, int]]:
         """(start, length) of each stripe of an object of ``size`` bytes."""
@@ -106,3 +138,23 @@ class Codec:
         drv = self.driver if (info.d, info.p) == (self.d, self.p) else ECDriver(k=info.d, m=info.p, ec_type=self.ec_type)
         out = drv.decode([bytes(f) for f in list(fragments.values())[:info.d + info.p]])
         return bytes(out[:info.ol])
+
+
+def _read_exactly(read: Callable[[int], Any], n: int, done: int, size: int) -> bytes:
+    """``n`` bytes from ``read`` as one ``bytes`` (pyeclib encodes only
+    bytes); ``done`` (bytes read before) and ``size`` word the error."""
+    if n == 0:
+        return b""
+    parts: list[Any] = []
+    got = 0
+    while got < n:
+        more = read(n - got)
+        if not more:
+            raise ValueError(f"source ended early: expected {size} bytes, got {done + got}")
+        if len(more) > n - got:
+            raise ValueError(f"read({n - got}) returned {len(more)} bytes")
+        parts.append(more)
+        got += len(more)
+    if len(parts) == 1 and isinstance(parts[0], bytes):
+        return parts[0]  # type: ignore[no-any-return]
+    return b"".join(parts)

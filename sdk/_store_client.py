@@ -1,28 +1,31 @@
 """The SDK's data client for the ServerlessMemory store: ``StoreClient``
 talks to the client daemon over the framing of
-``storage_functions.protocol``. Covers erasure coding on PUT, per-chunk
-checksums, first-d decode on GET, delete/free, a small connection pool for
-thread safety; not metadata (allocation comes from the caller, see
+``storage_functions.protocol``. Covers erasure coding on PUT (of a value in
+memory, or of a file pulled stripe by stripe: ``put_stream``), per-chunk
+checksums, first-d decode on GET (into one buffer, or streamed stripe by
+stripe: ``get_stream``/``get_to``, receiving in ``sdk._stream``),
+delete/free, a small connection pool for thread safety; not metadata (allocation comes from the caller, see
 ``put(alloc=...)``). Imports only the stdlib and pyeclib, so a task Lambda
 can carry it.
 """
 
 from __future__ import annotations
 
-import json
 import socket
 import threading
 import zlib
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from storage_functions.exceptions import ObjectTooLarge, ProtocolError, StoreError
-from storage_functions.protocol import (HEADER, HEADER_SIZE, Frame, Op, Status, error_for, recv_exact, recv_frame, recv_into,
-                                        send_frame, tune_socket)
+from storage_functions.protocol import Op, Status, error_for, recv_exact, recv_frame, send_frame, tune_socket
 
 from ._erasure import Codec, StripeInfo
+from ._stream import DONE, GetStream, StripeReceiver, open_get, read_inline
 
-__all__ = ["StoreClient", "PutResult"]
+__all__ = ["StoreClient", "PutResult", "GetStream"]
+
+Alloc = Sequence[Sequence[tuple[int | str, int, int]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,38 +101,62 @@ class StoreClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _settle(self, sock: socket.socket, exc: BaseException | None) -> None:
+        """Done with ``sock``: back to the pool after a whole reply (``exc``
+        None) or an error reply that left the stream in step, else closed."""
+        if exc is None or (isinstance(exc, StoreError) and getattr(exc, "_stream_ok", False)):
+            self._give_back(sock)
+        else:
+            sock.close()
+
     def _call(self, fn: Any, *args: Any) -> Any:
         sock = self._borrow()
         try:
             result = fn(sock, *args)
         except BaseException as exc:
-            if isinstance(exc, StoreError) and getattr(exc, "_stream_ok", False):
-                self._give_back(sock)
-            else:
-                sock.close()
+            self._settle(sock, exc)
             raise
         self._give_back(sock)
         return result
 
     # -- operations -------------------------------------------------------------
-    def put(self, key: str, data: bytes | bytearray | memoryview,
-            alloc: Sequence[Sequence[tuple[int | str, int, int]]] | None = None) -> PutResult:
+    def put(self, key: str, data: bytes | bytearray | memoryview, alloc: Alloc | None = None) -> PutResult:
         """Store ``data`` as a new version of ``key``. ``alloc`` (optional) is
         the metadata server's placement: per stripe, per chunk,
         (function, block, offset); without it the daemon places chunks."""
         size = len(memoryview(data).cast("B")) if not isinstance(data, (bytes, bytearray)) else len(data)
+        self._check_size(key, size)
+        return self._call(self._put, key, self.codec.stripes(data), size, alloc)  # type: ignore[no-any-return]
+
+    def put_stream(self, key: str, read: Callable[[int], Any] | Any, size: int, *,
+                   prefix: bytes | bytearray | memoryview = b"", alloc: Alloc | None = None) -> PutResult:
+        """Store ``prefix`` followed by ``size`` bytes pulled from ``read``
+        (``read(n) -> bytes``, e.g. an open file's ``read``, or the file
+        itself) as a new version of ``key``, one stripe in memory at a time.
+        The stored object, its size (``PutResult.size = len(prefix) + size``)
+        and its chunks are those ``put(key, prefix + data)`` would store. A
+        source shorter than ``size`` raises ValueError (before anything is
+        sent if it is short in its first stripe; else the PUT is abandoned
+        and its connection closed)."""
+        total = len(prefix) + size
+        self._check_size(key, total)
+        stripes = self.codec.stripes_from(read, size, prefix=prefix)
+        first = [next(stripes)]  # the first read happens before a connection is taken
+        return self._call(self._put, key, _then(first, stripes), total, alloc)  # type: ignore[no-any-return]
+
+    def _check_size(self, key: str, size: int) -> None:
         if self.max_object_bytes is not None and size > self.max_object_bytes:
             raise ObjectTooLarge(f"{key!r}: {size} bytes is over the maximum of {self.max_object_bytes} bytes")
-        return self._call(self._put, key, data, size, alloc)  # type: ignore[no-any-return]
 
-    def _put(self, sock: socket.socket, key: str, data: Any, size: int, alloc: Any) -> PutResult:
+    def _put(self, sock: socket.socket, key: str, stripes: Iterator[tuple[StripeInfo, list[Any]]], size: int,
+             alloc: Alloc | None) -> PutResult:
         plan = self.codec.plan(size)
         meta: dict[str, Any] = {"n": len(plan), "size": size}
         if alloc is not None:
             meta["alloc"] = [[list(a) for a in stripe] for stripe in alloc]
         send_frame(sock, Op.PUT, key=key, meta=meta)
         coded = False
-        for info, frags in self.codec.stripes(data):
+        for info, frags in stripes:
             coded = info.coded
             crcs = [zlib.crc32(f) for f in frags]
             send_frame(sock, Op.STRIPE, meta={"d": info.d, "p": info.p, "fs": info.fs, "ol": info.ol,
@@ -193,13 +220,7 @@ class StoreClient:
                   scratch: bytearray | None) -> tuple[bytearray, int]:
         """(buffer, size): a new bytearray, or ``scratch`` (grown as needed)
         holding the object in its first ``size`` bytes."""
-        send_frame(sock, Op.GET, key=key, meta={"version": version} if version is not None else None)
-        rd = _Reader(sock)
-        head = rd.frame()
-        if head.status != Status.OK:
-            exc = error_for(head.status, rd.read(head.paylen).decode(errors="replace"))
-            exc._stream_ok = rd.clean()  # type: ignore[attr-defined]
-            raise exc
+        rd, head, infos = open_get(sock, key, version)
         size = int(head.meta["size"])
         if scratch is not None and self._SCRATCH_MIN <= size <= self._SCRATCH_MAX:
             if len(scratch) < size:
@@ -209,67 +230,47 @@ class StoreClient:
         else:
             out = bytearray(size)
             view = memoryview(out)
-        if head.meta.get("inline"):  # one uncoded slice, carried by the reply itself
-            if head.paylen != size:
-                raise ProtocolError(f"GET {key!r}: inline reply of {head.paylen} bytes for a {size}-byte object")
-            rd.read_into(view)
-            if not rd.clean():
-                raise ProtocolError(f"GET {key!r}: bytes after the reply")
+        if infos is None:  # one uncoded slice, carried by the reply itself
+            read_inline(rd, key, head, view)
             return out, size
-        if head.paylen:
-            rd.read(head.paylen)
-        infos = [StripeInfo(int(s["d"]), int(s["p"]), int(s["fs"]), int(s["ol"]), int(s["cl"]))
-                 for s in head.meta["stripes"]]
         starts, off = [], 0
         for info in infos:
             starts.append(off)
             off += info.ol
-        got: list[dict[int, tuple[bytes, bytes]]] = [{} for _ in infos]  # data chunks: header, tail
-        extra: list[dict[int, bytes]] = [{} for _ in infos]
-        while True:
-            f = rd.frame()
-            if f.op == Op.END:
-                if f.status != Status.OK:
-                    exc = error_for(f.status, rd.read(f.paylen).decode(errors="replace"))
-                    exc._stream_ok = rd.clean()  # type: ignore[attr-defined]
-                    raise exc
-                if f.paylen:
-                    rd.read(f.paylen)
-                break
-            if f.op != Op.CHUNK or f.a >= len(infos):
-                raise ProtocolError(f"GET {key!r}: unexpected frame op={f.op}")
-            s, i = f.a, f.b
-            info = infos[s]
-            if f.paylen != info.cl:
-                raise ProtocolError(f"GET {key!r}: chunk {s}/{i} is {f.paylen} bytes, expected {info.cl}")
-            if not info.coded:
-                rd.read_into(view[starts[s]:starts[s] + info.ol])
-                got[s][0] = (b"", b"")
-            elif i < info.d:
-                hdr = rd.read(info.header)
-                lo = i * info.fs
-                n = max(0, min(info.fs, info.ol - lo))
-                if n:
-                    rd.read_into(view[starts[s] + lo:starts[s] + lo + n])
-                tail = rd.read(info.fs - n) if info.fs > n else b""
-                got[s][i] = (hdr, tail)
-            else:
-                extra[s][i] = rd.read(f.paylen)
-        if not rd.clean():
-            raise ProtocolError(f"GET {key!r}: bytes after END")
-        for s, info in enumerate(infos):
-            have = len(got[s])
-            if have >= info.d:
-                continue
-            frags: dict[int, bytes | bytearray] = dict(extra[s])
-            for i, (hdr, tail) in got[s].items():
-                lo = i * info.fs
-                n = max(0, min(info.fs, info.ol - lo))
-                frags[i] = hdr + bytes(view[starts[s] + lo:starts[s] + lo + n]) + tail
-            if len(frags) < info.d:
-                raise ProtocolError(f"GET {key!r}: stripe {s} arrived with {len(frags)} of {info.d} chunks")
-            view[starts[s]:starts[s] + info.ol] = self.codec.decode(info, frags)
+
+        def complete(s: int, decoded: bytes | None) -> None:
+            if decoded is not None:
+                view[starts[s]:starts[s] + len(decoded)] = decoded
+
+        recv = StripeReceiver(key, rd, self.codec, infos,
+                              lambda s, i, n: view[starts[s] + i * infos[s].fs:starts[s] + i * infos[s].fs + n], complete)
+        while recv.pump() != DONE:
+            pass
         return out, size
+
+    def get_stream(self, key: str, version: int | None = None) -> GetStream:
+        """The latest (or the given) version of ``key`` as a stream: an
+        iterator of its stripes' bytes in order and a readable file
+        (``read``, ``readinto``, ``size``), each stripe first-d decoded as
+        soon as it is complete. Memory is the chunks that arrived ahead of
+        the reader (about a stripe when they come in order), not the
+        object. Close it (or use ``with``) when stopping early: it holds one
+        of this client's connections until the reply is received."""
+        return GetStream(self, self._borrow(), key, version)
+
+    def get_to(self, key: str, write: Callable[[Any], Any], version: int | None = None) -> int:
+        """Write ``key``'s bytes through ``write`` (e.g. an open file's
+        ``write``; short writes are continued) stripe by stripe; returns the
+        object's size."""
+        with self.get_stream(key, version) as stream:
+            for piece in stream:
+                view = memoryview(piece)
+                while len(view):
+                    n = write(view)
+                    if n is None or n >= len(view):
+                        break
+                    view = view[n:]
+            return stream.size
 
     def delete(self, key: str) -> None:
         """Drop every version of ``key`` (UnknownKey if there is none)."""
@@ -294,62 +295,8 @@ class StoreClient:
         return self._call(op)  # type: ignore[no-any-return]
 
 
-class _Reader:
-    """Buffered frame reader for one reply: one ``recv`` picks up a whole
-    small reply (header, meta and payload); large payloads go straight from
-    the socket into their final buffer with ``recv_into``. A reply never
-    runs into the next one (the daemon answers one request at a time per
-    connection), so nothing is left over when it is clean."""
-
-    __slots__ = ("sock", "buf", "view", "lo", "hi")
-
-    def __init__(self, sock: socket.socket, size: int = 1 << 16) -> None:
-        self.sock = sock
-        self.buf = bytearray(size)
-        self.view = memoryview(self.buf)
-        self.lo = self.hi = 0
-
-    def _fill(self, need: int) -> None:
-        if self.hi - self.lo >= need:
-            return
-        if self.lo:
-            n = self.hi - self.lo
-            self.buf[:n] = self.buf[self.lo:self.hi]
-            self.lo, self.hi = 0, n
-        while self.hi < need:
-            k = self.sock.recv_into(self.view[self.hi:])
-            if k == 0:
-                raise ProtocolError("daemon closed the connection mid-reply")
-            self.hi += k
-
-    def frame(self) -> Frame:
-        self._fill(HEADER_SIZE)
-        op, status, keylen, reqid, metalen, crc, a, b, paylen = HEADER.unpack_from(self.buf, self.lo)
-        self.lo += HEADER_SIZE
-        key, meta = "", {}
-        if keylen or metalen:
-            if keylen + metalen > len(self.buf):
-                raise ProtocolError(f"frame op={op}: {keylen + metalen} bytes of key and meta")
-            self._fill(keylen + metalen)
-            key = bytes(self.view[self.lo:self.lo + keylen]).decode()
-            if metalen:
-                meta = json.loads(bytes(self.view[self.lo + keylen:self.lo + keylen + metalen]))
-            self.lo += keylen + metalen
-        return Frame(op, status, reqid, key, meta, crc, a, b, paylen)
-
-    def read_into(self, view: memoryview) -> None:
-        n = len(view)
-        have = min(n, self.hi - self.lo)
-        if have:
-            view[:have] = self.view[self.lo:self.lo + have]
-            self.lo += have
-        if have < n:
-            recv_into(self.sock, view[have:])
-
-    def read(self, n: int) -> bytes:
-        out = bytearray(n)
-        self.read_into(memoryview(out))
-        return bytes(out)
-
-    def clean(self) -> bool:
-        return self.lo == self.hi
+def _then(first: list[Any], rest: Iterator[Any]) -> Iterator[Any]:
+    """``first``'s one item, then ``rest``; the item is not kept once handed
+    out (a stripe's chunks are freed as soon as they are sent)."""
+    yield first.pop()
+    yield from rest

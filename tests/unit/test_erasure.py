@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import os
+from typing import Any, Callable, Iterable
 
 import pytest
 
-from sdk._erasure import Codec
+from sdk._erasure import Codec, StripeInfo
 
 
 @pytest.mark.parametrize("size", [0, 1, 4095, 1 << 20, (1 << 20) + 17, 3 * (1 << 20) + 5])
@@ -57,3 +59,69 @@ def test_too_few_fragments() -> None:
 def test_bad_parameters() -> None:
     with pytest.raises(ValueError):
         Codec(1, 0)
+
+
+# -- stripes_from: the same stripes from a read(n) source ---------------------------
+def _chunks(stripes: Iterable[tuple[StripeInfo, list[Any]]]) -> list[tuple[StripeInfo, list[bytes]]]:
+    return [(info, [bytes(f) for f in frags]) for info, frags in stripes]
+
+
+def _trickle(data: bytes, most: int) -> Callable[[int], bytes]:
+    """read(n) that returns at most ``most`` bytes a call, like a pipe."""
+    pos = 0
+
+    def read(n: int) -> bytes:
+        nonlocal pos
+        out = data[pos:pos + min(n, most)]
+        pos += len(out)
+        return out
+    return read
+
+
+@pytest.mark.parametrize("size", [0, 1, 4095, (1 << 20) - 2, (1 << 20) - 1, 1 << 20, (1 << 20) + 17,
+                                  3 * (1 << 20) + 5])
+@pytest.mark.parametrize("prefix", [b"", b"\x01", b"abc"])
+def test_stripes_from_equals_stripes(size: int, prefix: bytes) -> None:
+    codec = Codec(4, 2, threshold=1 << 20, stripe_size=1 << 20)
+    data = os.urandom(size)
+    want = _chunks(codec.stripes(prefix + data))
+    assert _chunks(codec.stripes_from(io.BytesIO(data).read, size, prefix=prefix)) == want
+    assert _chunks(codec.stripes_from(io.BytesIO(data), size, prefix=prefix)) == want  # a file object
+    assert _chunks(codec.stripes_from(_trickle(data, 100_003), size, prefix=prefix)) == want  # short reads
+
+
+def test_stripes_from_prefix_longer_than_a_stripe() -> None:
+    codec = Codec(4, 2, threshold=1, stripe_size=16)
+    prefix, data = b"P" * 40, os.urandom(30)
+    assert _chunks(codec.stripes_from(io.BytesIO(data).read, 30, prefix=prefix)) == _chunks(codec.stripes(prefix + data))
+
+
+def test_stripes_from_reads_one_stripe_at_a_time() -> None:
+    codec = Codec(4, 2, threshold=1 << 20, stripe_size=1 << 20)
+    src = io.BytesIO(os.urandom(5 * (1 << 20)))
+    it = codec.stripes_from(src.read, 5 * (1 << 20), prefix=b"x")
+    assert src.tell() == 0  # lazy: nothing read before the first stripe is asked for
+    info, _ = next(it)
+    assert src.tell() == info.ol - 1  # the first stripe only (one byte of it is the prefix)
+    next(it)
+    assert src.tell() == 2 * info.ol - 1
+
+
+def test_stripes_from_short_source_names_expected_and_got() -> None:
+    codec = Codec(4, 2, threshold=1 << 20, stripe_size=1 << 20)
+    with pytest.raises(ValueError, match="expected 10 bytes, got 3"):
+        list(codec.stripes_from(io.BytesIO(b"abc").read, 10))
+    with pytest.raises(ValueError, match=f"expected {3 << 20} bytes, got {2 << 20}"):
+        list(codec.stripes_from(io.BytesIO(bytes(2 << 20)).read, 3 << 20))
+    with pytest.raises(ValueError, match="returned 5 bytes"):
+        list(codec.stripes_from(lambda n: b"12345", 3))
+    with pytest.raises(ValueError, match="size must be >= 0"):
+        list(codec.stripes_from(io.BytesIO(b"").read, -1))
+
+
+def test_stripes_from_reads_exactly_size_bytes() -> None:
+    codec = Codec(4, 2, threshold=1 << 20, stripe_size=1 << 20)
+    src = io.BytesIO(b"0123456789")
+    (info, frags), = list(codec.stripes_from(src.read, 4, prefix=b"p"))
+    assert bytes(frags[0]) == b"p0123" and info.ol == 5
+    assert src.read() == b"456789"
