@@ -34,6 +34,7 @@ from ._task import (
     put_many,
     task,
 )
+from ._values import ValueStream
 from .exceptions import (
     CodecError,
     ConfigError,
@@ -51,5 +52,5 @@ __all__ = [
     "CODECS", "Client", "CodecError", "Config", "ConfigError", "Endpoints", "FuncsionError", "MetadataError",
     "MissingOutputs", "NoRunContext", "ObjectExpired", "RunContext", "StoreFailure", "TaskError", "TaskFailed",
     "TaskSession", "UndeclaredOutput", "UndeclaredRead", "current", "get", "get_many", "inputs", "logger",
-    "outputs", "put", "put_many", "task",
+    "outputs", "put", "put_many", "task", "ValueStream",
 ]

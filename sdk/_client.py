@@ -22,6 +22,7 @@ Tasks use it through ``sdk.task``; drivers build one with ``Client(...)`` and
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -34,12 +35,14 @@ from storage_functions.exceptions import COSNotFound, StorageError
 from ._codecs import CODECS, CodecError, decode, encode
 from ._cos_io import CosAccess, output_key, persist_key, tier_key
 from ._store_client import StoreClient
+from ._values import Upload, ValueStream, is_file_like
 from .exceptions import StoreFailure
 
 __all__ = ["Client", "Endpoints", "AlreadyCommitted", "parse_addr"]
 
 _CODEC_IDS = {name: i for i, name in enumerate(CODECS)}
 _CODEC_NAMES = {i: name for name, i in _CODEC_IDS.items()}
+_BYTES_PREFIX = bytes((_CODEC_IDS["bytes"],))
 
 
 class AlreadyCommitted(Exception):
@@ -157,9 +160,9 @@ class Client:
             raise CodecError(f"stored object has unknown codec id {data[0]}")
         return decode(memoryview(data)[1:], name)
 
-    def _store_call(self, what: str, name: str, fn: Any, *args: Any) -> Any:
+    def _store_call(self, what: str, name: str, fn: Any, *args: Any, **kw: Any) -> Any:
         try:
-            return fn(*args)
+            return fn(*args, **kw)
         except StorageError as exc:
             raise StoreFailure(f"{what} of {name!r} in run {self.run_id} failed in the store: {exc}") from exc
 
@@ -171,9 +174,27 @@ class Client:
 
     def put_many(self, values: Mapping[str, Any], *, codec: str | None = None, persist: bool = False,
                  adhoc: bool = False) -> bool:
-        """Write several objects with two batched metadata calls; the data goes in between, in order."""
-        frames = {n: self._frame(v, codec) for n, v in values.items()}
-        reqs = [PutRequest(n, len(f), _checksum(f), persist, adhoc) for n, f in frames.items()]
+        """Write several objects with two batched metadata calls; the data goes in between, in order.
+        A file-like value (``open(path, "rb")``, ``io.BytesIO``) is stored as its bytes and streamed
+        one stripe at a time instead of being read into memory."""
+        frames: dict[str, bytes | Upload] = {}
+        try:
+            for n, v in values.items():
+                frames[n] = self._upload(n, v, codec) if is_file_like(v) else self._frame(v, codec)
+            return self._put_frames(frames, persist, adhoc)
+        finally:
+            for f in frames.values():
+                if isinstance(f, Upload):
+                    f.close()
+
+    def _upload(self, name: str, value: Any, codec: str | None) -> Upload:
+        if codec not in (None, "bytes"):
+            raise CodecError(f"put of {name!r}: a file-like value is stored as its bytes; drop codec={codec!r}")
+        return Upload(name, value, _BYTES_PREFIX)
+
+    def _put_frames(self, frames: Mapping[str, bytes | Upload], persist: bool, adhoc: bool) -> bool:
+        reqs = [PutRequest(n, f.size + 1, f.checksum, persist, adhoc) if isinstance(f, Upload)
+                else PutRequest(n, len(f), _checksum(f), persist, adhoc) for n, f in frames.items()]
         grants = self._md.begin_put_batch(self.run_id, self.function, reqs)
         for g in grants:
             if g.already_committed:
@@ -185,22 +206,45 @@ class Client:
                 continue  # the same write reached the store in an earlier attempt
             frame = frames[g.object_name]
             if g.placement is not None and g.placement.tier == "cos":
-                self._cos_call("put", g.object_name, "put", tier_key(self.run_id, g.object_name), frame)
+                data = frame.read_all() if isinstance(frame, Upload) else frame
+                self._cos_call("put", g.object_name, "put", tier_key(self.run_id, g.object_name), data)
+            elif isinstance(frame, Upload):
+                self._store_call("put", g.object_name, self._store.put_stream, self._key(g.object_name),
+                                 frame.read_from_start(), frame.size, prefix=frame.prefix)
             else:
                 self._store_call("put", g.object_name, self._store.put, self._key(g.object_name), frame)
             if persist:
-                self._cos_call("persist", g.object_name, "put", persist_key(self.run_id, g.object_name), frame)
+                data = frame.read_all() if isinstance(frame, Upload) else frame
+                self._cos_call("persist", g.object_name, "put", persist_key(self.run_id, g.object_name), data)
         results = self._md.finish_put_batch(self.run_id, self.function, [g.object_name for g in grants])
         return any(r.committed for r in results)
 
-    def get(self, name: str, *, delete: bool = False) -> Any:
+    def get(self, name: str, *, delete: bool = False, stream: bool = False) -> Any:
         """Read one object (recorded once per function for deferred commit). ``delete=True``
         (ad-hoc objects only, Pocket's DELETE flag) frees it once this function commits, or at
-        once when the caller is a driver."""
+        once when the caller is a driver. ``stream=True`` returns a ``ValueStream`` of the
+        payload's bytes (not decoded), received one stripe at a time."""
         r = self._md.get(self.run_id, self.function, name, delete)
         if r.already_committed:
             raise AlreadyCommitted(self.function)
+        if stream:
+            return self._stream(name, r.placement)
         return self._unframe(self._fetch_frame(name, r.placement))
+
+    def _stream(self, name: str, placement: Any) -> ValueStream:
+        if placement is not None and placement.tier == "cos":
+            frame = self._fetch_frame(name, placement)
+            inner: Any = io.BytesIO(memoryview(frame)[1:])
+            size, head = len(frame) - 1, frame[:1]
+        else:
+            inner = self._store_call("get", name, self._store.get_stream, self._key(name))
+            size = inner.size - 1
+            head = self._store_call("get", name, inner.read, 1)
+        codec = _CODEC_NAMES.get(head[0]) if head else None
+        if codec is None:
+            inner.close()
+            raise CodecError(f"stored object {name!r} has {'no' if not head else 'an unknown'} codec byte")
+        return ValueStream(inner, size, codec)
 
     def get_many(self, names: Iterable[str]) -> dict[str, Any]:
         names = list(names)

@@ -162,10 +162,11 @@ def current() -> TaskSession:
     return s
 
 
-def get(name: str, *, delete: bool = False) -> Any:
+def get(name: str, *, delete: bool = False, stream: bool = False) -> Any:
     """Read an object this task declares as input, or an ad-hoc object; ``delete=True`` frees
-    an ad-hoc object when this task commits (Pocket's DELETE flag)."""
-    return current().get(name, delete=delete)
+    an ad-hoc object when this task commits (Pocket's DELETE flag); ``stream=True`` returns a
+    readable stream of its bytes (for large objects: one stripe in memory at a time)."""
+    return current().get(name, delete=delete, stream=stream)
 
 
 def get_many(names: Iterable[str]) -> dict[str, Any]:
