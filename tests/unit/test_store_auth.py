@@ -1,0 +1,34 @@
+"""Run-scoped data tokens: minted from the store token, checked without state."""
+
+from __future__ import annotations
+
+import pytest
+
+from storage_functions.auth import in_scope, mint_run_token, token_scope
+
+SECRET = "s3cret-store-token"
+
+
+def test_store_token_reaches_everything_and_run_tokens_their_run() -> None:
+    assert token_scope(SECRET, SECRET) == ""
+    tok = mint_run_token(SECRET, "r-7")
+    assert tok.startswith("run:r-7:")
+    assert token_scope(tok, SECRET) == "r-7/"
+    assert in_scope("r-7/", "r-7/counts_00") and not in_scope("r-7/", "r-70/counts_00")
+    assert not in_scope("r-7/", "r-8/x")
+
+
+@pytest.mark.parametrize("bad", [
+    "", "run:", "run:r-7", "run:r-7:", "nope", SECRET + "x",
+    "run:r-8:" + mint_run_token(SECRET, "r-7").rsplit(":", 1)[1],     # another run's mac
+    mint_run_token("other-secret", "r-7"),                              # another store's token
+    "run:r-7/../r-8:" + "0" * 64,
+])
+def test_forged_or_foreign_tokens_get_nothing(bad: str) -> None:
+    assert token_scope(bad, SECRET) is None
+
+
+def test_minting_needs_a_secret_and_a_plain_run_id() -> None:
+    for secret, run in (("", "r-1"), (SECRET, ""), (SECRET, "a/b"), (SECRET, "a:b")):
+        with pytest.raises(ValueError):
+            mint_run_token(secret, run)
