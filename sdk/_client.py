@@ -25,11 +25,12 @@ import hashlib
 import io
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from funcsion_rpc.client import MetadataClient, PutRequest
 from funcsion_rpc.errors import UnknownObject
+from storage_functions.auth import RUN_TOKEN_PREFIX, mint_run_token
 from storage_functions.exceptions import COSNotFound, StorageError
 
 from ._codecs import CODECS, CodecError, decode, encode
@@ -67,6 +68,14 @@ class Endpoints:
     store_token: str
     admin_token: str = ""
     cos_url: str = ""
+
+    def for_run(self, run_id: str) -> Endpoints:
+        """What a task of ``run_id`` gets: a store token for that run's keys only
+        (``storage_functions.auth``) and no admin token."""
+        token = self.store_token
+        if not token.startswith(RUN_TOKEN_PREFIX):
+            token = mint_run_token(token, run_id)
+        return replace(self, store_token=token, admin_token="")
 
     def to_dict(self) -> dict[str, str]:
         """What a task's event carries (never the admin token)."""

@@ -32,3 +32,13 @@ def test_minting_needs_a_secret_and_a_plain_run_id() -> None:
     for secret, run in (("", "r-1"), (SECRET, ""), (SECRET, "a/b"), (SECRET, "a:b")):
         with pytest.raises(ValueError):
             mint_run_token(secret, run)
+
+
+def test_endpoints_for_a_task_carry_only_that_runs_token() -> None:
+    from sdk import Endpoints
+
+    ep = Endpoints("127.0.0.1:1", "127.0.0.1:2", SECRET, "admin", "file:///tmp/cos")
+    task = ep.for_run("r-3")
+    assert task.admin_token == "" and "admin" not in task.to_dict().values()
+    assert token_scope(task.store_token, SECRET) == "r-3/"
+    assert task.for_run("r-3") == task            # already scoped: unchanged
