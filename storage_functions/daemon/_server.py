@@ -2,7 +2,9 @@
 functions, the object table, PUT (stream chunks to functions and the
 persistent buffer), first-d GET with COS fallback, free, warm-ups. Covers
 the request paths; placement policy (``_placement``), function connections
-(``_functions``) and the buffer (``_buffer``) live in their own modules.
+(``_functions``), the buffer (``_buffer``), a GET's first-d window
+(``_collect``) and the writes to a client (``_outbox``) live in their own
+modules.
 """
 
 from __future__ import annotations
@@ -19,13 +21,14 @@ import zlib
 from typing import Any, Callable, Iterable
 
 from ..exceptions import NotEnoughChunks, ObjectTooLarge, ProtocolError, StorageError, StoreError, UnknownKey
-from ..protocol import (Frame, Op, Status, drain, pack_header, recv_frame,
-                        send_frame, status_for, tune_socket)
+from ..protocol import (Frame, Op, Status, drain, frame_bytes, pack_header, recv_frame, send_frame, status_for,
+                        tune_socket)
 from ._buffer import PersistentBuffer
 from ._collect import Collector, NullSock, Waiter
 from ._config import DaemonConfig
 from ._functions import FunctionHandle
 from ._objects import ObjectTable, ObjectVersion, Stripe, chunk_key, cos_object_key, trailer
+from ._outbox import BufferPool, Outbox
 from ._placement import PlaceChunk, PoolExhausted
 
 __all__ = ["Daemon"]
@@ -70,6 +73,7 @@ class Daemon:
         self._threads: list[threading.Thread] = []
         self._clients: set[socket.socket] = set()
         self._gets: set[Collector] = set()
+        self.pool = BufferPool()  # chunks queued behind slow clients
         self._gets_lock = threading.Lock()
         self._watch_cond = threading.Condition()
         self._stopping = threading.Event()
@@ -294,8 +298,14 @@ class Daemon:
                 sock.close()
 
     def _client_loop(self, sock: socket.socket) -> None:
+        out = Outbox(sock)
+        try:
+            self._serve_client(sock, out)
+        finally:
+            out.close()
+
+    def _serve_client(self, sock: socket.socket, out: Outbox) -> None:
         scratch = bytearray(_SCRATCH)
-        wlock = threading.Lock()
         head = bytearray(40)
         while True:
             f = recv_frame(sock, head)
@@ -306,7 +316,7 @@ class Daemon:
                     meta = self._put(sock, f, scratch)
                     send_frame(sock, Op.REPLY, reqid=f.reqid, meta=meta)
                 elif f.op == Op.GET:
-                    self._get(sock, wlock, f)
+                    self._get(sock, out, f)
                 elif f.op == Op.DEL:
                     drain(sock, f.paylen)
                     if self.free([f.key]) == 0:
@@ -325,8 +335,8 @@ class Daemon:
                 else:
                     raise ProtocolError(f"unexpected op {f.op} from a client")
             except StorageError as exc:
-                with wlock:
-                    send_frame(sock, Op.REPLY, reqid=f.reqid, status=status_for(exc), payload=str(exc).encode())
+                out.send([frame_bytes(Op.REPLY, reqid=f.reqid, status=status_for(exc), payload=str(exc).encode())],
+                         copy=False)
                 if isinstance(exc, ProtocolError):
                     return
 
@@ -506,7 +516,7 @@ class Daemon:
             self.handles[fn].delete(keys)
 
     # -- GET ----------------------------------------------------------------------
-    def _get(self, sock: socket.socket, wlock: threading.Lock, f: Frame) -> None:
+    def _get(self, sock: socket.socket, out: Outbox, f: Frame) -> None:
         drain(sock, f.paylen)
         version = f.meta.get("version")
         obj = self.table.latest(f.key, int(version) if version is not None else None)
@@ -515,9 +525,10 @@ class Daemon:
         self.counters["gets"] += 1
         head = pack_header(Op.REPLY, reqid=f.reqid, meta=obj.head_json())
         fh = self._open_buffer(obj)
-        if fh is not None:  # read-after-write from the persistent buffer
+        if fh is not None:  # read-after-write from the persistent buffer, in order, on this client's thread
             self.counters["buffer_hits"] += 1
-            with fh, wlock:
+            out.wait_idle(self.config.get_timeout_s)  # (the previous reply is written: the client read it)
+            with fh:
                 sock.sendall(head)
                 for s, st in enumerate(obj.stripes):
                     for i in range(st.d):
@@ -526,19 +537,19 @@ class Daemon:
                             sock.sendfile(fh, obj.chunk_offset(s, i), st.cl)
                 send_frame(sock, Op.END, reqid=f.reqid)
             return
-        # no waiting here: the function reader threads forward the chunks and the
-        # last one sends END; the GET watchdog handles stragglers and fallbacks
-        col = Collector(self, sock, wlock, obj, f.reqid, head)
-        col.deadline = time.monotonic() + self.config.get_timeout_s
+        # no waiting here: the function reader threads hand the chunks to the outbox
+        # and the last one adds END; the GET watchdog handles stragglers and fallbacks
+        col = Collector(self, out, obj, f.reqid, head, window=self.config.get_window, extra=self.config.get_extra)
         with self._gets_lock:
             self._gets.add(col)
-        col.start(self.config.get_extra)
+        col.start()
 
     def _get_watch_loop(self) -> None:
-        """Stragglers (no chunk for ``get_straggler_s``: ask the untried
-        chunks), stripes that ran out of chunks or time (finish from the
-        buffer or COS)."""
-        tick = max(0.002, min(0.02, self.config.get_straggler_s / 4))
+        """Stripes without a chunk for ``get_straggler_s`` (ask the untried
+        chunks), stripes that ran out of chunks or of ``get_timeout_s`` since
+        they were requested (finish them from the buffer or COS)."""
+        c = self.config
+        tick = max(0.002, min(0.02, c.get_straggler_s / 4))
         while not self._stopping.is_set():
             with self._watch_cond:
                 self._watch_cond.wait(tick)
@@ -546,40 +557,17 @@ class Daemon:
             with self._gets_lock:
                 cols = list(self._gets)
             for col in cols:
-                action = col.check(now, self.config.get_straggler_s)
-                if action == "done":
+                done, short = col.check(now, c.get_straggler_s, c.get_timeout_s)
+                if done:
                     with self._gets_lock:
                         self._gets.discard(col)
-                elif action == "finish":
-                    with self._gets_lock:
-                        self._gets.discard(col)
-                    threading.Thread(target=self._finish_get, args=(col,), daemon=True, name="sion-get-fallback").start()
+                for s in short:
+                    threading.Thread(target=self._fallback_stripe, args=(col, s), daemon=True,
+                                     name="sion-get-fallback").start()
 
     def _kick(self) -> None:
         with self._watch_cond:
             self._watch_cond.notify()
-
-    def _finish_get(self, col: Collector) -> None:
-        short = col.close(self.config.get_timeout_s)
-        status, message = Status.OK, b""
-        if col.client_dead:
-            return
-        if short:
-            self.counters["cos_fallbacks"] += 1
-            try:
-                self._fallback(col, col.obj, short)
-            except StorageError as exc:
-                status, message = status_for(exc), str(exc).encode()
-        with col.wlock:
-            with col.cond:
-                if col.ended:
-                    return
-                col.ended = True
-            col.flush_head_locked()
-            try:
-                send_frame(col.sock, Op.END, reqid=col.reqid, status=status, payload=message)
-            except OSError:
-                pass
 
     def _open_buffer(self, obj: ObjectVersion) -> Any:
         with obj.lock:
@@ -590,28 +578,33 @@ class Daemon:
             except FileNotFoundError:
                 return None
 
-    def _fallback(self, col: Collector, obj: ObjectVersion, short: list[int]) -> None:
-        """Send the chunks first-d could not get, from the buffer or COS."""
-        for s in short:
-            st = obj.stripes[s]
-            have = col.sent_idx[s]
-            need = st.d - len(have)
+    def _fallback_stripe(self, col: Collector, s: int) -> None:
+        """Send the chunks of stripe ``s`` that first-d could not get, from
+        the buffer or COS; END with an error if there are not enough."""
+        have = col.take_over(s, self.config.get_timeout_s)
+        if have is None:
+            return
+        obj = col.obj
+        st = obj.stripes[s]
+        if col.full(s):
+            return
+        self.counters["cos_fallbacks"] += 1
+        try:
             for i in range(st.n):
-                if need <= 0:
+                if col.full(s):
                     break
                 if i in have:
                     continue
                 data = self._read_chunk(obj, s, i)
-                if data is None:
-                    continue
-                with col.wlock:
-                    col.flush_head_locked()
-                    send_frame(col.sock, Op.CHUNK, a=s, b=i, payload=data)
-                have.add(i)
-                need -= 1
-            if need > 0:
-                raise NotEnoughChunks(f"{obj.key!r} version {obj.version}: stripe {s} has {len(have)} of "
+                if data is not None:
+                    col.forward(s, i, data)
+            if not col.full(s):
+                raise NotEnoughChunks(f"{obj.key!r} version {obj.version}: stripe {s} has {col.got[s]} of "
                                       f"{st.d} chunks and no readable COS copy")
+        except StorageError as exc:
+            col.fail(status_for(exc), str(exc).encode())
+        except OSError as exc:  # a buffer file that went away under the read: this GET fails, not the daemon
+            col.fail(Status.ERROR, f"{obj.key!r}: reading stripe {s} failed: {exc!r}".encode())
 
     def _read_chunk(self, obj: ObjectVersion, s: int, i: int) -> bytes | None:
         st = obj.stripes[s]
