@@ -589,7 +589,8 @@ class MetadataState:
         kept = run.objects.get(ev.object)
         if kept is not None and kept.state == "kept":   # a persisted object or output: drop its COS copy
             kept.state, kept.freed_reason, kept.freed_at = "freed", "deleted", ev.now
-            run.cos_bytes -= kept.size if run.state != "running" else 0
+            if run.state != "running" or kept.placement.tier == "cos":   # what cos_bytes counted
+                run.cos_bytes -= kept.size
             run.bump("kept_deleted")
             out: list[Instruction] = [Freed(run.run_id, kept.name, "deleted")]
             self._emit(out, DropObject(run.run_id, kept.name, (), False, "deleted", tier="cos"))

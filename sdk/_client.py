@@ -213,18 +213,19 @@ class Client:
                 continue  # a retry of a write whose object was already read and freed
             if g.existing and self._md.lookup(self.run_id, g.object_name).state == "readable":
                 continue  # the same write reached the store in an earlier attempt
-            frame = frames[g.object_name]
-            if g.placement is not None and g.placement.tier == "cos":
-                data = frame.read_all() if isinstance(frame, Upload) else frame
-                self._cos_call("put", g.object_name, "put", tier_key(self.run_id, g.object_name), data)
+            frame, name = frames[g.object_name], g.object_name
+            cos_tier = g.placement is not None and g.placement.tier == "cos"
+            # the COS paths take bytes: a file-like value is read into memory once, for both
+            data = frame.read_all() if isinstance(frame, Upload) and (persist or cos_tier) else frame
+            if cos_tier:
+                self._cos_call("put", name, "put", tier_key(self.run_id, name), data)
             elif isinstance(frame, Upload):
-                self._store_call("put", g.object_name, self._store.put_stream, self._key(g.object_name),
+                self._store_call("put", name, self._store.put_stream, self._key(name),
                                  frame.read_from_start(), frame.size, prefix=frame.prefix)
             else:
-                self._store_call("put", g.object_name, self._store.put, self._key(g.object_name), frame)
+                self._store_call("put", name, self._store.put, self._key(name), frame)
             if persist:
-                data = frame.read_all() if isinstance(frame, Upload) else frame
-                self._cos_call("persist", g.object_name, "put", persist_key(self.run_id, g.object_name), data)
+                self._cos_call("persist", name, "put", persist_key(self.run_id, name), data)
         results = self._md.finish_put_batch(self.run_id, self.function, [g.object_name for g in grants])
         return any(r.committed for r in results)
 
