@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+import wds
 from funcsion_rpc.errors import InvalidRequest, MetadataError, Unauthorized
 from funcsion_rpc.gen.metadata import ttypes as T
 
@@ -103,10 +104,15 @@ class MetadataHandler:
         """Rebuild the state from the journal; returns how many events were replayed."""
         assert self.journal is not None
         n = 0
+        # every journaled workflow passed the limits of its day; lower ones now must not refuse it
+        limits, self.state.wds_limits = self.state.wds_limits, wds.Limits.unlimited()
         with self.lock:
-            for event in self.journal.replay():
-                self.state.handle(event)
-                n += 1
+            try:
+                for event in self.journal.replay():
+                    self.state.handle(event)
+                    n += 1
+            finally:
+                self.state.wds_limits = limits
         log.info("replayed %d journaled events", n)
         return n
 

@@ -62,9 +62,10 @@ class MetadataState:
     def __init__(self, *, block_size: int = MIB, data_chunks: int = 10, parity_chunks: int = 2,
                  memory_budget: int | None = None, predictor: LifetimePredictor | None = None,
                  sample_interval_s: float = 0.1, max_samples: int = 10_000, max_pending: int = 1_000_000,
-                 max_finished_runs: int = 1000) -> None:
+                 max_finished_runs: int = 1000, wds_limits: wds.Limits | None = None) -> None:
         self.allocator = Allocator(block_size, data_chunks, parity_chunks)
         self.memory_budget = memory_budget
+        self.wds_limits = wds_limits or wds.Limits()  # what a registered WDS may be and expand to
         self.predictor: LifetimePredictor = predictor or HeuristicPredictor()
         self.workflows: dict[str, WorkflowEntry] = {}
         self.runs: dict[str, RunRecord] = {}
@@ -229,7 +230,7 @@ class MetadataState:
 
     # -- workflows ------------------------------------------------------------------
     def _register_workflow(self, ev: RegisterWorkflow) -> list[Instruction]:
-        workflow = wds.loads(ev.wds_text, source=ev.source, params=ev.params or None)
+        workflow = wds.loads(ev.wds_text, source=ev.source, params=ev.params or None, limits=self.wds_limits)
         graph = hdag.build(workflow)
         self.workflows[graph.key] = WorkflowEntry(graph.key, graph, ev.wds_text, dict(ev.params))
         self._bump("workflows_registered")

@@ -19,12 +19,13 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from wds import FuncsionError
+from wds import FuncsionError, Limits
 
 from ._constants import CONFIG_FILE, ENV_PREFIX
 
 __all__ = ["Config", "ConfigError", "POLICIES"]
 
+_WDS = Limits()  # the defaults of the wds_max_* fields
 POLICIES = ("funcstore", "pocket", "oracle", "jiffy:<lease_ms>")
 _POLICY = re.compile(r"^(funcstore|pocket|oracle|jiffy:[1-9][0-9]*)$")
 
@@ -43,6 +44,8 @@ def _check(name: str, value: Any, where: str) -> None:
         raise bad("use funcstore, pocket, oracle or jiffy:<lease_ms>, e.g. jiffy:5000")
     if name in ("block_size", "ec_data", "max_object_size", "memory_budget_mb", "storage_functions",
                 "function_memory_mb", "task_memory_mb", "max_attempts", "task_timeout_s") and value < 1:
+        raise bad("must be at least 1")
+    if name.startswith("wds_max_") and value < 1:
         raise bad("must be at least 1")
     if name in ("ec_parity", "kill_rate", "crash_rate", "run_ttl_s", "idle_reclaim_min_s",
                 "idle_reclaim_max_s", "task_concurrency") and value < 0:
@@ -82,6 +85,14 @@ class Config:
     # fault injection
     kill_rate: float = 0.0
     crash_rate: float = 0.0
+    # workflow descriptions: how large one may be and expand to (wds.Limits; README, "Validation")
+    wds_max_bytes: int = _WDS.max_bytes
+    wds_max_depth: int = _WDS.max_depth
+    wds_max_functions: int = _WDS.max_functions
+    wds_max_objects: int = _WDS.max_objects
+    wds_max_edges: int = _WDS.max_edges
+    wds_max_range: int = _WDS.max_range
+    wds_max_format_width: int = _WDS.max_format_width
     # aws
     region: str = "us-east-1"
     role_arn: str = ""
@@ -125,6 +136,10 @@ class Config:
         if cfg.idle_reclaim_max_s < cfg.idle_reclaim_min_s:
             raise ConfigError("config fields idle_reclaim_min_s/idle_reclaim_max_s: the max is below the min")
         return cfg
+
+    def wds_limits(self) -> Limits:
+        """The ``wds_max_*`` fields as the ``wds.Limits`` every command that reads a WDS applies."""
+        return Limits(**{f.name: getattr(self, Limits.setting(f.name)) for f in fields(Limits)})
 
     def replace(self, **changes: Any) -> Config:
         return dataclasses.replace(self, **changes)

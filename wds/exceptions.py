@@ -46,10 +46,12 @@ class Issue:
 
 
 class WDSValidationError(WDSError):
-    """Raised with every issue found, not just the first."""
+    """Raised with every issue found, not just the first; one issue reads as one line."""
 
     def __init__(self, issues: list[Issue]) -> None:
         self.issues = list(issues)
         n = len(self.issues)
-        head = f"{n} error{'s' if n != 1 else ''} in workflow description"
-        super().__init__(head + ":\n" + "\n".join(f"  - {i}" for i in self.issues))
+        if n == 1:  # one line: what the CLI prints after its name
+            super().__init__(f"1 error in workflow description: {self.issues[0]}")
+        else:
+            super().__init__(f"{n} errors in workflow description:\n" + "\n".join(f"  - {i}" for i in self.issues))

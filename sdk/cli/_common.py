@@ -45,5 +45,8 @@ def parse_params(items: list[str], parser_error: "argparse.ArgumentParser") -> d
         name, sep, value = item.partition("=")
         if not sep or not name or not value.strip().isdigit():
             parser_error.error(f"--param {item!r}: write NAME=N with a whole number, e.g. --param mappers=8")
+        if len(value.strip()) > 30:  # int() itself refuses past 4300 digits, with a traceback
+            parser_error.error(f"--param {name}=...: a {len(value.strip())}-digit number; the WDS limits "
+                               "(wds_max_*) allow far less")
         out[name.strip()] = int(value)
     return out

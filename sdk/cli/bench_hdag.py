@@ -64,16 +64,19 @@ def _median_ms(fn: Any, repeat: int) -> float:
 def run(args: argparse.Namespace) -> int:
     if args.functions < 4 or args.reducers < 1 or args.repeat < 1:
         args._parser.error("--functions must be >= 4, --reducers and --repeat >= 1")
+    from sdk._config import Config
+
     mappers = max(1, args.functions - args.reducers - 2)
     text = synthetic_wds(mappers, args.reducers)
-    workflow = wds.loads(text, source="<synthetic>")
+    limits = Config.load().wds_limits()  # --functions past wds_max_functions needs FUNCSION_WDS_MAX_FUNCTIONS
+    workflow = wds.loads(text, source="<synthetic>", limits=limits)
     graph = hdag.build(workflow)
     kwargs = feature_inputs(workflow)
     result = {
         "functions": len(graph.functions),
         "objects": len(graph.objects),
         "flow_edges": sum(o.read_count for o in graph.objects.values()),
-        "parse_ms": round(_median_ms(lambda: wds.loads(text, source="<synthetic>"), args.repeat), 2),
+        "parse_ms": round(_median_ms(lambda: wds.loads(text, source="<synthetic>", limits=limits), args.repeat), 2),
         "build_ms": round(_median_ms(lambda: hdag.build(workflow), args.repeat), 2),
         "features_ms": round(_median_ms(lambda: extract_features(**kwargs), args.repeat), 2),
     }

@@ -44,24 +44,28 @@ def run(args: argparse.Namespace) -> int:
         if not cfg.role_arn:
             args._parser.error("--target aws needs --role-arn (or role_arn in funcsion.toml / FUNCSION_ROLE_ARN)")
         dep = deploy_workflow(args.wds, role_arn=cfg.role_arn, state_machine_role_arn=args.state_machine_role_arn,
-                              params=params, layers=args.layer, region_name=cfg.region)
+                              params=params, layers=args.layer, region_name=cfg.region, limits=cfg.wds_limits())
         doc = dep.to_dict()
         for f in doc["functions"]:
             print(f"  {f['action']:<9} {f['name']}")
         print(f"state machine {doc['state_machine']}: {doc['state_machine_arn']}")
     else:
+        import wds
         from sdk._client import Client
         from sdk.local._stack import read_stack_file
 
         from ._common import stack_endpoints
         from sdk.local._stack_errors import NoStackError
 
+        limits = cfg.wds_limits()
+        text = wds.read_text(args.wds, limits)  # validated here, with this config's limits
+        wds.loads(text, source=args.wds, params=params, limits=limits)
         info = read_stack_file(cfg.state_dir)
         if info is None:
             raise NoStackError(f"no local stack is up in {Path(cfg.state_dir).resolve()}; start one with "
                                "`funcsion up` (or just `funcsion run WDS`, which starts its own)")
         with Client(stack_endpoints(info)) as c:
-            key = c.register_workflow(Path(args.wds).read_text(encoding="utf-8"), params, args.wds)
+            key = c.register_workflow(text, params, args.wds)
         doc = {"workflow": key, "target": "local", "metadata": info["metadata"]}
         print(f"registered {key} with the local stack at {info['metadata']}")
     if args.json:

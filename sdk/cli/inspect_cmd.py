@@ -23,7 +23,8 @@ __all__ = ["add_parser", "run", "format_text"]
 def add_parser(sub: Any) -> None:
     p: argparse.ArgumentParser = sub.add_parser(
         "inspect", help="validate a WDS file and print its HDAG, read counts and lifetime features",
-        description="Validate a workflow description and print its HDAG. Exit code 2 lists every error.",
+        description="Validate a workflow description and print its HDAG. Exit code 2 lists every error "
+                    "(limits on size and expansion: the wds_max_* config fields).",
     )
     p.add_argument("wds", metavar="WDS", help="path of the workflow description (JSON)")
     p.add_argument("--json", action="store_true", help="print one JSON document (see README)")
@@ -34,8 +35,10 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from sdk._config import Config
+
     params = parse_params(args.param, args._parser)
-    workflow = wds.load(args.wds, params=params)
+    workflow = wds.load(args.wds, params=params, limits=Config.load().wds_limits())
     graph = hdag.build(workflow)
     if args.png:
         hdag.render_png(graph, args.png)

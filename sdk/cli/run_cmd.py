@@ -59,6 +59,7 @@ def _pairs(items: list[str], parser: argparse.ArgumentParser) -> dict[str, str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    import wds
     from sdk._client import Client
     from sdk._config import Config
     from sdk.local._executor import ExecutorOptions, parse_crash_specs
@@ -73,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
         args._parser.error(str(exc))
     cfg = Config.load(state_dir=args.state_dir, policy=args.policy, crash_rate=args.crash_rate,
                       kill_rate=args.kill_rate)
+    wds.load(args.wds, params=params, limits=cfg.wds_limits())  # bad input exits 2 before any stack starts
     opts = ExecutorOptions(max_attempts=cfg.max_attempts, task_memory_mb=cfg.task_memory_mb,
                            task_timeout_s=cfg.task_timeout_s, concurrency=cfg.task_concurrency,
                            crash_rate=cfg.crash_rate, crash=crash, kill_rate=cfg.kill_rate, seed=args.seed,

@@ -57,6 +57,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def build(args: argparse.Namespace) -> Any:
     """The server and its journal, from parsed arguments (also used by tests)."""
     from metadata_server import Journal, MetadataHandler, MetadataServer, MetadataState
+    from sdk._config import Config
 
     if args.parity_chunks < 0:
         raise InvalidRequest(f"--parity-chunks must be >= 0, got {args.parity_chunks}")
@@ -65,7 +66,8 @@ def build(args: argparse.Namespace) -> Any:
     if not 0 <= args.port <= 65535:
         raise InvalidRequest(f"--port must be 0..65535, got {args.port}")
     state = MetadataState(block_size=args.block_size, data_chunks=args.data_chunks,
-                          parity_chunks=args.parity_chunks, memory_budget=args.memory_budget)
+                          parity_chunks=args.parity_chunks, memory_budget=args.memory_budget,
+                          wds_limits=Config.load().wds_limits())  # wds_max_*: funcsion.toml, FUNCSION_WDS_*
     journal = Journal(args.journal, sync=args.journal_sync) if args.journal else None
     handler = MetadataHandler(state, journal=journal, admin_token=args.admin_token, default_ttl_s=args.ttl)
     try:

@@ -13,12 +13,12 @@ list plus ``States.TaskFailed``; every level has a Catch into a cleanup task
 that ends the run (freeing all its objects) before the execution fails; a
 final task ends the run on success.
 
-Pure: takes the HDAG and a function that maps a WDS entry to a Lambda ARN.
+Pure: takes the HDAG and a function that maps a WDS entry to a Lambda ARN
+(Lambda names come from ``wds.lambda_name``, re-exported here).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +26,7 @@ from typing import Any
 import networkx as nx
 
 from hdag import HDAG
+from wds import lambda_name, lambda_prefix  # the one entry -> Lambda name mapping; validation checks it is 1:1
 
 __all__ = ["AslOptions", "build_asl", "lambda_name", "lambda_prefix", "levels", "LAMBDA_RETRY", "END_RUN", "CLEANUP", "FAILED"]
 
@@ -43,18 +44,6 @@ class AslOptions:
     task_retry_interval_s: int = 1
     max_concurrency: int = 0  # 0: no limit
     context_path: str = "$.funcsion"
-
-
-def lambda_name(app: str, entry: str) -> str:
-    """A Lambda function name for a WDS entry: ``<app>-<entry without templates>``, at most 64 chars."""
-    base = re.sub(r"\{[^}]*\}", "", entry).strip("_-") or "task"
-    name = re.sub(r"[^A-Za-z0-9_-]", "-", f"{app}-{base}")
-    return name[:64]
-
-
-def lambda_prefix(app: str) -> str:
-    """What every Lambda name of ``app`` starts with (for globs such as fault injection's)."""
-    return lambda_name(app, "x")[:-1]
 
 
 def levels(h: HDAG) -> list[tuple[str, list[list[str]]]]:

@@ -30,7 +30,7 @@ from .asl import AslOptions, build_asl, lambda_name
 
 __all__ = ["build_task_zip", "deploy_workflow", "WorkflowDeployment", "CLEANUP_ENTRY", "WorkflowDeployError"]
 
-CLEANUP_ENTRY = "funcsion-cleanup"
+CLEANUP_ENTRY = wds.CLEANUP_ENTRY  # validation keeps every WDS entry off its Lambda name
 _EPOCH = (1980, 1, 1, 0, 0, 0)
 _ROOT = Path(__file__).resolve().parents[2]
 _PACKAGES = {"sdk": ("cli", "local", "deploy"), "funcsion_rpc": (), "wds": (), "storage_functions": ("local",)}
@@ -88,13 +88,14 @@ def deploy_workflow(wds_path: str | Path, *, role_arn: str, state_machine_role_a
                     params: Mapping[str, int] | None = None, layers: Sequence[str] = (),
                     memory_mb: int = 512, timeout_s: int = 300, runtime: str = "python3.12",
                     max_concurrency: int = 0, lambda_client: Any = None, sfn_client: Any = None,
-                    region_name: str | None = None) -> WorkflowDeployment:
-    """Create or update the workflow's Lambdas and state machine. Idempotent."""
+                    region_name: str | None = None, limits: wds.Limits | None = None) -> WorkflowDeployment:
+    """Create or update the workflow's Lambdas and state machine. Idempotent. ``limits``
+    bound the WDS (default ``wds.Limits()``)."""
     if not _ARN_ROLE.match(role_arn):
         raise WorkflowDeployError(f"role ARN {role_arn!r} is not an IAM role ARN "
                                   "(arn:aws:iam::<12-digit account>:role/<name>); set role_arn or --role-arn")
     path = Path(wds_path)
-    graph = hdag.build(wds.load(path, params=params))
+    graph = hdag.build(wds.load(path, params=params, limits=limits))
     app = graph.workflow.app
     import boto3
     from botocore.exceptions import ClientError

@@ -26,10 +26,10 @@ from typing import Any
 
 from hdag import HDAG
 from storage_functions.exceptions import InvocationFailed
+from wds import lambda_name, lambda_prefix
 
 from .._client import Endpoints
 from .._task import CRASH_POINTS, FAULT_KEY
-from ..deploy.asl import lambda_name, lambda_prefix
 from ..exceptions import TaskError
 from ._schedule import RetryPolicy, RunSchedule, TaskRecord
 

@@ -122,7 +122,9 @@ def run_workflow(wds_path: str | Path, *, config: Config, stack: Stack | None = 
                  options: ExecutorOptions | None = None, hints: RunHints | None = None) -> RunReport:
     """Run a workflow once. Give an in-process ``stack`` or a driver ``client`` of a running one."""
     path = Path(wds_path)
-    workflow = wds.load(path, params=params)
+    limits = config.wds_limits()
+    text = wds.read_text(path, limits)  # read once: what is validated is what is registered
+    workflow = wds.loads(text, source=str(path), params=params, limits=limits)
     graph = hdag.build(workflow)
     values = _load_inputs(graph, path, inputs or {})
     if client is None:
@@ -134,7 +136,7 @@ def run_workflow(wds_path: str | Path, *, config: Config, stack: Stack | None = 
         own_client = False
     hints = hints or RunHints()
     try:
-        key = client.register_workflow(path.read_text(encoding="utf-8"), dict(params or {}), str(path))
+        key = client.register_workflow(text, dict(params or {}), str(path))
         run = client.start_run(key, policy=policy or config.policy, ttl_s=config.run_ttl_s,
                                max_concurrency=hints.max_concurrency or _widest_stage(graph),
                                capacity_bytes=hints.capacity_bytes, latency_sensitive=hints.latency_sensitive)

@@ -63,7 +63,7 @@ class Stack:
         cfg = self.config
         self.root.mkdir(parents=True, exist_ok=True)
         state = MetadataState(block_size=cfg.block_size, data_chunks=cfg.ec_data, parity_chunks=cfg.ec_parity,
-                              memory_budget=cfg.memory_budget_mb << 20)
+                              memory_budget=cfg.memory_budget_mb << 20, wds_limits=cfg.wds_limits())
         self.journal = Journal(str(self.root / "metadata.journal")) if self.use_journal else None
         self.handler = MetadataHandler(state, journal=self.journal, admin_token=self.admin_token,
                                        default_ttl_s=cfg.run_ttl_s)

@@ -76,3 +76,22 @@ def test_partial_batch_journals_the_applied_prefix(tmp_path: Path, fig9_path: Pa
 def test_bad_sync_mode(tmp_path: Path):
     with pytest.raises(ValueError, match="sync"):
         Journal(tmp_path / "x.db", sync="sometimes")
+
+
+def test_registration_applies_the_wds_limits_but_replay_does_not(tmp_path: Path, fig9_path: Path):
+    """The server refuses a WDS over its limits; a workflow journaled under higher limits
+    still replays after a restart with lower ones (the journal is funcsion's own text)."""
+    import wds
+
+    clock = Clock()
+    tight = wds.Limits(max_functions=5)  # fig9 has 6 functions
+    with pytest.raises(wds.WDSValidationError, match="expands to 6 functions, over the limit of 5"):
+        MetadataState(wds_limits=tight).handle(RegisterWorkflow(clock(), "1", fig9_path.read_text(), {}, "fig9"))
+    j = Journal(tmp_path / "j.db")
+    h = MetadataHandler(MetadataState(), journal=j, admin_token="a", clock=clock)
+    h.apply([RegisterWorkflow(clock(), "1", fig9_path.read_text(), {}, "fig9")])
+    j.close()
+    j2 = Journal(tmp_path / "j.db")
+    h2 = MetadataHandler(MetadataState(wds_limits=tight), journal=j2, admin_token="a", clock=clock)
+    assert "fig9/9" in h2.state.workflows and h2.state.wds_limits == tight
+    j2.close()
