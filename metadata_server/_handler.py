@@ -17,7 +17,6 @@ everything up to it).
 from __future__ import annotations
 
 import functools
-import hmac
 import itertools
 import json
 import logging
@@ -33,6 +32,7 @@ from funcsion_rpc.gen.metadata import ttypes as T
 from . import _events as ev
 from ._journal import Journal
 from ._state import MetadataState
+from ._tokens import same_token, token_digest
 
 __all__ = ["MetadataHandler", "to_thrift_placement", "to_thrift_instruction"]
 
@@ -153,14 +153,14 @@ class MetadataHandler:
         return f"m{next(self._rid)}"
 
     def _admin(self, token: str) -> None:
-        if not self.admin_token or not hmac.compare_digest(self.admin_token, token or ""):
+        if not self.admin_token or not same_token(self.admin_token, token or ""):
             raise Unauthorized(("missing" if not token else "wrong") + " admin token: control calls need the "
                                "server's admin token (funcsion serve metadata --admin-token / "
                                "FUNCSION_ADMIN_TOKEN)")
 
     def _run(self, token: str, run_id: str) -> None:
         """A run's token, or the admin token (drivers manage every run, e.g. persisted objects)."""
-        if self.admin_token and token and hmac.compare_digest(self.admin_token, token):
+        if self.admin_token and token and same_token(self.admin_token, token):
             self.state.run_record(run_id)
             return
         self.state.authorize(run_id, token)
@@ -211,12 +211,13 @@ class MetadataHandler:
         self._admin(admin_token)
         ttl = ttl_ms / 1000.0 if ttl_ms and ttl_ms > 0 else self.default_ttl_s
         h = hints or T.RunHints()
-        out = self._one(ev.StartRun(self.clock(), self._rid_next(), workflow_key, secrets.token_hex(16),
+        token = secrets.token_hex(16)        # returned once; the core and the journal see its digest
+        out = self._one(ev.StartRun(self.clock(), self._rid_next(), workflow_key, token_digest(token),
                                     policy or "funcstore", ttl, int(h.max_concurrency or 0),
                                     int(h.capacity_bytes or 0), h.latency_sensitive is not False))
         r = out[0]
         assert isinstance(r, ev.RunStarted)
-        return T.RunInfo(r.run_id, r.token, workflow_key, self.state.runs[r.run_id].policy.spec,
+        return T.RunInfo(r.run_id, token, workflow_key, self.state.runs[r.run_id].policy.spec,
                          json.dumps(r.plan))
 
     @_boundary
