@@ -37,7 +37,7 @@ import wds
 from funcsion_rpc.errors import (DuplicateWrite, InvalidRequest, ObjectExpired, ObjectNotWritten, RunEnded,
                                  Unauthorized, UndeclaredOutput, UnknownObject, UnknownRun, UnknownWorkflow)
 
-from ._allocator import MIB, Allocator
+from ._allocator import MAX_FUNCTION_BLOCKS, MIB, Allocator
 from ._events import (AckInstructions, BeginPut, CapacityChanged, Commit, Committed, Delete, DeregisterWorkflow,
                       DropObject, EndRun, Event, Freed, FinishPut, Get, Instruction, Placed, Placement,
                       PutFinished, ReadRecorded, RegisterCapacity, RegisterWorkflow, ReleaseFunction, RunFinished,
@@ -50,6 +50,7 @@ from ._tokens import is_digest, token_digest
 __all__ = ["MetadataState"]
 
 _COS = Placement("cos", "cos")
+MAX_NAME = 256                      # characters in a storage function's name
 _ORD = {1: "first", 2: "second", 3: "third", 4: "fourth", 5: "fifth"}
 
 
@@ -612,9 +613,15 @@ class MetadataState:
 
     # -- capacity and the storage layer -------------------------------------------------
     def _register_capacity(self, ev: RegisterCapacity) -> list[Instruction]:
-        if ev.blocks <= 0 or not ev.function:
-            raise InvalidRequest(f"register_capacity needs a storage function name and blocks > 0, got "
-                                 f"{ev.function!r}, {ev.blocks}")
+        """Set a storage function's capacity: idempotent, so a stack that registers its
+        functions at every start over the same journal offers the same blocks."""
+        if not 0 < len(ev.function) <= MAX_NAME:
+            raise InvalidRequest(f"register_capacity needs a storage function name of 1 to {MAX_NAME} characters, "
+                                 f"got {len(ev.function)}", function=ev.function[:64])
+        if not 0 < ev.blocks <= MAX_FUNCTION_BLOCKS:
+            raise InvalidRequest(f"register_capacity of {ev.function!r}: blocks must be 1 to {MAX_FUNCTION_BLOCKS:,} "
+                                 f"(blocks of {self.allocator.block_size:,} bytes), got {ev.blocks:,}",
+                                 function=ev.function)
         total = self.allocator.register(ev.function, ev.blocks)
         return [CapacityChanged(ev.function, ev.blocks, total)]
 
