@@ -28,16 +28,22 @@ from typing import Any, TypeVar
 
 from funcsion_rpc.errors import InvalidRequest, MetadataError, Unauthorized
 from funcsion_rpc.gen.metadata import ttypes as T
+from funcsion_rpc.limits import MAX_WDS_BYTES
 
 from . import _events as ev
 from ._journal import Journal
 from ._state import MetadataState
 from ._tokens import same_token, token_digest
 
-__all__ = ["MetadataHandler", "to_thrift_placement", "to_thrift_instruction"]
+__all__ = ["CONTROL_CALLS", "MetadataHandler", "RUN_CALLS", "to_thrift_placement", "to_thrift_instruction"]
 
 log = logging.getLogger("funcsion.metadata")
 F = TypeVar("F", bound=Callable[..., Any])
+#: Service methods by the token their first argument carries (``health`` takes none).
+CONTROL_CALLS = frozenset({"register_workflow", "deregister_workflow", "start_run", "register_capacity",
+                           "unregister_capacity", "stats", "fetch_instructions"})
+RUN_CALLS = frozenset({"end_run", "begin_put", "finish_put", "get", "commit", "delete_object", "lookup",
+                       "list_objects", "describe_function", "get_batch", "begin_put_batch", "finish_put_batch"})
 Listener = Callable[[ev.StorageInstruction], None]
 VERSION = "1"
 
@@ -165,6 +171,21 @@ class MetadataHandler:
             return
         self.state.authorize(run_id, token)
 
+    def check_caller(self, method: str, token: str, run_id: str) -> MetadataError | None:
+        """The refusal a call of ``method`` with ``token`` (and ``run_id``) would get from its
+        token check, or None. The server asks before it reads a large frame's body."""
+        try:
+            if method in CONTROL_CALLS:
+                self._admin(token)
+            elif method in RUN_CALLS:
+                with self.lock:
+                    self._run(token, run_id)
+            else:
+                return InvalidRequest(f"{method!r} takes no large request")
+        except MetadataError as exc:
+            return exc
+        return None
+
     def tick(self) -> list[ev.Instruction]:
         """Let time pass (TTL, leases); journaled only when it changed something."""
         with self.lock:
@@ -188,6 +209,11 @@ class MetadataHandler:
     def register_workflow(self, admin_token: str, wds_json: str, params: dict[str, int], source: str
                           ) -> T.WorkflowInfo:
         self._admin(admin_token)
+        size = len((wds_json or "").encode("utf-8", "surrogatepass"))
+        if size > MAX_WDS_BYTES:
+            raise InvalidRequest(f"workflow {source or '<rpc>'} is {size:,} bytes of WDS JSON; the metadata server "
+                                 f"registers at most {MAX_WDS_BYTES:,} (funcsion_rpc.MAX_WDS_BYTES): describe "
+                                 "repeated functions with a fan-out template instead of listing each one")
         from wds import FuncsionError  # a WDS error is bad input, not a server bug
         try:
             out = self._one(ev.RegisterWorkflow(self.clock(), self._rid_next(), wds_json, dict(params or {}),
