@@ -81,7 +81,7 @@ def build(args: argparse.Namespace) -> Any:
         if journal is not None:
             journal.close()
         if isinstance(exc, ValueError):
-            raise InvalidRequest(f"--max-frame-bytes: {exc}") from None
+            raise InvalidRequest(f"--max-frame-bytes (env FUNCSION_METADATA_MAX_FRAME_BYTES): {exc}") from None
         raise InvalidRequest(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
     return server, journal
 

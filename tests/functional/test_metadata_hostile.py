@@ -229,7 +229,8 @@ def test_the_frame_limit_is_a_checked_setting(capsys):
         MetadataServer(handler, max_frame_bytes=1 << 20)
     from sdk.cli import main
     assert main(["serve", "metadata", "--port", "0", "--max-frame-bytes", "1000"]) == 2
-    assert "--max-frame-bytes: max_frame_bytes must be" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "--max-frame-bytes (env FUNCSION_METADATA_MAX_FRAME_BYTES): max_frame_bytes must be" in err
 
 
 # -- a live server process: memory and log -------------------------------------------------
