@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import json
+import socket
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -35,11 +36,14 @@ PutRequest = T.PutRequest
 
 class _Conn:
     def __init__(self, host: str, port: int, timeout_s: float) -> None:
+        # connect here rather than in TSocket.open, which logs every failed attempt (a client that
+        # retries an unreachable server would fill the log); the failure is ours to report
+        raw = socket.create_connection((host, port), timeout=timeout_s)
         sock = TSocket.TSocket(host, port)
+        sock.setHandle(raw)
         sock.setTimeout(int(timeout_s * 1000))
         self.transport = TTransport.TFramedTransport(sock)
         self.client = Metadata.Client(TBinaryProtocolAccelerated(self.transport))
-        self.transport.open()
 
     def close(self) -> None:
         self.transport.close()
@@ -63,9 +67,9 @@ class MetadataClient:
         if conn is None:
             try:
                 conn = _Conn(self.host, self.port, self.timeout_s)
-            except TTransport.TTransportException as exc:
+            except OSError as exc:
                 raise ServiceUnavailable(f"cannot reach the metadata server at {self.host}:{self.port}: "
-                                         f"{exc}") from None
+                                         f"{exc.strerror or exc}") from None
             self._local.conn = conn
             with self._lock:
                 self._all.append(conn)

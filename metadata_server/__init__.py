@@ -5,6 +5,7 @@ lifetime-aware allocator, expiry and a journal.
 Layers: ``MetadataState`` (pure core, ``handle(event) -> list[Instruction]``),
 ``Allocator`` and the release policies (pure), ``Journal`` (SQLite WAL),
 ``MetadataHandler`` (thin Thrift handler), ``MetadataServer`` (the socket loop).
+Run tokens are kept as digests only (``token_digest``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from ._journal import Journal
 from ._policy import HeuristicPredictor, LifetimePredictor, ReleasePolicy, parse_policy, pool_key
 from ._server import MetadataServer
 from ._state import MetadataState
+from ._tokens import token_digest
 
 __all__ = [
     "AckInstructions", "Allocator", "BeginPut", "CapacityChanged", "Commit", "Committed", "CoreDriver", "Delete",
@@ -28,5 +30,5 @@ __all__ = [
     "HeuristicPredictor", "Instruction", "Journal", "LifetimePredictor", "MIB", "MetadataHandler", "MetadataServer", "MetadataState", "Placed", "Placement",
     "PutFinished", "ReadRecorded", "RegisterCapacity", "RegisterWorkflow", "ReleaseFunction", "ReleasePolicy",
     "RunFinished", "RunStarted", "ScaleOut", "StartRun", "StorageInstruction", "Tick", "UnregisterCapacity",
-    "WorkflowRegistered", "parse_policy", "pool_key", "reply",
+    "WorkflowRegistered", "parse_policy", "pool_key", "reply", "token_digest",
 ]

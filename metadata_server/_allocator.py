@@ -3,7 +3,10 @@ III-C1, SION Fig. 5). Pure: takes sizes, names and pool keys; no clock, no I/O.
 
 - Capacity arrives as fixed-size blocks (default 1 MiB) registered per storage
   function; functions are kept in registration order (oldest first), the order
-  SION's greedy ``PlaceChunk`` probes them in.
+  SION's greedy ``PlaceChunk`` probes them in. ``register`` *sets* a
+  function's capacity (blocks ``0..blocks-1``): the same call again changes
+  nothing, a larger one adds blocks, a smaller one withdraws the free blocks
+  past the new end at once and the ones in use when they are freed.
 - Slice allocator (object <= one block): one ``_Pool`` per key (the caller
   keys pools by owner and predicted lifetime). A pool has an active block,
   frozen blocks and takes free blocks from the functions. Each block has an
@@ -29,9 +32,12 @@ from typing import Hashable, Literal
 
 from ._events import Extent, Placement
 
-__all__ = ["Allocator", "MIB"]
+__all__ = ["Allocator", "MAX_FUNCTION_BLOCKS", "MIB"]
 
 MIB = 1 << 20
+#: The most blocks one storage function may offer (1 TiB at the default 1 MiB blocks);
+#: bounds what one registration makes the allocator hold.
+MAX_FUNCTION_BLOCKS = 1 << 20
 
 
 @dataclass(slots=True)
@@ -56,10 +62,10 @@ class _Pool:
 @dataclass(slots=True)
 class _Function:
     name: str
-    blocks: int
-    free: list[int]
+    blocks: int                     # capacity: blocks 0..blocks-1 (0 once retired)
+    free: list[int]                 # free blocks below ``blocks``; the last is handed out first
     retired: bool = False
-    used: int = 0
+    used: int = 0                   # blocks in use, past ``blocks`` too (until they are freed)
 
 
 class Allocator:
@@ -78,16 +84,22 @@ class Allocator:
 
     # -- capacity -------------------------------------------------------------------
     def register(self, function: str, blocks: int) -> int:
-        """Add ``blocks`` blocks of ``function``; returns the function's total."""
+        """Set ``function``'s capacity to ``blocks`` blocks (idempotent); returns it.
+
+        A function registered again after ``unregister`` keeps its place in the
+        probing order and the numbers of its blocks still in use."""
+        if not 0 < blocks <= MAX_FUNCTION_BLOCKS:
+            raise ValueError(f"blocks must be 1 to {MAX_FUNCTION_BLOCKS}, got {blocks}")
         f = self.functions.get(function)
-        if f is None or f.retired:
-            start = f.blocks if f else 0
-            f = self.functions[function] = _Function(function, start, [], used=f.used if f else 0)
-            # re-registering after retirement keeps the block numbers still in use
-        new = list(range(f.blocks, f.blocks + blocks))
-        f.blocks += blocks
-        f.free.extend(reversed(new))
-        return f.blocks
+        if f is None:
+            self.functions[function] = _Function(function, blocks, list(range(blocks - 1, -1, -1)))
+            return blocks
+        if f.blocks == blocks and not f.retired:
+            return blocks
+        f.retired = False
+        f.blocks = blocks
+        f.free = [i for i in range(blocks - 1, -1, -1) if (function, i) not in self.used]
+        return blocks
 
     def unregister(self, function: str) -> int:
         """Withdraw a function: its free blocks go at once, blocks in use when freed.
@@ -96,6 +108,7 @@ class Allocator:
         if f is None:
             return 0
         f.retired = True
+        f.blocks = 0
         f.free.clear()
         if f.used == 0:
             del self.functions[function]
@@ -239,7 +252,8 @@ class Allocator:
             if f.used == 0:
                 del self.functions[b.function]
             return []
-        f.free.append(b.index)
+        if b.index < f.blocks:          # past a lowered capacity the block is withdrawn
+            f.free.append(b.index)
         return [f.name] if f.used == 0 else []
 
     # -- checks ---------------------------------------------------------------------
@@ -255,4 +269,8 @@ class Allocator:
         for f in self.functions.values():
             assert f.used == sum(1 for (fn, _) in self.used if fn == f.name)
             assert len(set(f.free)) == len(f.free)
+            assert all(0 <= i < f.blocks for i in f.free), f"{f.name}: a free block past its capacity"
+            below = sum(1 for (fn, i) in self.used if fn == f.name and i < f.blocks)
+            assert len(f.free) + below == f.blocks, f"{f.name}: {f.blocks} blocks, {len(f.free)} free, {below} used"
+            assert not f.retired or (f.blocks == 0 and f.used > 0)
         assert sum(self.owner_blocks.values()) == len(self.used)

@@ -28,6 +28,7 @@ from typing import Any
 
 from ._events import BeginPut, Commit, FinishPut, Get, RegisterCapacity, RegisterWorkflow, StartRun
 from ._state import MetadataState
+from ._tokens import token_digest
 
 __all__ = ["wide_wds", "core_costs", "bytes_per_object", "rpc_bench"]
 
@@ -50,7 +51,7 @@ def _state_with_run(n_objects: int, n_readers: int, size: int = 100) -> tuple[Me
     st = MetadataState()
     st.handle(RegisterWorkflow(0.0, "b", wide_wds(n_objects, n_readers), {}, "bench"))
     st.handle(RegisterCapacity(0.0, "b", "s0", 1 << 16))
-    st.handle(StartRun(0.0, "b", "bench/1", "tok", "funcstore", 1e9))
+    st.handle(StartRun(0.0, "b", "bench/1", token_digest("tok"), "funcstore", 1e9))
     for i in range(n_objects):
         st.handle(BeginPut(0.0, "b", "r-1", "w", f"o{i:06d}", size, "c", False))
         st.handle(FinishPut(0.0, "b", "r-1", "w", f"o{i:06d}"))
@@ -80,7 +81,7 @@ def core_costs(n_reads: int = 20_000, n_commits: int = 2_000) -> dict[str, float
 def bytes_per_object(n: int = 20_000) -> float:
     st, run = _state_with_run(1, 1)
     st.handle(RegisterWorkflow(0.0, "b", wide_wds(n, 1, "mem"), {}, "mem"))
-    st.handle(StartRun(0.0, "b", "mem/1", "tok2", "funcstore", 1e9))
+    st.handle(StartRun(0.0, "b", "mem/1", token_digest("tok2"), "funcstore", 1e9))
     names = [f"o{i:06d}" for i in range(n)]
     tracemalloc.start()
     before = tracemalloc.take_snapshot()

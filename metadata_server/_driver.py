@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 from ._events import (AckInstructions, BeginPut, Commit, Delete, EndRun, Event, FinishPut, Get, Instruction,
                       RegisterCapacity, RegisterWorkflow, StartRun, Tick)
 from ._state import MetadataState
+from ._tokens import token_digest
 
 __all__ = ["CoreDriver", "reply"]
 
@@ -57,12 +58,13 @@ class CoreDriver:
         return self._ev(RegisterCapacity, function, blocks)
 
     def start(self, key: str, policy: str = "funcstore", ttl_s: float = 3600.0, **hints: Any) -> str:
-        """Start a run; ``hints``: max_concurrency, capacity_bytes, latency_sensitive."""
+        """Start a run (the n-th run's token is ``tok-<n>``); ``hints``: max_concurrency,
+        capacity_bytes, latency_sensitive."""
         return self.start_out(key, policy, ttl_s, **hints)[0].run_id  # type: ignore[attr-defined, no-any-return]
 
     def start_out(self, key: str, policy: str = "funcstore", ttl_s: float = 3600.0, **hints: Any
                   ) -> list[Instruction]:
-        return self._ev(StartRun, key, f"tok-{next(self._tokens)}", policy, ttl_s, **hints)
+        return self._ev(StartRun, key, token_digest(f"tok-{next(self._tokens)}"), policy, ttl_s, **hints)
 
     def end(self, run: str, outcome: str = "succeeded") -> list[Instruction]:
         return self._ev(EndRun, run, outcome)

@@ -94,7 +94,7 @@ class StartRun(Event):
     run's data may live in COS instead of function memory)."""
 
     workflow_key: str
-    token: str
+    token_digest: str               # token_digest(token): the run's token itself is never stored
     policy: str = "funcstore"
     ttl_s: float = 3600.0
     max_concurrency: int = 0
@@ -192,7 +192,6 @@ class WorkflowRegistered(Instruction):
 @dataclass(slots=True)
 class RunStarted(Instruction):
     run_id: str
-    token: str
     plan: dict[str, Any] = field(default_factory=dict)   # what the hints decided (tier, budget, reserve)
 
 

@@ -17,7 +17,6 @@ everything up to it).
 from __future__ import annotations
 
 import functools
-import hmac
 import itertools
 import json
 import logging
@@ -30,15 +29,22 @@ from typing import Any, TypeVar
 import wds
 from funcsion_rpc.errors import InvalidRequest, MetadataError, Unauthorized
 from funcsion_rpc.gen.metadata import ttypes as T
+from funcsion_rpc.limits import MAX_WDS_BYTES
 
 from . import _events as ev
 from ._journal import Journal
 from ._state import MetadataState
+from ._tokens import same_token, token_digest
 
-__all__ = ["MetadataHandler", "to_thrift_placement", "to_thrift_instruction"]
+__all__ = ["CONTROL_CALLS", "MetadataHandler", "RUN_CALLS", "to_thrift_placement", "to_thrift_instruction"]
 
 log = logging.getLogger("funcsion.metadata")
 F = TypeVar("F", bound=Callable[..., Any])
+#: Service methods by the token their first argument carries (``health`` takes none).
+CONTROL_CALLS = frozenset({"register_workflow", "deregister_workflow", "start_run", "register_capacity",
+                           "unregister_capacity", "stats", "fetch_instructions"})
+RUN_CALLS = frozenset({"end_run", "begin_put", "finish_put", "get", "commit", "delete_object", "lookup",
+                       "list_objects", "describe_function", "get_batch", "begin_put_batch", "finish_put_batch"})
 Listener = Callable[[ev.StorageInstruction], None]
 VERSION = "1"
 
@@ -159,17 +165,32 @@ class MetadataHandler:
         return f"m{next(self._rid)}"
 
     def _admin(self, token: str) -> None:
-        if not self.admin_token or not hmac.compare_digest(self.admin_token, token or ""):
+        if not self.admin_token or not same_token(self.admin_token, token or ""):
             raise Unauthorized(("missing" if not token else "wrong") + " admin token: control calls need the "
                                "server's admin token (funcsion serve metadata --admin-token / "
                                "FUNCSION_ADMIN_TOKEN)")
 
     def _run(self, token: str, run_id: str) -> None:
         """A run's token, or the admin token (drivers manage every run, e.g. persisted objects)."""
-        if self.admin_token and token and hmac.compare_digest(self.admin_token, token):
+        if self.admin_token and token and same_token(self.admin_token, token):
             self.state.run_record(run_id)
             return
         self.state.authorize(run_id, token)
+
+    def check_caller(self, method: str, token: str, run_id: str) -> MetadataError | None:
+        """The refusal a call of ``method`` with ``token`` (and ``run_id``) would get from its
+        token check, or None. The server asks before it reads a large frame's body."""
+        try:
+            if method in CONTROL_CALLS:
+                self._admin(token)
+            elif method in RUN_CALLS:
+                with self.lock:
+                    self._run(token, run_id)
+            else:
+                return InvalidRequest(f"{method!r} takes no large request")
+        except MetadataError as exc:
+            return exc
+        return None
 
     def tick(self) -> list[ev.Instruction]:
         """Let time pass (TTL, leases); journaled only when it changed something."""
@@ -194,6 +215,11 @@ class MetadataHandler:
     def register_workflow(self, admin_token: str, wds_json: str, params: dict[str, int], source: str
                           ) -> T.WorkflowInfo:
         self._admin(admin_token)
+        size = len((wds_json or "").encode("utf-8", "surrogatepass"))
+        if size > MAX_WDS_BYTES:
+            raise InvalidRequest(f"workflow {source or '<rpc>'} is {size:,} bytes of WDS JSON; the metadata server "
+                                 f"registers at most {MAX_WDS_BYTES:,} (funcsion_rpc.MAX_WDS_BYTES): describe "
+                                 "repeated functions with a fan-out template instead of listing each one")
         from wds import FuncsionError  # a WDS error is bad input, not a server bug
         try:
             out = self._one(ev.RegisterWorkflow(self.clock(), self._rid_next(), wds_json, dict(params or {}),
@@ -217,12 +243,13 @@ class MetadataHandler:
         self._admin(admin_token)
         ttl = ttl_ms / 1000.0 if ttl_ms and ttl_ms > 0 else self.default_ttl_s
         h = hints or T.RunHints()
-        out = self._one(ev.StartRun(self.clock(), self._rid_next(), workflow_key, secrets.token_hex(16),
+        token = secrets.token_hex(16)        # returned once; the core and the journal see its digest
+        out = self._one(ev.StartRun(self.clock(), self._rid_next(), workflow_key, token_digest(token),
                                     policy or "funcstore", ttl, int(h.max_concurrency or 0),
                                     int(h.capacity_bytes or 0), h.latency_sensitive is not False))
         r = out[0]
         assert isinstance(r, ev.RunStarted)
-        return T.RunInfo(r.run_id, r.token, workflow_key, self.state.runs[r.run_id].policy.spec,
+        return T.RunInfo(r.run_id, token, workflow_key, self.state.runs[r.run_id].policy.spec,
                          json.dumps(r.plan))
 
     @_boundary

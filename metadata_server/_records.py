@@ -55,7 +55,7 @@ class ObjectRecord:
 @dataclass(slots=True)
 class RunRecord:
     run_id: str
-    token: str
+    token_digest: str               # SHA-256 of the run's token (``_tokens``)
     workflow_key: str
     graph: hdag.HDAG
     policy: ReleasePolicy

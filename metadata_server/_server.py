@@ -10,9 +10,23 @@ core is single-writer anyway. The same loop calls ``handler.tick()`` every
 ``tick_interval_s`` (TTLs, leases). Any standard Thrift client with framed
 transport and binary protocol can talk to it.
 
+Hostile or broken peers (DESIGN "Security"; limits in ``funcsion_rpc.limits``):
+
+- a frame that does not decode (bad version, a string over the limit, garbage)
+  closes that connection only, with one log line (``_frames.LogLimiter`` caps
+  them at 10 a minute); every other connection is served on;
+- a frame longer than ``max_frame_bytes`` (a setting, default
+  ``DEFAULT_MAX_FRAME_BYTES``) is refused from its header before its body is
+  read, and so is a frame longer than ``HANDSHAKE_BYTES`` whose header fails
+  the token check: the caller gets the ``MetadataFault`` (``InvalidRequest`` /
+  ``Unauthorized``) and the body is discarded as it arrives, so before
+  authentication a peer makes the server hold at most a handshake's worth;
+- a peer that sends requests without reading the replies stops being read
+  once ``OUT_HIGH`` bytes of replies wait for it.
+
 ``stop()`` is safe from any thread and from a signal handler; ``serve_forever``
 then closes every socket before it returns. Not covered: TLS, multiple
-processes (the state lives in one process).
+processes (the state lives in one process), a cap on the number of connections.
 """
 
 from __future__ import annotations
@@ -27,33 +41,51 @@ import time
 from thrift.protocol.TBinaryProtocol import TBinaryProtocolAccelerated
 from thrift.transport.TTransport import TMemoryBuffer
 
+from funcsion_rpc.errors import InvalidRequest
 from funcsion_rpc.gen.metadata import Metadata
+from funcsion_rpc.limits import DEFAULT_MAX_FRAME_BYTES, HANDSHAKE_BYTES, MAX_WDS_BYTES, MIN_MAX_FRAME_BYTES
 
+from ._frames import NEED_MORE, LogLimiter, fault_frame, peek_head
 from ._handler import MetadataHandler
 
 __all__ = ["MetadataServer"]
 
 log = logging.getLogger("funcsion.metadata")
 _LEN = struct.Struct("!i")
-MAX_FRAME = 64 << 20
+RECV_BYTES = 64 << 10               # one recv: what a connection may add to its buffer per round
+OUT_HIGH = 1 << 20                  # replies waiting for a peer past which it is not read
+_HARD_MAX_FRAME = (1 << 31) - 1
+
+
+class _BadPeer(Exception):
+    """The peer broke the protocol; its connection is closed."""
 
 
 class _Conn:
-    __slots__ = ("sock", "inbuf", "outbuf", "writing")
+    __slots__ = ("sock", "peer", "inbuf", "outbuf", "events", "skip", "admitted")
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, peer: str) -> None:
         self.sock = sock
+        self.peer = peer
         self.inbuf = bytearray()
         self.outbuf = bytearray()
-        self.writing = False
+        self.events = selectors.EVENT_READ
+        self.skip = 0               # body bytes of a refused frame still to discard
+        self.admitted = False       # the large frame being read passed its header check
 
 
 class MetadataServer:
     def __init__(self, handler: MetadataHandler, host: str = "127.0.0.1", port: int = 0, *,
-                 tick_interval_s: float = 1.0) -> None:
+                 tick_interval_s: float = 1.0, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+        if not MIN_MAX_FRAME_BYTES <= max_frame_bytes <= _HARD_MAX_FRAME:
+            raise ValueError(f"max_frame_bytes must be {MIN_MAX_FRAME_BYTES:,} to {_HARD_MAX_FRAME:,} (a register "
+                             f"call with the largest WDS, {MAX_WDS_BYTES:,} bytes, must fit), got {max_frame_bytes:,}")
         self.handler = handler
         self.processor = Metadata.Processor(handler)
         self.tick_interval_s = tick_interval_s
+        self.max_frame_bytes = max_frame_bytes
+        self.bad_peers = 0          # connections closed for breaking the protocol
+        self._bad_log = LogLimiter()
         self._listen = socket.create_server((host, port), backlog=1024)
         self._listen.setblocking(False)
         self.host, self.port = self._listen.getsockname()[:2]
@@ -117,7 +149,13 @@ class MetadataServer:
                     else:
                         conn: _Conn = key.data
                         if mask & selectors.EVENT_READ:
-                            self._read(conn)
+                            try:
+                                self._read(conn)
+                            except _BadPeer as exc:
+                                self._bad(conn, str(exc))
+                            except Exception as exc:  # a bug here must not stop the loop for everyone
+                                log.exception("metadata server: error serving %s", conn.peer)
+                                self._bad(conn, f"server error {exc!r}")
                         if conn.outbuf:
                             ready.append(conn)
                 if time.monotonic() >= next_tick:
@@ -153,12 +191,16 @@ class MetadataServer:
     def _accept(self) -> None:
         while True:
             try:
-                sock, _ = self._listen.accept()
+                sock, addr = self._listen.accept()
             except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:    # out of descriptors: the backlog waits for the next round
+                self._warn(f"cannot accept connections: {exc}")
                 return
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            self._sel.register(sock, selectors.EVENT_READ, _Conn(sock))
+            peer = f"{addr[0]}:{addr[1]}" if isinstance(addr, tuple) else str(addr)
+            self._sel.register(sock, selectors.EVENT_READ, _Conn(sock, peer))
 
     def _drop(self, conn: _Conn) -> None:
         try:
@@ -166,10 +208,24 @@ class MetadataServer:
         except (KeyError, ValueError):
             pass
         conn.sock.close()
+        conn.inbuf.clear()
+        conn.outbuf.clear()
+
+    def _bad(self, conn: _Conn, reason: str) -> None:
+        """Close a connection that broke the protocol; one (rate-limited) log line."""
+        self.bad_peers += 1
+        self._warn(f"closed the connection from {conn.peer}: {reason}")
+        self._drop(conn)
+
+    def _warn(self, message: str) -> None:
+        emit, held = self._bad_log.allow(time.monotonic())
+        if emit:
+            log.warning("metadata server: %s%s", message,
+                        f" ({held} similar lines held back)" if held else "")
 
     def _read(self, conn: _Conn) -> None:
         try:
-            data = conn.sock.recv(1 << 18)
+            data = conn.sock.recv(RECV_BYTES)
         except (BlockingIOError, InterruptedError):
             return
         except OSError:
@@ -181,24 +237,70 @@ class MetadataServer:
         buf = conn.inbuf
         buf += data
         pos = 0
-        while len(buf) - pos >= 4:
+        while True:
+            if conn.skip:
+                k = min(conn.skip, len(buf) - pos)
+                pos += k
+                conn.skip -= k
+                if conn.skip:
+                    break
+            if len(buf) - pos < 4:
+                break
             (n,) = _LEN.unpack_from(buf, pos)
-            if n < 0 or n > MAX_FRAME:
-                log.warning("dropping a connection that sent a %d-byte frame", n)
-                self._drop(conn)
-                return
-            if len(buf) - pos - 4 < n:
+            if n < 0:
+                raise _BadPeer(f"a frame of length {n}")
+            avail = len(buf) - pos - 4
+            if n > HANDSHAKE_BYTES and not conn.admitted:
+                verdict = self._admit(n, bytes(buf[pos + 4:pos + 4 + min(avail, HANDSHAKE_BYTES)]))
+                if verdict is None:
+                    break                           # the header is not in yet
+                if verdict is not True:
+                    conn.outbuf += verdict          # refused: answer now, discard the body
+                    conn.skip = n
+                    pos += 4
+                    continue
+                conn.admitted = True
+            if avail < n:
                 break
             frame = bytes(buf[pos + 4:pos + 4 + n])
             pos += 4 + n
+            conn.admitted = False
             conn.outbuf += self._process(frame)
         if pos:
             del buf[:pos]
 
+    def _admit(self, n: int, prefix: bytes) -> bytes | bool | None:
+        """A frame of ``n`` > HANDSHAKE_BYTES bytes, from its first bytes: True (read it),
+        the fault reply (refused), None (wait for more of the header)."""
+        head = peek_head(prefix, HANDSHAKE_BYTES)
+        if head == NEED_MORE:
+            if len(prefix) < HANDSHAKE_BYTES:
+                return None
+            raise _BadPeer(f"a {n:,}-byte frame whose header is over {HANDSHAKE_BYTES:,} bytes")
+        if head is None or isinstance(head, str):
+            raise _BadPeer(f"a {n:,}-byte frame that is no call of the metadata service")
+        error = self.handler.check_caller(head.method, head.token, head.run_id)
+        if error is None and n > self.max_frame_bytes:
+            error = InvalidRequest(f"a {head.method} request of {n:,} bytes is over this server's frame limit of "
+                                   f"{self.max_frame_bytes:,} bytes (funcsion serve metadata --max-frame-bytes); "
+                                   f"a workflow's WDS may be at most {MAX_WDS_BYTES:,} bytes")
+        if error is None:
+            return True
+        reply = fault_frame(head.method, head.seqid, error)
+        if reply is None:
+            raise _BadPeer(f"a {n:,}-byte {head.method!r} frame ({error.message})")
+        return reply
+
     def _process(self, frame: bytes) -> bytes:
         itrans = TMemoryBuffer(frame)
         otrans = TMemoryBuffer()
-        self.processor.process(TBinaryProtocolAccelerated(itrans), TBinaryProtocolAccelerated(otrans))
+        try:
+            self.processor.process(TBinaryProtocolAccelerated(itrans, string_length_limit=self.max_frame_bytes),
+                                   TBinaryProtocolAccelerated(otrans))
+        except Exception as exc:                    # a frame that does not decode
+            text = str(exc)
+            raise _BadPeer(f"a {len(frame):,}-byte frame that does not decode ({type(exc).__name__}"
+                           f"{': ' + text[:200] if text else ''})") from None
         out = otrans.getvalue()
         return _LEN.pack(len(out)) + out
 
@@ -211,7 +313,9 @@ class MetadataServer:
             self._drop(conn)
             return
         del conn.outbuf[:sent]
-        want_write = bool(conn.outbuf)
-        if want_write != conn.writing:
-            conn.writing = want_write
-            self._sel.modify(conn.sock, selectors.EVENT_READ | (selectors.EVENT_WRITE if want_write else 0), conn)
+        # write while replies wait; stop reading a peer that does not read its replies
+        events = ((selectors.EVENT_READ if len(conn.outbuf) < OUT_HIGH else 0)
+                  | (selectors.EVENT_WRITE if conn.outbuf else 0))
+        if events != conn.events:
+            conn.events = events
+            self._sel.modify(conn.sock, events, conn)

@@ -37,7 +37,7 @@ import wds
 from funcsion_rpc.errors import (DuplicateWrite, InvalidRequest, ObjectExpired, ObjectNotWritten, RunEnded,
                                  Unauthorized, UndeclaredOutput, UnknownObject, UnknownRun, UnknownWorkflow)
 
-from ._allocator import MIB, Allocator
+from ._allocator import MAX_FUNCTION_BLOCKS, MIB, Allocator
 from ._events import (AckInstructions, BeginPut, CapacityChanged, Commit, Committed, Delete, DeregisterWorkflow,
                       DropObject, EndRun, Event, Freed, FinishPut, Get, Instruction, Placed, Placement,
                       PutFinished, ReadRecorded, RegisterCapacity, RegisterWorkflow, ReleaseFunction, RunFinished,
@@ -45,10 +45,12 @@ from ._events import (AckInstructions, BeginPut, CapacityChanged, Commit, Commit
                       WorkflowRegistered)
 from ._policy import HeuristicPredictor, LifetimePredictor, parse_policy, pool_key
 from ._records import ObjectRecord, RunRecord, WorkflowEntry
+from ._tokens import is_digest, token_digest
 
 __all__ = ["MetadataState"]
 
 _COS = Placement("cos", "cos")
+MAX_NAME = 256                      # characters in a storage function's name
 _ORD = {1: "first", 2: "second", 3: "third", 4: "fourth", 5: "fifth"}
 
 
@@ -115,7 +117,7 @@ class MetadataState:
         if run is None:
             raise UnknownRun(f"no run {run_id!r} on this server (ended runs are kept for the last "
                              f"{self.max_finished_runs})", run_id=run_id)
-        if not token or not hmac.compare_digest(run.token, token):
+        if not token or not hmac.compare_digest(run.token_digest, token_digest(token)):
             raise Unauthorized(f"{'missing' if not token else 'wrong'} token for run {run_id}: use the token "
                                "start_run returned for this run", run_id=run_id)
         return run
@@ -251,19 +253,20 @@ class MetadataState:
         policy = parse_policy(ev.policy)
         if ev.ttl_s <= 0:
             raise InvalidRequest(f"ttl must be positive, got {ev.ttl_s}")
-        if not ev.token:
-            raise InvalidRequest("a run needs a token")
+        if not is_digest(ev.token_digest):
+            raise InvalidRequest("a run needs the SHA-256 digest of its token (64 hex digits), got "
+                                 f"{len(ev.token_digest)} characters")
         if ev.max_concurrency < 0 or ev.capacity_bytes < 0:
             raise InvalidRequest(f"run hints must be >= 0, got max_concurrency={ev.max_concurrency}, "
                                  f"capacity_bytes={ev.capacity_bytes}")
         run_id = f"r-{self.next_run}"
         self.next_run += 1
-        run = self.runs[run_id] = RunRecord(run_id, ev.token, entry.key, entry.graph, policy, ev.ttl_s, ev.now,
+        run = self.runs[run_id] = RunRecord(run_id, ev.token_digest, entry.key, entry.graph, policy, ev.ttl_s, ev.now,
                                             ev.now, last_t=ev.now)
         out: list[Instruction] = []
         self._plan(run, ev, out)
         self._bump("runs_started")
-        out.insert(0, RunStarted(run_id, ev.token, dict(run.plan)))
+        out.insert(0, RunStarted(run_id, dict(run.plan)))
         return out
 
     def _plan(self, run: RunRecord, ev: StartRun, out: list[Instruction]) -> None:
@@ -611,9 +614,15 @@ class MetadataState:
 
     # -- capacity and the storage layer -------------------------------------------------
     def _register_capacity(self, ev: RegisterCapacity) -> list[Instruction]:
-        if ev.blocks <= 0 or not ev.function:
-            raise InvalidRequest(f"register_capacity needs a storage function name and blocks > 0, got "
-                                 f"{ev.function!r}, {ev.blocks}")
+        """Set a storage function's capacity: idempotent, so a stack that registers its
+        functions at every start over the same journal offers the same blocks."""
+        if not 0 < len(ev.function) <= MAX_NAME:
+            raise InvalidRequest(f"register_capacity needs a storage function name of 1 to {MAX_NAME} characters, "
+                                 f"got {len(ev.function)}", function=ev.function[:64])
+        if not 0 < ev.blocks <= MAX_FUNCTION_BLOCKS:
+            raise InvalidRequest(f"register_capacity of {ev.function!r}: blocks must be 1 to {MAX_FUNCTION_BLOCKS:,} "
+                                 f"(blocks of {self.allocator.block_size:,} bytes), got {ev.blocks:,}",
+                                 function=ev.function)
         total = self.allocator.register(ev.function, ev.blocks)
         return [CapacityChanged(ev.function, ev.blocks, total)]
 

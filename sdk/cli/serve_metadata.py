@@ -16,6 +16,7 @@ import sys
 from typing import Any
 
 from funcsion_rpc.errors import InvalidRequest
+from funcsion_rpc.limits import DEFAULT_MAX_FRAME_BYTES, MAX_WDS_BYTES, MIN_MAX_FRAME_BYTES
 
 __all__ = ["HELP", "add_arguments", "run"]
 
@@ -52,6 +53,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="default run TTL with no activity (default 3600)")
     p.add_argument("--tick", type=float, default=1.0, metavar="SECONDS",
                    help="how often TTLs and leases are checked (default 1)")
+    p.add_argument("--max-frame-bytes", type=_positive, metavar="BYTES",
+                   default=os.environ.get("FUNCSION_METADATA_MAX_FRAME_BYTES", str(DEFAULT_MAX_FRAME_BYTES)),
+                   help=f"largest request the server reads; larger ones are refused unread (default "
+                        f"{DEFAULT_MAX_FRAME_BYTES}, at least {MIN_MAX_FRAME_BYTES} so a {MAX_WDS_BYTES}-byte WDS "
+                        "fits; env FUNCSION_METADATA_MAX_FRAME_BYTES)")
 
 
 def build(args: argparse.Namespace) -> Any:
@@ -71,10 +77,13 @@ def build(args: argparse.Namespace) -> Any:
     journal = Journal(args.journal, sync=args.journal_sync) if args.journal else None
     handler = MetadataHandler(state, journal=journal, admin_token=args.admin_token, default_ttl_s=args.ttl)
     try:
-        server = MetadataServer(handler, args.host, args.port, tick_interval_s=args.tick)
-    except OSError as exc:
+        server = MetadataServer(handler, args.host, args.port, tick_interval_s=args.tick,
+                                max_frame_bytes=args.max_frame_bytes)
+    except (OSError, ValueError) as exc:
         if journal is not None:
             journal.close()
+        if isinstance(exc, ValueError):
+            raise InvalidRequest(f"--max-frame-bytes (env FUNCSION_METADATA_MAX_FRAME_BYTES): {exc}") from None
         raise InvalidRequest(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
     return server, journal
 

@@ -242,3 +242,24 @@ def test_funcsion_rpc_imports_no_server_code():
 def test_generated_code_is_fresh():
     res = subprocess.run([str(ROOT / "scripts" / "gen-thrift"), "--check"], capture_output=True, text=True)
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_capacity_registration_is_idempotent_over_a_replayed_journal(tmp_path):
+    """A stack registers its 12 storage functions at every start over the same journal: the
+    capacity stays 11,520 blocks instead of doubling at each start."""
+    journal = tmp_path / "metadata.journal"
+    for start in range(3):
+        j = metadata_server.Journal(journal)
+        handler = MetadataHandler(MetadataState(block_size=4096), journal=j, admin_token=ADMIN)
+        with MetadataServer(handler) as srv, MetadataClient(port=srv.port, admin_token=ADMIN) as c:
+            for i in range(12):
+                assert c.register_capacity(f"sion-{i}", 960) == 960
+            st = c.stats()
+            assert (st["total_blocks"], st["free_blocks"], st["storage_functions"]) == (11_520, 11_520, 12), start
+            if start == 2:
+                assert c.register_capacity("sion-0", 1000) == 1000          # a new size updates
+                assert c.stats()["total_blocks"] == 11_560
+                with pytest.raises(E.InvalidRequest, match="blocks must be 1 to"):
+                    c.register_capacity("sion-0", 2**31 - 1)
+        handler.state.validate_state()
+        j.close()

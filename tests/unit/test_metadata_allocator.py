@@ -1,5 +1,6 @@
 """Lifetime-aware allocation: slices in pooled blocks, whole blocks with PlaceChunk,
-edge cases (exactly one block, zero bytes, exhaustion, spill)."""
+edge cases (exactly one block, zero bytes, exhaustion, spill), capacity registration
+(idempotent, updates, out-of-range refusals)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from funcsion_rpc import errors as E
 from metadata_server import Allocator, CoreDriver, Placed, ReleaseFunction, ScaleOut, reply
 
 
@@ -159,3 +161,63 @@ def test_bad_allocator_arguments():
         Allocator(block_size=0)
     with pytest.raises(ValueError):
         Allocator().allocate(-1, "r")
+
+
+# -- capacity registration: idempotent per function, an update when it differs -----------
+def test_registering_the_same_capacity_again_changes_nothing():
+    a = Allocator(block_size=100)
+    assert a.register("s0", 4) == 4
+    p = a.allocate(10, "r", 0)
+    before = (a.total_blocks, a.free_blocks, list(a.functions["s0"].free))
+    for _ in range(3):                                  # a stack starting again over its journal
+        assert a.register("s0", 4) == 4
+    assert (a.total_blocks, a.free_blocks, list(a.functions["s0"].free)) == before == (4, 3, [3, 2, 1])
+    a.free(p)
+    a.validate()
+
+
+def test_a_different_capacity_updates_the_function():
+    a = Allocator(block_size=100)
+    a.register("s0", 2)
+    a.register("s1", 2)
+    assert a.register("s0", 5) == 5 and a.total_blocks == 7
+    assert list(a.functions) == ["s0", "s1"]            # keeps its place in PlaceChunk's order
+    placed = [a.allocate(100, "r", 0) for _ in range(4)]
+    assert [p.extents[0].block for p in placed] == [0, 1, 2, 3] and {p.extents[0].function for p in placed} == {"s0"}
+    assert a.register("s0", 2) == 2                     # shrink: free blocks past the end go now ...
+    assert a.free_blocks == 2 and a.total_blocks == 6   # ... blocks 2, 3 in use stay until freed
+    a.validate()
+    a.free(placed[3])
+    assert a.total_blocks == 5 and a.functions["s0"].free == []
+    a.free(placed[0])
+    assert a.functions["s0"].free == [0]
+    a.validate()
+
+
+def test_registering_again_after_unregister_keeps_block_numbers_in_use():
+    a = Allocator(block_size=100)
+    a.register("s0", 3)
+    p = a.allocate(10, "r", 0)
+    assert a.unregister("s0") == 1
+    assert a.register("s0", 3) == 3 and a.free_blocks == 2 and a.total_blocks == 3
+    q = [a.allocate(100, "r", 1) for _ in range(2)]
+    assert sorted(x.extents[0].block for x in q) == [1, 2] and a.allocate(100, "r", 2) is None
+    a.free(p)
+    assert a.total_blocks == 3 and a.free_blocks == 1    # capacity stays 3, not 3 + reused numbers
+    a.validate()
+
+
+@pytest.mark.parametrize("function, blocks, why", [
+    ("s0", 0, "blocks must be 1 to 1,048,576"), ("s0", -5, "blocks must be 1 to"),
+    ("s0", (1 << 20) + 1, "got 1,048,577"), ("s0", (1 << 31) - 1, "blocks must be 1 to"),
+    ("", 4, "name of 1 to 256 characters"), ("f" * 257, 4, "got 257"),
+])
+def test_out_of_range_capacity_is_refused(function, blocks, why):
+    d = CoreDriver(block_size=1000)
+    d.capacity("s0", 8)
+    with pytest.raises(E.InvalidRequest, match=why):
+        d.capacity(function, blocks)
+    assert d.state.allocator.total_blocks == 8
+    with pytest.raises(ValueError):
+        Allocator().register("s1", 0)
+    d.state.validate_state()

@@ -8,7 +8,7 @@ import pytest
 
 from funcsion_rpc import errors as E
 from metadata_server import (Committed, CoreDriver, DropObject, Freed, Placed, PutFinished, ReadRecorded,
-                             RunFinished, reply)
+                             RunFinished, reply, token_digest)
 
 NOOUT = {
     "app": "noout", "workflow_id": 1, "category": "test",
@@ -146,6 +146,9 @@ def test_errors_name_run_function_object(d, fig9_path):
     with pytest.raises(E.Unauthorized, match="missing token"):
         d.state.authorize(r, "")
     assert d.state.authorize(r, "tok-1").run_id == r
+    with pytest.raises(E.Unauthorized, match="wrong token for run r-1"):
+        d.state.authorize(r, "t\u00f6k-1-\u2603")            # not ASCII: wrong, not a TypeError
+    assert d.state.runs[r].token_digest == token_digest("tok-1")   # the core keeps the digest only
     with pytest.raises(E.UnknownWorkflow):
         d.start("nope/1")
     with pytest.raises(E.InvalidRequest, match="jiffy:<lease_ms>"):
