@@ -3,7 +3,9 @@
 - ``MAX_WDS_BYTES``: the largest workflow description (UTF-8 JSON) the server
   registers; a larger one is refused with ``InvalidRequest``. Fan-out
   templates keep real workflows far below it (thousands of functions fit in
-  a few hundred KB even when listed one by one).
+  a few hundred KB even when listed one by one). It is the ceiling of the
+  settable WDS size limit (``wds_max_bytes``, default 4 MiB), which the
+  server applies first.
 - ``DEFAULT_MAX_FRAME_BYTES``: the largest request frame the server reads, by
   default Thrift's own frame limit (which is also what ``MetadataClient``
   accepts for a reply). It is a server setting (``funcsion serve metadata

@@ -212,7 +212,10 @@ def test_a_workflow_over_the_wds_limit_is_refused_by_name(server, admin, run):
 
 
 def test_the_largest_wds_fits_under_the_smallest_frame_limit():
-    handler = MetadataHandler(MetadataState(), admin_token=ADMIN)
+    import wds
+
+    # the wire's ceiling (MAX_WDS_BYTES) is above the default WDS limit (wds_max_bytes): raise that to it
+    handler = MetadataHandler(MetadataState(wds_limits=wds.Limits(max_bytes=MAX_WDS_BYTES)), admin_token=ADMIN)
     with MetadataServer(handler, max_frame_bytes=MIN_MAX_FRAME_BYTES) as srv, \
             MetadataClient(port=srv.port, admin_token=ADMIN) as c:
         text = FIG9.read_text()
