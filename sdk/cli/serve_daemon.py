@@ -1,58 +1,197 @@
-"""``funcsion serve daemon``: run the SION client daemon in the foreground
-with storage functions on the local Lambda platform and COS in a directory
-(or ``--cos s3://bucket/prefix``). Prints the address and token; SIGTERM or
-Ctrl-C stops it cleanly."""
+"""``funcsion serve daemon``: run the SION client daemon in the foreground.
+
+``--invoker local`` (the default): storage functions on the local Lambda
+platform and COS in a directory (or ``--cos s3://bucket/prefix``).
+``--invoker aws``: the storage Lambdas that ``funcsion deploy storage``
+created (``--function-prefix``, ``--region``, ``--endpoint-url``) invoked
+through boto3, COS in S3 (``--cos s3://...``, required), and ``--advertise
+HOST[:PORT]``, the address the Lambdas dial back to (they take no inbound
+connections). ``build(args)`` makes the store for both modes (tests call
+it). Prints the address and token; SIGTERM or Ctrl-C stops it cleanly."""
 
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from typing import Any
 
-HELP = "run the storage daemon (SION) with local storage functions in the foreground"
+from wds import FuncsionError
 
-__all__ = ["HELP", "add_arguments", "run"]
+HELP = "run the storage daemon (SION) with local or AWS Lambda storage functions in the foreground"
+
+__all__ = ["HELP", "add_arguments", "build", "run", "ServeDaemonError"]
+
+_AWS_ONLY = ("region", "endpoint_url", "function_prefix")
+
+
+class ServeDaemonError(FuncsionError):
+    """Bad arguments for ``funcsion serve daemon``, or AWS refused a check."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--invoker", choices=["local", "aws"], default="local",
+                   help="where storage functions run: the local platform (default) or AWS Lambda")
     p.add_argument("--host", default="127.0.0.1", help="bind address (default loopback)")
-    p.add_argument("--port", type=int, default=0, help="port (default: any free port)")
+    p.add_argument("--port", type=int, default=0,
+                   help="port (default: the --advertise port if it names one, else any free port)")
+    p.add_argument("--advertise", metavar="HOST[:PORT]", default="",
+                   help="address the storage functions dial back to (default: the bound one); required with "
+                        "--invoker aws: an address of this machine the Lambdas can reach")
     p.add_argument("--token", default="", help="run token clients must present (default: random)")
     p.add_argument("--root", default=None, help="directory for cos/ and buffer/ (default: temporary)")
-    p.add_argument("--cos", default=None, help="COS URL (file:///dir or s3://bucket/prefix)")
-    p.add_argument("--function-memory-mb", type=int, default=1536)
-    p.add_argument("--max-functions", type=int, default=48)
+    p.add_argument("--cos", default=None,
+                   help="COS URL: file:///dir or s3://bucket/prefix[?endpoint_url=URL&region=R] (s3 with aws)")
+    p.add_argument("--function-prefix", default=None, metavar="PREFIX",
+                   help="(aws) name prefix of the storage Lambdas, as given to `funcsion deploy storage` "
+                        "(default funcsion-storage-)")
+    p.add_argument("--region", default=None, help="(aws) AWS region (default: the AWS configuration's)")
+    p.add_argument("--endpoint-url", default=None, metavar="URL", help="(aws) Lambda endpoint (moto, LocalStack)")
+    p.add_argument("--function-memory-mb", type=int, default=None,
+                   help="memory per function (local default 1536; aws default: the deployed MemorySize)")
+    p.add_argument("--max-functions", type=int, default=None,
+                   help="functions in the pool (local default 48; aws default: how many are deployed)")
     p.add_argument("--group-size", type=int, default=12)
     p.add_argument("--idle-s", type=float, default=2.0)
     p.add_argument("--json", action="store_true", help="print the address line as JSON")
 
 
-def run(args: argparse.Namespace) -> int:
-    from storage_functions.daemon import LocalStore
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
-    overrides: dict[str, Any] = {"host": args.host, "port": args.port, "function_memory_mb": args.function_memory_mb,
-                                 "max_functions": args.max_functions, "group_size": args.group_size,
+
+def _addresses(args: argparse.Namespace, warn: Callable[[str], None]) -> dict[str, Any]:
+    """Bind and advertise settings, checked: the functions must be able to dial what is advertised."""
+    from storage_functions.daemon._config import split_address
+
+    out: dict[str, Any] = {"host": args.host, "port": args.port}
+    if not 0 <= args.port <= 65535:
+        raise ServeDaemonError(f"--port must be 0..65535, got {args.port}")
+    adv_host, adv_port = "", 0
+    if args.advertise:
+        try:
+            adv_host, adv_port = split_address(args.advertise)
+        except ValueError as exc:
+            raise ServeDaemonError(f"--advertise: {exc}") from None
+        out["advertise"] = args.advertise
+        if adv_port and not args.port:
+            out["port"] = adv_port
+    if args.invoker != "aws":
+        return out
+    if not args.advertise:
+        raise ServeDaemonError(
+            "--invoker aws: the storage Lambdas dial out to the daemon and cannot reach "
+            f"{args.host}; pass --advertise HOST:PORT (an address of this VM or container that they can "
+            "reach, e.g. its private IP in their VPC) and bind it with --host (that IP, or 0.0.0.0)")
+    if _loopback(args.host) and not _loopback(adv_host):
+        raise ServeDaemonError(
+            f"--host {args.host} is loopback, so functions dialing --advertise {args.advertise} cannot connect: "
+            f"bind --host {adv_host} (or --host 0.0.0.0 to listen on every interface)")
+    if _loopback(adv_host):
+        warn(f"--advertise {args.advertise} is loopback: only functions on this machine (an emulator) can dial it")
+    if args.host in ("0.0.0.0", "::"):
+        warn(f"--host {args.host} listens on every interface: let only the Lambdas' security group and your "
+             "workflow reach the port (clients still need the token, functions their invocation secret)")
+    return out
+
+
+def build(args: argparse.Namespace, *, warn: Callable[[str], None] | None = None) -> Any:
+    """The store ``serve daemon`` runs (not started): a ``LocalStore`` or an
+    ``AwsStore``. Raises ``ServeDaemonError`` for bad arguments; ``warn``
+    gets the warnings (default: stderr)."""
+    from storage_functions.exceptions import StorageError
+
+    def say(msg: str) -> None:
+        print(f"funcsion serve daemon: warning: {msg}", file=sys.stderr)
+
+    if args.invoker == "aws" and not (args.cos or "").startswith("s3://"):
+        got = f"got --cos {args.cos}" if args.cos else "no --cos given"
+        raise ServeDaemonError(f"--invoker aws needs --cos s3://bucket/prefix: storage Lambdas cannot reach a "
+                               f"local directory ({got})")
+    overrides: dict[str, Any] = {**_addresses(args, warn or say), "group_size": args.group_size,
                                  "idle_s": args.idle_s}
     if args.token:
         overrides["token"] = args.token
-    if args.cos:
-        overrides["cos_url"] = args.cos
+    for name in ("function_memory_mb", "max_functions"):
+        if getattr(args, name) is not None:
+            overrides[name] = getattr(args, name)
+    try:
+        if args.invoker == "local":
+            given = [f"--{n.replace('_', '-')}" for n in _AWS_ONLY if getattr(args, n) is not None]
+            if given:
+                raise ServeDaemonError(f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} only for "
+                                       "--invoker aws (the storage Lambdas)")
+            from storage_functions.daemon import LocalStore
+
+            overrides.setdefault("function_memory_mb", 1536)
+            overrides.setdefault("max_functions", 48)
+            if args.cos:
+                overrides["cos_url"] = args.cos
+            return LocalStore(args.root, **overrides)
+        return _build_aws(args, overrides)
+    except StorageError as exc:
+        raise ServeDaemonError(str(exc)) from None
+    except ValueError as exc:  # DaemonConfig's checks name the field
+        raise ServeDaemonError(str(exc)) from None
+    except Exception as exc:  # botocore: no credentials, no region, endpoint unreachable
+        if type(exc).__module__.startswith("botocore"):
+            hint = " (pass --region)" if type(exc).__name__ == "NoRegionError" else ""
+            raise ServeDaemonError(f"AWS: {type(exc).__name__}: {exc}{hint}") from None
+        raise
+
+
+def _build_aws(args: argparse.Namespace, overrides: dict[str, Any]) -> Any:
+    import os
+
+    from storage_functions.daemon import AwsStore
+    from storage_functions.deploy import DEFAULT_PREFIX
+
+    if args.root:
+        overrides["buffer_dir"] = os.path.join(args.root, "buffer")
+    return AwsStore(args.cos, function_prefix=args.function_prefix or DEFAULT_PREFIX, region_name=args.region,
+                    endpoint_url=args.endpoint_url, **overrides)
+
+
+def run(args: argparse.Namespace) -> int:
+    from storage_functions.exceptions import StorageError
+
+    store = build(args)
     stop = threading.Event()
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
-        with LocalStore(args.root, **overrides) as st:
-            host, port = st.address
-            info = {"address": f"{host}:{port}", "token": st.token}
-            sys.stdout.write((json.dumps(info) if args.json else f"daemon on {host}:{port} token {st.token}") + "\n")
+        try:
+            store.start()
+        except (OSError, StorageError) as exc:
+            store.stop()
+            where = f"cannot listen on {args.host}:{store.config.port}: " if isinstance(exc, OSError) else ""
+            raise ServeDaemonError(where + str(getattr(exc, "strerror", None) or exc)) from None
+        try:
+            host, port = store.address
+            info = {"address": f"{host}:{port}", "token": store.token, "invoker": args.invoker}
+            if args.invoker == "aws" or args.advertise:
+                dhost, dport = store.config.dial_address(store.address)
+                info["advertise"] = f"{dhost}:{dport}"
+            line = json.dumps(info) if args.json else (
+                f"daemon on {host}:{port} token {store.token}"
+                + (f" (functions dial {info['advertise']})" if "advertise" in info else ""))
+            sys.stdout.write(line + "\n")
             sys.stdout.flush()
             try:
                 while not stop.wait(0.5):
                     pass
             except KeyboardInterrupt:
                 pass
+        finally:
+            store.stop()
     finally:
         signal.signal(signal.SIGTERM, previous)
     return 0

@@ -12,5 +12,6 @@ from ._server import Daemon
 __all__ = ["Daemon", "DaemonConfig", "PlaceChunk", "Placement", "BlockAllocator", "PoolExhausted",
            "ObjectTable", "ObjectVersion", "Stripe", "chunk_key", "cos_object_key"]
 from ._local import RUNTIME_HANDLER, LocalStore  # noqa: E402
+from ._aws import AwsStore  # noqa: E402
 
-__all__ += ["LocalStore", "RUNTIME_HANDLER"]
+__all__ += ["LocalStore", "RUNTIME_HANDLER", "AwsStore"]

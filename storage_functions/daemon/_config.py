@@ -1,10 +1,11 @@
-"""Daemon configuration: one dataclass, validated at construction."""
+"""Daemon configuration: one dataclass, validated at construction, and the
+address the storage functions dial back to (``advertise``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-__all__ = ["DaemonConfig"]
+__all__ = ["DaemonConfig", "split_address"]
 
 MiB = 1 << 20
 
@@ -40,6 +41,9 @@ class DaemonConfig:
     get_window: int = 3  # stripes a GET requests ahead of the first one not yet written to its client; 0 = all
     spin_us: float = 500.0  # a function busy-polls its small connection this long after a single-slice GET
     debug: bool = False
+    # what the storage functions dial: "HOST" or "HOST:PORT"; "" = the bound address. Lambdas
+    # dial OUT to the daemon, so on AWS this is an address of the daemon's VM they can reach
+    advertise: str = ""
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -54,6 +58,16 @@ class DaemonConfig:
             raise ValueError(f"DaemonConfig.function_memory_mb={self.function_memory_mb} leaves no room for one block")
         if not 0 < self.hardcap_fraction <= 1:
             raise ValueError(f"DaemonConfig.hardcap_fraction must be in (0, 1], got {self.hardcap_fraction}")
+        if self.advertise:
+            split_address(self.advertise)
+
+    def dial_address(self, bound: tuple[str, int]) -> tuple[str, int]:
+        """The (host, port) a storage function is told to dial, given the
+        address the daemon's listener is ``bound`` to."""
+        if not self.advertise:
+            return bound[0], int(bound[1])
+        host, port = split_address(self.advertise)
+        return host, port or int(bound[1])
 
     @property
     def capacity(self) -> int:
@@ -63,3 +77,21 @@ class DaemonConfig:
     @property
     def hardcap(self) -> int:
         return max(self.block_size, int(self.capacity * self.hardcap_fraction) // self.block_size * self.block_size)
+
+
+def split_address(text: str) -> tuple[str, int]:
+    """``"10.0.0.5:7000"`` -> ("10.0.0.5", 7000); ``"10.0.0.5"`` -> ("10.0.0.5", 0);
+    ``"[fd00::5]:7000"`` for IPv6. Raises ValueError naming what is wrong."""
+    host, sep, port = text.strip(), "", ""
+    if host.startswith("["):
+        inner, closed, rest = host[1:].partition("]")
+        if not closed or (rest and not rest.startswith(":")):
+            raise ValueError(f"address {text!r}: write [IPv6]:PORT, e.g. [fd00::5]:7000")
+        host, sep, port = inner, rest[:1], rest[1:]
+    elif host.count(":") == 1:
+        host, sep, port = host.partition(":")
+    if not host or any(c.isspace() or c in "/[]" for c in host) or (sep and not port):
+        raise ValueError(f"address {text!r}: write HOST or HOST:PORT, e.g. 10.0.0.5:7000")
+    if port and (not port.isdigit() or not 0 < int(port) < 65536):
+        raise ValueError(f"address {text!r}: the port must be a number in 1..65535")
+    return host, int(port) if port else 0

@@ -220,7 +220,7 @@ class Daemon:
 
     def _event(self, h: FunctionHandle, warmup: bool) -> dict[str, Any]:
         c = self.config
-        host, port = self.address
+        host, port = c.dial_address(self.address)
         return {"daemon": [host, port], "name": h.name, "secret": h.secret, "idle_s": c.idle_s,
                 "tick_ms": c.tick_ms, "block_size": c.block_size, "capacity": c.capacity,
                 "cos_url": c.cos_url, "cos_prefix": c.cos_prefix, "warmup": warmup, "debug": c.debug, "spin_us": c.spin_us}
