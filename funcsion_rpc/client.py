@@ -9,7 +9,7 @@ puts of the same size and checksum are the same write, commits are
 idempotent).
 
 ``token`` is a run token (from ``start_run``) for run calls; ``admin_token``
-is for control calls. Imports only thrift, wds and the standard library.
+is for control calls. Imports only thrift, funcsion_errors and the standard library.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from wds import FuncsionError
+from funcsion_errors import FuncsionError
 
 from ._constants import CONFIG_FILE, ENV_PREFIX
 

@@ -10,12 +10,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import hdag
 import wds
 
 from ._common import add_param_option, parse_params
+
+if TYPE_CHECKING:
+    import hdag
 
 __all__ = ["add_parser", "run", "format_text"]
 
@@ -34,6 +36,8 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import hdag  # networkx: the `local` extra, not needed for --help
+
     params = parse_params(args.param, args._parser)
     workflow = wds.load(args.wds, params=params)
     graph = hdag.build(workflow)
