@@ -8,13 +8,13 @@ Lambda without the server."""
 from __future__ import annotations
 
 from . import errors
-from .client import MetadataClient, PutRequest
+from .client import DEFAULT_METADATA_PORT, MetadataClient, PutRequest
 from .errors import (DuplicateWrite, ErrorCode, InvalidRequest, MetadataError, ObjectExpired, ObjectNotWritten,
                      RunEnded, ServiceUnavailable, Unauthorized, UndeclaredOutput, UnknownObject, UnknownRun,
                      UnknownWorkflow)
 
 __all__ = [
-    "DuplicateWrite", "ErrorCode", "InvalidRequest", "MetadataClient", "MetadataError", "ObjectExpired",
+    "DEFAULT_METADATA_PORT", "DuplicateWrite", "ErrorCode", "InvalidRequest", "MetadataClient", "MetadataError", "ObjectExpired",
     "ObjectNotWritten", "PutRequest", "RunEnded", "ServiceUnavailable", "Unauthorized", "UndeclaredOutput",
     "UnknownObject", "UnknownRun", "UnknownWorkflow", "errors",
 ]

@@ -27,7 +27,10 @@ from .errors import ServiceUnavailable, error_class
 from .gen.metadata import Metadata
 from .gen.metadata import ttypes as T
 
-__all__ = ["MetadataClient", "PutRequest"]
+__all__ = ["MetadataClient", "PutRequest", "DEFAULT_METADATA_PORT"]
+
+#: The metadata server's TCP port unless configured otherwise (sdk.Config.metadata_port).
+DEFAULT_METADATA_PORT = 7917
 
 R = TypeVar("R")
 PutRequest = T.PutRequest
@@ -46,7 +49,7 @@ class _Conn:
 
 
 class MetadataClient:
-    def __init__(self, host: str = "127.0.0.1", port: int = 9090, *, token: str = "", admin_token: str = "",
+    def __init__(self, host: str = "127.0.0.1", port: int = DEFAULT_METADATA_PORT, *, token: str = "", admin_token: str = "",
                  timeout_s: float = 30.0) -> None:
         self.host, self.port = host, port
         self.token = token

@@ -7,7 +7,8 @@ traceback; unexpected errors still print one, since they are bugs.
 
 Optional packages (networkx, matplotlib, boto3, ...) are imported only by the
 commands that use them; a missing one exits 2 naming the extra to install.
-``--version`` prints the installed distribution's version.
+``--version`` prints the installed distribution's version. A ``FUNCSION_*``
+environment variable that funcsion does not read gets a one-line warning.
 
 Shorthand: ``funcsion deploy WDS ...`` is ``funcsion deploy workflow WDS ...``
 (``main`` rewrites the arguments when the word after ``deploy`` is neither a
@@ -17,6 +18,7 @@ subcommand nor an option).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from importlib import metadata
@@ -27,6 +29,7 @@ from funcsion_errors import FuncsionError
 from . import inspect_cmd, run_cmd, stack_cmd
 from ._common import missing_extra
 from ._dispatch import add_group
+from ._env import unknown_env_warnings
 
 __all__ = ["main", "build_parser"]
 
@@ -90,6 +93,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"funcsion deploy: {expanded}", file=sys.stderr)
         return 2
     args = parser.parse_args(expanded)
+    for warning in unknown_env_warnings(os.environ):
+        print(f"funcsion: warning: {warning}", file=sys.stderr)
     try:
         code: int = args.run(args)
     except FuncsionError as exc:

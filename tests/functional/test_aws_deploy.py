@@ -149,6 +149,21 @@ def test_cli_deploys_and_reports_json(aws: dict[str, Any], capsys: pytest.Captur
         "unchanged", "unchanged"]
 
 
+def test_cli_defaults_come_from_the_config(aws: dict[str, Any], capsys: pytest.CaptureFixture[str],
+                                           monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No --count, --memory-mb or --role-arn: the config's storage_functions, function_memory_mb, role_arn."""
+    from sdk.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("FUNCSION_STORAGE_FUNCTIONS", "2")
+    monkeypatch.setenv("FUNCSION_ROLE_ARN", aws["role_arn"])
+    (tmp_path / "funcsion.toml").write_text("function_memory_mb = 512\n")
+    assert main(["deploy", "storage", "--region", REGION, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert [f["name"] for f in doc["functions"]] == ["funcsion-storage-0", "funcsion-storage-1"]
+    assert config_of(aws["lambda"], "funcsion-storage-1")["MemorySize"] == 512
+
+
 @pytest.mark.parametrize("extra,match", [
     ([], "--role-arn is required"),
     (["--role-arn", "arn:aws:iam::123456789012:role/r", "--env", "NOEQUALS"], "--env 'NOEQUALS'"),
