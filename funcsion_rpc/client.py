@@ -9,7 +9,7 @@ puts of the same size and checksum are the same write, commits are
 idempotent).
 
 ``token`` is a run token (from ``start_run``) for run calls; ``admin_token``
-is for control calls. Imports only thrift, wds and the standard library.
+is for control calls. Imports only thrift, funcsion_errors and the standard library.
 """
 
 from __future__ import annotations
@@ -28,7 +28,10 @@ from .errors import ServiceUnavailable, error_class
 from .gen.metadata import Metadata
 from .gen.metadata import ttypes as T
 
-__all__ = ["MetadataClient", "PutRequest"]
+__all__ = ["MetadataClient", "PutRequest", "DEFAULT_METADATA_PORT"]
+
+#: The metadata server's TCP port unless configured otherwise (sdk.Config.metadata_port).
+DEFAULT_METADATA_PORT = 7917
 
 R = TypeVar("R")
 PutRequest = T.PutRequest
@@ -50,7 +53,7 @@ class _Conn:
 
 
 class MetadataClient:
-    def __init__(self, host: str = "127.0.0.1", port: int = 9090, *, token: str = "", admin_token: str = "",
+    def __init__(self, host: str = "127.0.0.1", port: int = DEFAULT_METADATA_PORT, *, token: str = "", admin_token: str = "",
                  timeout_s: float = 30.0) -> None:
         self.host, self.port = host, port
         self.token = token

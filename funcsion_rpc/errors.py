@@ -6,7 +6,7 @@ the function and the object it is about. The server raises these, the Thrift
 handler turns them into a ``MetadataFault`` on the wire, and
 ``MetadataClient`` turns the fault back into the same class here.
 
-    FuncsionError                       (wds: the project's root)
+    FuncsionError                       (funcsion_errors: the project's root)
     └── MetadataError                   any refusal of the metadata service
         ├── UnknownRun                  no such run id
         ├── RunEnded                    the run ended (or its TTL passed)
@@ -20,12 +20,12 @@ handler turns them into a ``MetadataFault`` on the wire, and
         ├── InvalidRequest              a malformed argument (negative size, bad policy, ...)
         └── ServiceUnavailable          the client could not reach the server
 
-Imports only the standard library and ``wds``.
+Imports only the standard library and ``funcsion_errors``.
 """
 
 from __future__ import annotations
 
-from wds import FuncsionError
+from funcsion_errors import FuncsionError
 
 __all__ = [
     "ErrorCode",

@@ -15,7 +15,7 @@ here, so a Lambda deployment never loads networkx or server code.
 
 from __future__ import annotations
 
-from wds import FuncsionError
+from funcsion_errors import FuncsionError
 
 from ._client import Client, Endpoints
 from ._codecs import CODECS

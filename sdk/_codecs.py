@@ -16,7 +16,7 @@ from typing import Any
 
 import msgpack
 
-from wds import FuncsionError
+from funcsion_errors import FuncsionError
 
 __all__ = ["CodecError", "encode", "decode", "CODECS"]
 

@@ -19,7 +19,10 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from wds import FuncsionError, Limits
+from funcsion_errors import FuncsionError
+from funcsion_rpc.client import DEFAULT_METADATA_PORT
+from storage_functions.protocol import DEFAULT_DAEMON_PORT
+from wds import Limits
 
 from ._constants import CONFIG_FILE, ENV_PREFIX
 
@@ -60,8 +63,8 @@ class Config:
 
     # servers
     host: str = "127.0.0.1"
-    metadata_port: int = 7917
-    daemon_port: int = 7918
+    metadata_port: int = DEFAULT_METADATA_PORT  # 7917, every command's default
+    daemon_port: int = DEFAULT_DAEMON_PORT  # 7918
     state_dir: str = ".funcsion"
     cos_url: str = ""  # default: file://<state_dir>/cos
     # storage

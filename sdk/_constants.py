@@ -1,13 +1,15 @@
 """Names of every environment variable funcsion reads, in one place.
 
-Configuration fields map to ``FUNCSION_<FIELD>`` (upper case); the run context
-variables below are set by the executor and Step Functions bridge for tasks.
+Configuration fields map to ``FUNCSION_<FIELD>`` (upper case); the others are
+below. The local platform's own variables live in
+``storage_functions.local._config.ENV`` (storage_functions cannot import sdk);
+``sdk.cli._env`` joins both to warn about ``FUNCSION_*`` names nobody reads.
 """
 
 from __future__ import annotations
 
 __all__ = ["ENV_PREFIX", "CONFIG_FILE", "ENV_RUN_ID", "ENV_RUN_TOKEN", "ENV_METADATA", "ENV_DAEMON",
-           "EVENT_KEY"]
+           "ENV_ADMIN_TOKEN", "ENV_METADATA_JOURNAL", "ENV_METADATA_MAX_FRAME_BYTES", "ENV_WORKFLOW", "ENV_SKIP_INSTALL", "EVENT_KEY"]
 
 ENV_PREFIX = "FUNCSION_"
 CONFIG_FILE = "funcsion.toml"
@@ -16,6 +18,15 @@ ENV_RUN_ID = "FUNCSION_RUN_ID"
 ENV_RUN_TOKEN = "FUNCSION_RUN_TOKEN"
 ENV_METADATA = "FUNCSION_METADATA_ADDR"
 ENV_DAEMON = "FUNCSION_DAEMON_ADDR"
+
+#: ``funcsion serve metadata``: the admin token (a secret, so not a config field) and the journal
+ENV_ADMIN_TOKEN = "FUNCSION_ADMIN_TOKEN"
+ENV_METADATA_JOURNAL = "FUNCSION_METADATA_JOURNAL"
+ENV_METADATA_MAX_FRAME_BYTES = "FUNCSION_METADATA_MAX_FRAME_BYTES"
+#: set on every task Lambda by ``funcsion deploy WDS --target aws``: the workflow key
+ENV_WORKFLOW = "FUNCSION_WORKFLOW"
+#: read by ``scripts/test``: skip its install step
+ENV_SKIP_INSTALL = "FUNCSION_SKIP_INSTALL"
 
 #: Key under which a task's event carries its run context.
 EVENT_KEY = "funcsion"

@@ -1,9 +1,10 @@
 """Errors users of the SDK see.
 
-    FuncsionError                       (wds: the project's root)
+    FuncsionError                       (funcsion_errors: the project's root)
     ├── MetadataError ...               the metadata service refused (funcsion_rpc.errors, re-exported)
     │   ├── ObjectExpired, ObjectNotWritten, UndeclaredOutput, DuplicateWrite, Unauthorized, ...
-    ├── StoreFailure                    the data path failed (a storage_functions error, mapped here)
+    ├── StorageError ...                COS, Lambda platform, data path (storage_functions.exceptions)
+    ├── StoreFailure                    the data path failed (a storage_functions error, wrapped here)
     ├── CodecError                      a value could not be encoded or decoded
     ├── ConfigError                     a configuration value is wrong
     └── TaskError                       a task broke a workflow rule; a retry may act on it
@@ -11,13 +12,14 @@
         ├── MissingOutputs              returned without writing every declared output
         └── NoRunContext                sdk.get/put outside a task and without a Client
 
-``storage_functions`` has its own root (it runs inside storage Lambdas and
-imports only the standard library), so ``StoreFailure`` wraps its errors at
-the SDK boundary and keeps the original as ``__cause__``.
+``storage_functions`` errors derive from the same root; on the data path the
+SDK still wraps them in ``StoreFailure`` (the original is its ``__cause__``)
+so a task's caller sees one class for "the store failed".
 """
 
 from __future__ import annotations
 
+from funcsion_errors import FuncsionError
 from funcsion_rpc.errors import (
     DuplicateWrite,
     InvalidRequest,
@@ -32,7 +34,6 @@ from funcsion_rpc.errors import (
     UnknownRun,
     UnknownWorkflow,
 )
-from wds import FuncsionError
 
 from ._codecs import CodecError
 from ._config import ConfigError

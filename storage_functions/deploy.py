@@ -1,11 +1,14 @@
 """Package the storage-function runtime and create or update the storage
 Lambda functions through boto3.
 
-``build_zip()`` zips the ``storage_functions`` package (Python sources only)
-without the local platform (``local/``), byte-for-byte reproducible (fixed
-timestamps, sorted entries) so that an unchanged runtime has an unchanged
-``CodeSha256`` and a redeploy leaves the code alone. It needs only the
-standard library and boto3, both in the Lambda Python runtime.
+``build_zip()`` zips the files of an allow-list (``RUNTIME_FILES``: what
+``storage_functions.runtime.handler`` imports, and nothing of the VM-side
+daemon, the local platform, the invoker, COS adapters or this module),
+byte-for-byte reproducible (fixed timestamps, sorted entries) so that an
+unchanged runtime has an unchanged ``CodeSha256`` and a redeploy leaves the
+code alone. The zip needs only the standard library (no layer); this module
+needs boto3 to deploy it. ``collect`` and ``reproducible_zip`` build the task
+zip too (``sdk.deploy``).
 
 ``deploy_storage_functions(count=N, role_arn=...)`` makes functions
 ``<prefix>0`` .. ``<prefix>N-1``: created if missing, else their code
@@ -29,37 +32,58 @@ from typing import Any, Literal
 from .exceptions import DeployError
 
 __all__ = [
-    "build_zip", "code_sha256", "deploy_storage_functions", "upsert_function", "DeployResult", "StorageFunctionConfig",
-    "RUNTIME_HANDLER", "DEFAULT_PREFIX", "DEFAULT_RUNTIME", "EXCLUDED",
+    "build_zip", "code_sha256", "collect", "deploy_storage_functions", "reproducible_zip", "upsert_function",
+    "DeployResult", "StorageFunctionConfig", "RUNTIME_HANDLER", "DEFAULT_PREFIX", "DEFAULT_RUNTIME", "RUNTIME_FILES",
 ]
 
 RUNTIME_HANDLER = "storage_functions.runtime.handler"
 DEFAULT_PREFIX = "funcsion-storage-"
 DEFAULT_RUNTIME = "python3.12"
-EXCLUDED = ("local",)  # subpackages of storage_functions left out of the zip
-_PACKAGE = Path(__file__).resolve().parent
+#: The storage-function zip, relative to the directory holding the packages (see ``collect``).
+RUNTIME_FILES = ("funcsion_errors/", "storage_functions/__init__.py", "storage_functions/exceptions.py",
+                 "storage_functions/protocol.py", "storage_functions/runtime/")
+_ROOT = Path(__file__).resolve().parent.parent
 _EPOCH = (1980, 1, 1, 0, 0, 0)
 _ARN_ROLE = re.compile(r"^arn:aws[a-zA-Z-]*:iam::\d{12}:role/.+$")
 _PREFIX = re.compile(r"^[A-Za-z0-9_-]{1,54}$")
 
 
-def build_zip(*, exclude: Iterable[str] = EXCLUDED, package_dir: Path = _PACKAGE) -> bytes:
-    """The deployment zip: ``storage_functions/**/*.py`` (and ``py.typed``)
-    minus the ``exclude`` subpackages, reproducible to the byte."""
-    skip = {package_dir / name for name in exclude}
-    files = sorted(
-        p for p in package_dir.rglob("*")
-        if p.is_file() and (p.suffix == ".py" or p.name == "py.typed")
-        and "__pycache__" not in p.parts and not any(s == p or s in p.parents for s in skip)
-    )
+def collect(allow: Iterable[str], root: Path = _ROOT) -> list[tuple[str, Path]]:
+    """``(name in the zip, file)`` for each entry of ``allow``, sorted: a file, a glob
+    (``sdk/*.py``) or a directory ending in "/" (its .py files and py.typed, recursively).
+    An entry that matches nothing is a ``DeployError`` (an allow-list must not rot silently)."""
+    out: dict[str, Path] = {}
+    for entry in allow:
+        base = root / entry
+        if "*" in entry:
+            files = [p for p in root.glob(entry) if p.is_file()]
+        elif entry.endswith("/"):
+            files = [p for p in base.rglob("*") if p.is_file() and (p.suffix == ".py" or p.name == "py.typed")
+                     and "__pycache__" not in p.parts] if base.is_dir() else []
+        else:
+            files = [base] if base.is_file() else []
+        if not files:
+            raise DeployError(f"zip allow-list entry {entry!r} matches no file under {root}")
+        out.update((p.relative_to(root).as_posix(), p) for p in files)
+    return sorted(out.items())
+
+
+def reproducible_zip(files: Iterable[tuple[str, Path]]) -> bytes:
+    """A zip of ``(name, file)`` pairs, the same bytes for the same contents (fixed
+    timestamps and modes, entries in the given order)."""
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
-        for path in files:
-            info = zipfile.ZipInfo(f"{package_dir.name}/{path.relative_to(package_dir).as_posix()}", _EPOCH)
+        for name, path in files:
+            info = zipfile.ZipInfo(name, _EPOCH)
             info.external_attr = 0o644 << 16
             info.compress_type = zipfile.ZIP_DEFLATED
             zf.writestr(info, path.read_bytes())
     return buf.getvalue()
+
+
+def build_zip(*, files: Iterable[str] = RUNTIME_FILES, root: Path = _ROOT) -> bytes:
+    """The storage-function deployment zip: the ``files`` allow-list, reproducible to the byte."""
+    return reproducible_zip(collect(files, root))
 
 
 def code_sha256(zip_bytes: bytes) -> str:

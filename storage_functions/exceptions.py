@@ -1,34 +1,37 @@
 """Errors of the storage layer.
 
 ``storage_functions`` runs inside storage Lambdas and may import only the
-standard library and boto3, so its root is its own ``StorageError``; the SDK
-maps these to the ``FuncsionError`` tree at its boundary.
+standard library, boto3 and ``funcsion_errors``, whose ``FuncsionError`` is
+the root here too; the SDK wraps these in ``StoreFailure`` at its boundary.
 
-    StorageError
-    ├── COSError                 an object-store call failed (after its retries for transient errors)
-    │   ├── COSNotFound          no such key in the object store
-    │   ├── InvalidKey           a key the object store cannot hold (also a ValueError)
-    │   └── COSConfigError       a COS URL or option that cannot be used (also a ValueError)
-    ├── PlatformError            the (local or AWS) Lambda platform refused or failed
-    │   ├── PlatformConfigError  a platform setting (argument or FUNCSION_* variable) is invalid
-    │   │                        (also a ValueError); names the field
-    │   ├── FunctionNotDeployed  invoke/kill of a name that was never deployed
-    │   ├── InvocationFailed     the handler raised, timed out, ran out of memory, or its
-    │   │                        instance died; carries error_type/error_message/stack_trace
-    │   ├── ConcurrencyLimit     more concurrent instances than the configured limit
-    │   ├── InvalidPayload       an event or result that is not JSON or is over the size limit
-    │   │                        (also a ValueError)
-    │   └── DeployError          packaging or creating/updating a Lambda function failed
-    ├── StoreError               the data path (daemon, storage functions) failed
-    │   ├── ObjectTooLarge       over the configured maximum object size
-    │   ├── UnknownKey           no such key/version in the store
-    │   ├── ChunkCorrupt         a chunk failed its checksum (recovered from parity/COS when possible)
-    │   ├── NotEnoughChunks      fewer than d chunks reachable and no COS copy
-    │   └── AuthError            a missing or wrong run token / invocation secret
-    └── ProtocolError            a peer sent a frame this side cannot parse
+    FuncsionError                (funcsion_errors)
+    └── StorageError
+        ├── COSError                 an object-store call failed (after its retries for transient errors)
+        │   ├── COSNotFound          no such key in the object store
+        │   ├── InvalidKey           a key the object store cannot hold (also a ValueError)
+        │   └── COSConfigError       a COS URL or option that cannot be used (also a ValueError)
+        ├── PlatformError            the (local or AWS) Lambda platform refused or failed
+        │   ├── PlatformConfigError  a platform setting (argument or FUNCSION_* variable) is invalid
+        │   │                        (also a ValueError); names the field
+        │   ├── FunctionNotDeployed  invoke/kill of a name that was never deployed
+        │   ├── InvocationFailed     the handler raised, timed out, ran out of memory, or its
+        │   │                        instance died; carries error_type/error_message/stack_trace
+        │   ├── ConcurrencyLimit     more concurrent instances than the configured limit
+        │   ├── InvalidPayload       an event or result that is not JSON or is over the size limit
+        │   │                        (also a ValueError)
+        │   └── DeployError          packaging or creating/updating a Lambda function failed
+        ├── StoreError               the data path (daemon, storage functions) failed
+        │   ├── ObjectTooLarge       over the configured maximum object size
+        │   ├── UnknownKey           no such key/version in the store
+        │   ├── ChunkCorrupt         a chunk failed its checksum (recovered from parity/COS when possible)
+        │   ├── NotEnoughChunks      fewer than d chunks reachable and no COS copy
+        │   └── AuthError            a missing or wrong run token / invocation secret
+        └── ProtocolError            a peer sent a frame this side cannot parse
 """
 
 from __future__ import annotations
+
+from funcsion_errors import FuncsionError
 
 __all__ = [
     "StorageError",
@@ -53,7 +56,7 @@ __all__ = [
 ]
 
 
-class StorageError(Exception):
+class StorageError(FuncsionError):
     """Root of the storage layer's errors."""
 
 

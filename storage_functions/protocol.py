@@ -52,8 +52,11 @@ from .exceptions import (
 __all__ = [
     "HEADER", "HEADER_SIZE", "Op", "Status", "Frame", "send_frame", "recv_frame",
     "recv_into", "recv_exact", "drain", "error_for", "status_for", "tune_socket", "frame_bytes", "pack_header",
-    "sendmsg_all",
+    "sendmsg_all", "DEFAULT_DAEMON_PORT",
 ]
+
+#: The client daemon's TCP port unless configured otherwise (sdk.Config.daemon_port).
+DEFAULT_DAEMON_PORT = 7918
 
 HEADER = struct.Struct("!BBHIIIQQQ")
 HEADER_SIZE = HEADER.size  # 40

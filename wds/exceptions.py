@@ -1,23 +1,20 @@
 """Errors of the ``wds`` package.
 
-    FuncsionError                      (defined here: the root of every funcsion error)
+    FuncsionError                      (funcsion_errors: the root of every funcsion error)
     └── WDSError
         └── WDSValidationError         carries every ``Issue`` found in one file
 
 Each ``Issue`` names the file, the JSON path, what is wrong and how to fix it.
-``wds`` is the bottom of the import graph, so the project's root exception
-lives here and every other package re-exports it.
+``wds`` re-exports the root, so ``from wds import FuncsionError`` keeps working.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from funcsion_errors import FuncsionError
+
 __all__ = ["FuncsionError", "WDSError", "WDSValidationError", "Issue"]
-
-
-class FuncsionError(Exception):
-    """Root of every error funcsion raises on purpose."""
 
 
 class WDSError(FuncsionError):

@@ -5,6 +5,11 @@ Each subcommand lives in its own module and registers itself through
 ``FuncsionError`` into a message and exit code 2 (bad input) without a
 traceback; unexpected errors still print one, since they are bugs.
 
+Optional packages (networkx, matplotlib, boto3, ...) are imported only by the
+commands that use them; a missing one exits 2 naming the extra to install.
+``--version`` prints the installed distribution's version. A ``FUNCSION_*``
+environment variable that funcsion does not read gets a one-line warning.
+
 Shorthand: ``funcsion deploy WDS ...`` is ``funcsion deploy workflow WDS ...``
 (``main`` rewrites the arguments when the word after ``deploy`` is neither a
 subcommand nor an option).
@@ -13,14 +18,18 @@ subcommand nor an option).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
+from importlib import metadata
 from pathlib import Path
 
-from wds import FuncsionError
+from funcsion_errors import FuncsionError
 
 from . import inspect_cmd, run_cmd, stack_cmd
+from ._common import missing_extra
 from ._dispatch import add_group
+from ._env import unknown_env_warnings
 
 __all__ = ["main", "build_parser"]
 
@@ -44,12 +53,21 @@ def build_parser() -> argparse.ArgumentParser:
         prog="funcsion",
         description="Ephemeral storage for serverless workflows: run, inspect and deploy funcsion workflows.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for mod in _COMMANDS:
         mod.add_parser(sub)
     for name, (help_text, members) in _GROUPS.items():
         add_group(sub, name, help_text, members, epilog=_EPILOGS.get(name))
     return parser
+
+
+def version() -> str:
+    """The installed funcsion's version (from its distribution metadata)."""
+    try:
+        return metadata.version("funcsion")
+    except metadata.PackageNotFoundError:
+        return "(not installed: run from a source tree)"
 
 
 def _deploy_shorthand(argv: list[str]) -> list[str] | str:
@@ -75,10 +93,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"funcsion deploy: {expanded}", file=sys.stderr)
         return 2
     args = parser.parse_args(expanded)
+    for warning in unknown_env_warnings(os.environ):
+        print(f"funcsion: warning: {warning}", file=sys.stderr)
     try:
         code: int = args.run(args)
     except FuncsionError as exc:
         print(f"funcsion {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as exc:
+        fix = missing_extra(exc)
+        if fix is None:
+            raise
+        print(f"funcsion {args.command}: {fix}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"funcsion {args.command}: interrupted", file=sys.stderr)

@@ -9,7 +9,11 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from sdk._client import Endpoints
 
-__all__ = ["parse_params", "add_param_option", "parse_size", "stack_endpoints"]
+__all__ = ["parse_params", "add_param_option", "parse_size", "stack_endpoints", "EXTRAS", "missing_extra"]
+
+#: Optional top-level modules -> the extra of pyproject.toml that installs them.
+EXTRAS = {"networkx": "local", "tqdm": "local", "matplotlib": "plot", "boto3": "aws", "botocore": "aws",
+          "torch": "model", "redis": "bench", "moto": "dev"}
 
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "kib": 2**10, "m": 10**6, "mb": 10**6, "mib": 2**20,
           "g": 10**9, "gb": 10**9, "gib": 2**30, "t": 10**12, "tb": 10**12, "tib": 2**40}
@@ -22,6 +26,17 @@ def parse_size(text: str) -> int:
     if m is None or unit not in _UNITS:
         raise argparse.ArgumentTypeError(f"{text!r} is not a size: write e.g. 512MiB, 2GB or 1048576")
     return int(float(m.group(1)) * _UNITS[unit])
+
+
+def missing_extra(exc: ModuleNotFoundError) -> str | None:
+    """The one-line fix for an optional package that is not installed, or None when
+    ``exc`` is about anything else (a bug, or a broken install, keeps its traceback)."""
+    root = (exc.name or "").split(".")[0]
+    extra = EXTRAS.get(root)
+    if extra is None:
+        return None
+    return (f"this command needs {root}, which a plain `pip install funcsion` leaves out; "
+            f"install it with: pip install 'funcsion[{extra}]'")
 
 
 def stack_endpoints(running: dict[str, Any]) -> Endpoints:

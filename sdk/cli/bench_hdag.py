@@ -13,10 +13,7 @@ import statistics
 import time
 from typing import Any
 
-import hdag
 import wds
-from hdag._features import extract_features
-from hdag._graph import feature_inputs
 
 __all__ = ["HELP", "add_arguments", "run", "synthetic_wds"]
 
@@ -62,6 +59,10 @@ def _median_ms(fn: Any, repeat: int) -> float:
 
 
 def run(args: argparse.Namespace) -> int:
+    import hdag  # networkx: the `local` extra, not needed for --help
+    from hdag._features import extract_features
+    from hdag._graph import feature_inputs
+
     if args.functions < 4 or args.reducers < 1 or args.repeat < 1:
         args._parser.error("--functions must be >= 4, --reducers and --repeat >= 1")
     from sdk._config import Config

@@ -2,7 +2,8 @@
 
 Prints stages, functions, objects with read counts, transfer patterns and
 lifetime features; ``--json`` prints the document of ``HDAG.to_dict`` (README,
-"inspect --json"); ``--png`` and ``--dot`` write pictures.
+"inspect --json"); ``--png`` (matplotlib: the ``plot`` extra) and ``--dot`` write
+pictures.
 """
 
 from __future__ import annotations
@@ -10,12 +11,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import hdag
 import wds
 
 from ._common import add_param_option, parse_params
+
+if TYPE_CHECKING:
+    import hdag
 
 __all__ = ["add_parser", "run", "format_text"]
 
@@ -30,18 +33,21 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON document (see README)")
     p.add_argument("--png", metavar="FILE", help="also draw the HDAG to this PNG file")
     p.add_argument("--dot", metavar="FILE", help="also write the HDAG as Graphviz DOT text")
+    p.add_argument("--collapse-above", type=int, default=16, metavar="N",
+                   help="in --png, draw a fan-out of more than N replicas as one node (default 16)")
     add_param_option(p)
     p.set_defaults(run=run, _parser=p)
 
 
 def run(args: argparse.Namespace) -> int:
+    import hdag  # networkx: the `local` extra, not needed for --help
     from sdk._config import Config
 
     params = parse_params(args.param, args._parser)
     workflow = wds.load(args.wds, params=params, limits=Config.load().wds_limits())
     graph = hdag.build(workflow)
     if args.png:
-        hdag.render_png(graph, args.png)
+        hdag.render_png(graph, args.png, collapse_above=args.collapse_above)
     if args.dot:
         with open(args.dot, "w", encoding="utf-8") as fh:
             fh.write(hdag.to_dot(graph))

@@ -7,7 +7,10 @@ created (``--function-prefix``, ``--region``, ``--endpoint-url``) invoked
 through boto3, COS in S3 (``--cos s3://...``, required), and ``--advertise
 HOST[:PORT]``, the address the Lambdas dial back to (they take no inbound
 connections). ``build(args)`` makes the store for both modes (tests call
-it). Prints the address and token; SIGTERM or Ctrl-C stops it cleanly."""
+it). Host, port, block size and function memory left unset take the
+config's (``FUNCSION_<FIELD>``, funcsion.toml, default: 127.0.0.1:7918), as
+``funcsion up`` does. Prints the address and token; SIGTERM or Ctrl-C stops
+it cleanly."""
 
 from __future__ import annotations
 
@@ -20,11 +23,12 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from wds import FuncsionError
+from funcsion_errors import FuncsionError
+from sdk._config import Config
 
 HELP = "run the storage daemon (SION) with local or AWS Lambda storage functions in the foreground"
 
-__all__ = ["HELP", "add_arguments", "build", "run", "ServeDaemonError"]
+__all__ = ["HELP", "add_arguments", "build", "daemon_settings", "run", "ServeDaemonError"]
 
 _AWS_ONLY = ("region", "endpoint_url", "function_prefix")
 
@@ -34,11 +38,15 @@ class ServeDaemonError(FuncsionError):
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    d = Config()  # the defaults; an unset option takes FUNCSION_<FIELD>, then funcsion.toml, then these
     p.add_argument("--invoker", choices=["local", "aws"], default="local",
                    help="where storage functions run: the local platform (default) or AWS Lambda")
-    p.add_argument("--host", default="127.0.0.1", help="bind address (default loopback)")
-    p.add_argument("--port", type=int, default=0,
-                   help="port (default: the --advertise port if it names one, else any free port)")
+    p.add_argument("--host", default=None, help=f"bind address (default: config host, {d.host})")
+    p.add_argument("--port", type=int, default=None,
+                   help=f"port, 0 for any free one (default: the --advertise port if it names one, else config "
+                        f"daemon_port, {d.daemon_port})")
+    p.add_argument("--block-size", type=int, default=None,
+                   help=f"bytes per block, as the metadata server's (default: config block_size, {d.block_size})")
     p.add_argument("--advertise", metavar="HOST[:PORT]", default="",
                    help="address the storage functions dial back to (default: the bound one); required with "
                         "--invoker aws: an address of this machine the Lambdas can reach")
@@ -52,7 +60,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--region", default=None, help="(aws) AWS region (default: the AWS configuration's)")
     p.add_argument("--endpoint-url", default=None, metavar="URL", help="(aws) Lambda endpoint (moto, LocalStack)")
     p.add_argument("--function-memory-mb", type=int, default=None,
-                   help="memory per function (local default 1536; aws default: the deployed MemorySize)")
+                   help=f"memory per function (local default: config function_memory_mb, {d.function_memory_mb}; "
+                        "aws default: the deployed MemorySize)")
     p.add_argument("--max-functions", type=int, default=None,
                    help="functions in the pool (local default 48; aws default: how many are deployed)")
     p.add_argument("--group-size", type=int, default=12)
@@ -73,7 +82,11 @@ def _addresses(args: argparse.Namespace, warn: Callable[[str], None]) -> dict[st
     """Bind and advertise settings, checked: the functions must be able to dial what is advertised."""
     from storage_functions.daemon._config import split_address
 
-    out: dict[str, Any] = {"host": args.host, "port": args.port}
+    cfg = Config.load(host=args.host, daemon_port=args.port)
+    args.host = cfg.host
+    port_given = args.port is not None
+    args.port = args.port if port_given else 0
+    out: dict[str, Any] = {"host": cfg.host, "port": args.port}
     if not 0 <= args.port <= 65535:
         raise ServeDaemonError(f"--port must be 0..65535, got {args.port}")
     adv_host, adv_port = "", 0
@@ -85,6 +98,8 @@ def _addresses(args: argparse.Namespace, warn: Callable[[str], None]) -> dict[st
         out["advertise"] = args.advertise
         if adv_port and not args.port:
             out["port"] = adv_port
+    if not port_given and "port" in out and not out["port"]:
+        out["port"] = cfg.daemon_port
     if args.invoker != "aws":
         return out
     if not args.advertise:
@@ -104,12 +119,9 @@ def _addresses(args: argparse.Namespace, warn: Callable[[str], None]) -> dict[st
     return out
 
 
-def build(args: argparse.Namespace, *, warn: Callable[[str], None] | None = None) -> Any:
-    """The store ``serve daemon`` runs (not started): a ``LocalStore`` or an
-    ``AwsStore``. Raises ``ServeDaemonError`` for bad arguments; ``warn``
-    gets the warnings (default: stderr)."""
-    from storage_functions.exceptions import StorageError
-
+def daemon_settings(args: argparse.Namespace, *, warn: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """The ``DaemonConfig`` fields these arguments set (unset ones from the config), checked;
+    raises ``ServeDaemonError``. Pure: builds nothing."""
     def say(msg: str) -> None:
         print(f"funcsion serve daemon: warning: {msg}", file=sys.stderr)
 
@@ -124,18 +136,32 @@ def build(args: argparse.Namespace, *, warn: Callable[[str], None] | None = None
     for name in ("function_memory_mb", "max_functions"):
         if getattr(args, name) is not None:
             overrides[name] = getattr(args, name)
+    if args.invoker == "local":
+        given = [f"--{n.replace('_', '-')}" for n in _AWS_ONLY if getattr(args, n) is not None]
+        if given:
+            raise ServeDaemonError(f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} only for "
+                                   "--invoker aws (the storage Lambdas)")
+        cfg = Config.load(function_memory_mb=args.function_memory_mb, block_size=args.block_size)
+        overrides.setdefault("function_memory_mb", cfg.function_memory_mb)
+        overrides.setdefault("max_functions", 48)
+        overrides["block_size"] = cfg.block_size
+        overrides["max_object_bytes"] = cfg.max_object_size
+        if args.cos:
+            overrides["cos_url"] = args.cos
+    return overrides
+
+
+def build(args: argparse.Namespace, *, warn: Callable[[str], None] | None = None) -> Any:
+    """The store ``serve daemon`` runs (not started): a ``LocalStore`` or an
+    ``AwsStore``. Raises ``ServeDaemonError`` for bad arguments; ``warn``
+    gets the warnings (default: stderr)."""
+    from storage_functions.exceptions import StorageError
+
+    overrides = daemon_settings(args, warn=warn)
     try:
         if args.invoker == "local":
-            given = [f"--{n.replace('_', '-')}" for n in _AWS_ONLY if getattr(args, n) is not None]
-            if given:
-                raise ServeDaemonError(f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} only for "
-                                       "--invoker aws (the storage Lambdas)")
             from storage_functions.daemon import LocalStore
 
-            overrides.setdefault("function_memory_mb", 1536)
-            overrides.setdefault("max_functions", 48)
-            if args.cos:
-                overrides["cos_url"] = args.cos
             return LocalStore(args.root, **overrides)
         return _build_aws(args, overrides)
     except StorageError as exc:

@@ -1,7 +1,9 @@
 """``funcsion serve metadata``: run the metadata server in the foreground.
 
-Binds 127.0.0.1 unless told otherwise; prints one line ``metadata server
-listening on HOST:PORT`` once it accepts connections. With ``--journal`` every
+Binds the config's ``host`` and ``metadata_port`` (127.0.0.1:7917) unless told
+otherwise; every option left unset takes its config field (``FUNCSION_<FIELD>``,
+funcsion.toml, default), as ``funcsion up`` does. Prints one line ``metadata
+server listening on HOST:PORT`` once it accepts connections. With ``--journal`` every
 change is journaled to SQLite and replayed at the next start. SIGTERM or
 Ctrl-C stops it cleanly (sockets closed, journal closed).
 """
@@ -17,6 +19,8 @@ from typing import Any
 
 from funcsion_rpc.errors import InvalidRequest
 from funcsion_rpc.limits import DEFAULT_MAX_FRAME_BYTES, MAX_WDS_BYTES, MIN_MAX_FRAME_BYTES
+from sdk._config import Config
+from sdk._constants import ENV_ADMIN_TOKEN, ENV_METADATA_JOURNAL, ENV_METADATA_MAX_FRAME_BYTES
 
 __all__ = ["HELP", "add_arguments", "run"]
 
@@ -34,57 +38,65 @@ def _positive(text: str) -> int:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--host", default=os.environ.get("FUNCSION_METADATA_HOST", "127.0.0.1"),
-                   help="address to bind (default 127.0.0.1; env FUNCSION_METADATA_HOST)")
-    p.add_argument("--port", type=int, default=int(os.environ.get("FUNCSION_METADATA_PORT", "9090")),
-                   help="TCP port, 0 for any free one (default 9090; env FUNCSION_METADATA_PORT)")
-    p.add_argument("--admin-token", default=os.environ.get("FUNCSION_ADMIN_TOKEN", ""),
-                   help="token for control calls (env FUNCSION_ADMIN_TOKEN; default: a random one, printed)")
-    p.add_argument("--journal", metavar="PATH", default=os.environ.get("FUNCSION_METADATA_JOURNAL", ""),
-                   help="SQLite journal replayed at start (env FUNCSION_METADATA_JOURNAL; default: none)")
+    d = Config()  # the defaults; an unset option takes FUNCSION_<FIELD>, then funcsion.toml, then these
+    p.add_argument("--host", default=None,
+                   help=f"address to bind (default: config host, {d.host})")
+    p.add_argument("--port", type=int, default=None,
+                   help=f"TCP port, 0 for any free one (default: config metadata_port, {d.metadata_port})")
+    p.add_argument("--admin-token", default=os.environ.get(ENV_ADMIN_TOKEN, ""),
+                   help=f"token for control calls (env {ENV_ADMIN_TOKEN}; default: a random one, printed)")
+    p.add_argument("--journal", metavar="PATH", default=os.environ.get(ENV_METADATA_JOURNAL, ""),
+                   help=f"SQLite journal replayed at start (env {ENV_METADATA_JOURNAL}; default: none)")
     p.add_argument("--journal-sync", choices=["off", "normal", "full"], default="normal",
                    help="normal survives a killed server, full also power loss (default normal)")
-    p.add_argument("--block-size", type=_positive, default=1 << 20, help="bytes per block (default 1 MiB)")
-    p.add_argument("--data-chunks", type=_positive, default=10, help="erasure-code data chunks d (default 10)")
-    p.add_argument("--parity-chunks", type=int, default=2, help="erasure-code parity chunks p (default 2)")
+    p.add_argument("--block-size", type=_positive, default=None,
+                   help=f"bytes per block (default: config block_size, {d.block_size})")
+    p.add_argument("--data-chunks", type=_positive, default=None,
+                   help=f"erasure-code data chunks d (default: config ec_data, {d.ec_data})")
+    p.add_argument("--parity-chunks", type=int, default=None,
+                   help=f"erasure-code parity chunks p (default: config ec_parity, {d.ec_parity})")
     p.add_argument("--memory-budget", type=_positive, default=None, metavar="BYTES",
-                   help="past this many allocated bytes new objects go to the COS tier (default: no limit)")
-    p.add_argument("--ttl", type=float, default=3600.0, metavar="SECONDS",
-                   help="default run TTL with no activity (default 3600)")
+                   help="past this many allocated bytes new objects go to the COS tier "
+                        f"(default: config memory_budget_mb, {d.memory_budget_mb} MiB)")
+    p.add_argument("--ttl", type=float, default=None, metavar="SECONDS",
+                   help=f"default run TTL with no activity (default: config run_ttl_s, {d.run_ttl_s:g})")
     p.add_argument("--tick", type=float, default=1.0, metavar="SECONDS",
                    help="how often TTLs and leases are checked (default 1)")
     p.add_argument("--max-frame-bytes", type=_positive, metavar="BYTES",
-                   default=os.environ.get("FUNCSION_METADATA_MAX_FRAME_BYTES", str(DEFAULT_MAX_FRAME_BYTES)),
+                   default=os.environ.get(ENV_METADATA_MAX_FRAME_BYTES, str(DEFAULT_MAX_FRAME_BYTES)),
                    help=f"largest request the server reads; larger ones are refused unread (default "
                         f"{DEFAULT_MAX_FRAME_BYTES}, at least {MIN_MAX_FRAME_BYTES} so a {MAX_WDS_BYTES}-byte WDS "
                         "fits; env FUNCSION_METADATA_MAX_FRAME_BYTES)")
 
 
 def build(args: argparse.Namespace) -> Any:
-    """The server and its journal, from parsed arguments (also used by tests)."""
+    """The server and its journal, from parsed arguments (also used by tests); options left
+    unset take the config's values (``FUNCSION_<FIELD>``, funcsion.toml, defaults)."""
     from metadata_server import Journal, MetadataHandler, MetadataServer, MetadataState
-    from sdk._config import Config
 
-    if args.parity_chunks < 0:
+    if args.parity_chunks is not None and args.parity_chunks < 0:
         raise InvalidRequest(f"--parity-chunks must be >= 0, got {args.parity_chunks}")
-    if args.ttl <= 0 or args.tick <= 0:
+    if (args.ttl is not None and args.ttl <= 0) or args.tick <= 0:
         raise InvalidRequest("--ttl and --tick must be positive")
-    if not 0 <= args.port <= 65535:
+    if args.port is not None and not 0 <= args.port <= 65535:
         raise InvalidRequest(f"--port must be 0..65535, got {args.port}")
-    state = MetadataState(block_size=args.block_size, data_chunks=args.data_chunks,
-                          parity_chunks=args.parity_chunks, memory_budget=args.memory_budget,
-                          wds_limits=Config.load().wds_limits())  # wds_max_*: funcsion.toml, FUNCSION_WDS_*
+    cfg = Config.load(host=args.host, metadata_port=args.port, block_size=args.block_size,
+                      ec_data=args.data_chunks, ec_parity=args.parity_chunks, run_ttl_s=args.ttl)
+    budget = args.memory_budget if args.memory_budget is not None else cfg.memory_budget_mb << 20
+    state = MetadataState(block_size=cfg.block_size, data_chunks=cfg.ec_data,
+                          parity_chunks=cfg.ec_parity, memory_budget=budget,
+                          wds_limits=cfg.wds_limits())  # wds_max_*: funcsion.toml, FUNCSION_WDS_*
     journal = Journal(args.journal, sync=args.journal_sync) if args.journal else None
-    handler = MetadataHandler(state, journal=journal, admin_token=args.admin_token, default_ttl_s=args.ttl)
+    handler = MetadataHandler(state, journal=journal, admin_token=args.admin_token, default_ttl_s=cfg.run_ttl_s)
     try:
-        server = MetadataServer(handler, args.host, args.port, tick_interval_s=args.tick,
+        server = MetadataServer(handler, cfg.host, cfg.metadata_port, tick_interval_s=args.tick,
                                 max_frame_bytes=args.max_frame_bytes)
     except (OSError, ValueError) as exc:
         if journal is not None:
             journal.close()
         if isinstance(exc, ValueError):
             raise InvalidRequest(f"--max-frame-bytes (env FUNCSION_METADATA_MAX_FRAME_BYTES): {exc}") from None
-        raise InvalidRequest(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
+        raise InvalidRequest(f"cannot listen on {cfg.host}:{cfg.metadata_port}: {exc.strerror or exc}") from None
     return server, journal
 
 

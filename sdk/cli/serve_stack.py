@@ -14,10 +14,16 @@ HELP = "run the embedded stack (metadata server, daemon, local platform, COS) in
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--state-dir", default=None, help="where to keep COS, journal, logs and stack.json")
-    p.add_argument("--host", default=None, help="address to bind (default 127.0.0.1)")
-    p.add_argument("--metadata-port", type=int, default=None, help="metadata server port (default 7917)")
-    p.add_argument("--daemon-port", type=int, default=None, help="daemon port (default 7918)")
+    from sdk._config import Config
+
+    d = Config()  # the defaults; an unset option takes FUNCSION_<FIELD>, then funcsion.toml, then these
+    p.add_argument("--state-dir", default=None,
+                   help=f"where to keep COS, journal, logs and stack.json (default: config state_dir, {d.state_dir})")
+    p.add_argument("--host", default=None, help=f"address to bind (default: config host, {d.host})")
+    p.add_argument("--metadata-port", type=int, default=None,
+                   help=f"metadata server port (default: config metadata_port, {d.metadata_port})")
+    p.add_argument("--daemon-port", type=int, default=None,
+                   help=f"daemon port (default: config daemon_port, {d.daemon_port})")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -2,21 +2,18 @@
 templated entry share one), a cleanup Lambda, and the Step Functions state
 machine generated from the HDAG, all created or updated through boto3.
 
-The task zip holds the Python files beside the WDS (handlers, inputs) and the
-code a task imports: ``sdk`` (without its CLI, local stack and deploy
-modules), ``funcsion_rpc``, ``wds`` and ``storage_functions`` (without the
-local platform). Third-party packages the SDK needs in a Lambda (thrift,
-pyeclib, msgpack, aws-lambda-powertools) come from Lambda layers named with
+The task zip (``sdk.deploy._zip``, from an allow-list) holds the Python files
+beside the WDS (handlers, inputs) and the code a task imports. Third-party
+packages the SDK needs in a Lambda (``TASK_LAYER_PACKAGES``: thrift, pyeclib,
+msgpack, aws-lambda-powertools) come from Lambda layers named with
 ``layers``. Reproducible to the byte, so an unchanged workflow redeploys
 nothing.
 """
 
 from __future__ import annotations
 
-import io
 import json
 import re
-import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,14 +23,12 @@ import hdag
 import wds
 from storage_functions.deploy import DeployResult, upsert_function
 
+from ._zip import build_task_zip
 from .asl import AslOptions, build_asl, lambda_name
 
 __all__ = ["build_task_zip", "deploy_workflow", "WorkflowDeployment", "CLEANUP_ENTRY", "WorkflowDeployError"]
 
 CLEANUP_ENTRY = wds.CLEANUP_ENTRY  # validation keeps every WDS entry off its Lambda name
-_EPOCH = (1980, 1, 1, 0, 0, 0)
-_ROOT = Path(__file__).resolve().parents[2]
-_PACKAGES = {"sdk": ("cli", "local", "deploy"), "funcsion_rpc": (), "wds": (), "storage_functions": ("local",)}
 _ARN_ROLE = re.compile(r"^arn:aws[a-zA-Z-]*:iam::\d{12}:role/.+$")
 
 
@@ -52,31 +47,6 @@ class WorkflowDeployment:
         return {"workflow": self.workflow, "state_machine_arn": self.state_machine_arn,
                 "state_machine": self.state_machine_action,
                 "functions": [{"name": r.name, "action": r.action, "arn": r.arn} for r in self.functions]}
-
-
-def _add(zf: zipfile.ZipFile, arcname: str, data: bytes) -> None:
-    info = zipfile.ZipInfo(arcname, _EPOCH)
-    info.external_attr = 0o644 << 16
-    info.compress_type = zipfile.ZIP_DEFLATED
-    zf.writestr(info, data)
-
-
-def build_task_zip(code_dir: str | Path) -> bytes:
-    """The zip every task Lambda of a workflow runs (see the module docstring)."""
-    code = Path(code_dir)
-    files: list[tuple[str, Path]] = [(p.name, p) for p in sorted(code.glob("*.py"))]
-    for pkg, skip in _PACKAGES.items():
-        base = _ROOT / pkg
-        for p in sorted(base.rglob("*.py")):
-            rel = p.relative_to(base)
-            if "__pycache__" in rel.parts or (rel.parts and rel.parts[0] in skip):
-                continue
-            files.append((f"{pkg}/{rel.as_posix()}", p))
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
-        for arc, path in sorted(files):
-            _add(zf, arc, path.read_bytes())
-    return buf.getvalue()
 
 
 def _aws_handler(ref: str) -> str:

@@ -48,29 +48,37 @@ def config_of(lam: Any, name: str) -> dict[str, Any]:
     return lam.get_function_configuration(FunctionName=name)  # type: ignore[no-any-return]
 
 
-def test_zip_is_reproducible_and_leaves_the_local_platform_out() -> None:
+def test_zip_is_reproducible_and_holds_only_the_runtime() -> None:
     z = build_zip()
     assert z == build_zip() and code_sha256(z) == code_sha256(build_zip())
     names = zipfile.ZipFile(io.BytesIO(z)).namelist()
-    assert "storage_functions/runtime/__init__.py" in names and "storage_functions/cos/_s3.py" in names
-    assert "storage_functions/invoker.py" in names and "storage_functions/exceptions.py" in names
-    assert not any(n.startswith("storage_functions/local/") or "__pycache__" in n or n.endswith(".pyc")
-                   for n in names)
+    assert "storage_functions/runtime/__init__.py" in names and "funcsion_errors/__init__.py" in names
+    assert "storage_functions/exceptions.py" in names and "storage_functions/protocol.py" in names
+    # the VM-side daemon, the local platform, the invoker, COS adapters and deploy code stay out
+    assert not any(n.startswith(("storage_functions/local/", "storage_functions/daemon/", "storage_functions/cos/",
+                                 "sdk/", "wds/", "funcsion_rpc/"))
+                   or n in ("storage_functions/invoker.py", "storage_functions/deploy.py")
+                   or "__pycache__" in n or n.endswith(".pyc") for n in names), names
     assert all(i.date_time == (1980, 1, 1, 0, 0, 0) for i in zipfile.ZipFile(io.BytesIO(z)).infolist())
 
 
 def test_zip_imports_with_the_standard_library_alone(tmp_path: Path) -> None:
-    """As in Lambda: only the zip on sys.path, no site-packages, no local/."""
+    """As in Lambda: only the zip on sys.path (isolated: no PYTHONPATH, no site-packages)."""
     zpath = tmp_path / "storage.zip"
     zpath.write_bytes(build_zip())
     code = (f"import sys; sys.path.insert(0, {str(zpath)!r}); "
-            "import storage_functions, storage_functions.runtime, storage_functions.cos, storage_functions.invoker; "
+            "import storage_functions, storage_functions.runtime; "
             f"assert storage_functions.__file__.startswith({str(zpath)!r}), storage_functions.__file__; "
             "h = storage_functions.runtime.handler; assert callable(h); "
-            "import importlib.util as u; assert u.find_spec('storage_functions.local') is None; "
+            "import importlib.util as u; assert u.find_spec('storage_functions.daemon') is None; "
             "assert 'boto3' not in sys.modules; print('ok')")
-    out = subprocess.run([sys.executable, "-S", "-P", "-c", code], capture_output=True, text=True, timeout=60)
+    out = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+def test_zip_allow_list_entries_must_exist(tmp_path: Path) -> None:
+    with pytest.raises(DeployError, match="'storage_functions/gone.py' matches no file"):
+        build_zip(files=("storage_functions/gone.py",))
 
 
 def test_create_then_rerun_changes_nothing(aws: dict[str, Any]) -> None:
@@ -139,6 +147,21 @@ def test_cli_deploys_and_reports_json(aws: dict[str, Any], capsys: pytest.Captur
     assert main(argv) == 0
     assert [f["action"] for f in json.loads(capsys.readouterr().out.strip().splitlines()[-1])["functions"]] == [
         "unchanged", "unchanged"]
+
+
+def test_cli_defaults_come_from_the_config(aws: dict[str, Any], capsys: pytest.CaptureFixture[str],
+                                           monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No --count, --memory-mb or --role-arn: the config's storage_functions, function_memory_mb, role_arn."""
+    from sdk.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("FUNCSION_STORAGE_FUNCTIONS", "2")
+    monkeypatch.setenv("FUNCSION_ROLE_ARN", aws["role_arn"])
+    (tmp_path / "funcsion.toml").write_text("function_memory_mb = 512\n")
+    assert main(["deploy", "storage", "--region", REGION, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert [f["name"] for f in doc["functions"]] == ["funcsion-storage-0", "funcsion-storage-1"]
+    assert config_of(aws["lambda"], "funcsion-storage-1")["MemorySize"] == 512
 
 
 @pytest.mark.parametrize("extra,match", [

@@ -235,8 +235,10 @@ def test_serve_daemon_local_is_still_the_default(tmp_path: Path) -> None:
     store = serve_daemon.build(_args("--root", str(tmp_path)), warn=lambda _: None)
     try:
         assert isinstance(store, LocalStore) and store.daemon.invoker is store.platform
+        from sdk import Config
+
         assert (store.config.max_functions, store.config.function_memory_mb, store.config.host) == (
-            48, 1536, "127.0.0.1")
+            48, Config().function_memory_mb, "127.0.0.1")
         assert store.config.cos_url == f"file://{tmp_path}/cos" and store.config.advertise == ""
     finally:
         store.stop()

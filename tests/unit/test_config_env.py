@@ -1,0 +1,65 @@
+"""Environment variables: one registry of every ``FUNCSION_*`` name funcsion reads,
+and a warning with a did-you-mean for the others. One default port per server."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from funcsion_rpc import DEFAULT_METADATA_PORT, MetadataClient
+from sdk import Config
+from sdk.cli._common import missing_extra
+from sdk.cli._env import known_env_vars, unknown_env_warnings
+from storage_functions.protocol import DEFAULT_DAEMON_PORT
+
+REPO = Path(__file__).resolve().parents[2]
+CODE = ("funcsion_errors", "wds", "hdag", "funcsion_rpc", "lifetime_model", "metadata_server", "storage_functions",
+        "sdk", "examples", "scripts")
+
+
+@pytest.mark.parametrize("name,hint", [
+    ("FUNCSION_METADTA_PORT", "did you mean FUNCSION_METADATA_PORT?"),
+    ("FUNCSION_STATEDIR", "did you mean FUNCSION_STATE_DIR?"),
+    ("FUNCSION_TASK_TIMEOUT", "did you mean FUNCSION_TASK_TIMEOUT_S?"),
+    ("FUNCSION_KILLRATE", "did you mean FUNCSION_KILL_RATE?"),
+    ("FUNCSION_METADATA_HOST", "set FUNCSION_HOST instead"),
+    ("FUNCSION_ZZZ", 'settings are FUNCSION_<FIELD> for the fields in README, "Configuration"'),
+])
+def test_unknown_variable_gets_one_line_with_a_hint(name: str, hint: str) -> None:
+    (line,) = unknown_env_warnings({name: "1", "FUNCSION_POLICY": "pocket", "HOME": "/root"})
+    assert line == f"environment variable {name} is not a funcsion setting and is ignored; {hint}"
+
+
+def test_known_variables_raise_no_warning() -> None:
+    env = {name: "1" for name in known_env_vars()}
+    assert unknown_env_warnings(env) == []
+    assert {"FUNCSION_METADATA_PORT", "FUNCSION_DAEMON_PORT", "FUNCSION_KILL_FILE", "FUNCSION_ADMIN_TOKEN",
+            "FUNCSION_SKIP_INSTALL", "FUNCSION_WORKFLOW", "FUNCSION_INSTANCE_ID"} <= known_env_vars()
+
+
+def test_every_variable_named_in_the_code_is_known() -> None:
+    """The registry cannot fall behind: any FUNCSION_* literal in the code must be in it."""
+    named: dict[str, str] = {}
+    for top in CODE:
+        for path in (REPO / top).rglob("*"):
+            if path.is_file() and (path.suffix == ".py" or path.parent.name == "scripts") and path.name != "_env.py":
+                for m in re.finditer(r"\bFUNCSION_[A-Z][A-Z0-9_]*[A-Z0-9]\b", path.read_text(errors="replace")):
+                    named.setdefault(m.group(0), str(path.relative_to(REPO)))
+    assert "FUNCSION_KILL_RATE" in named and "FUNCSION_SKIP_INSTALL" in named
+    unknown = {n: where for n, where in named.items() if n not in known_env_vars() and n != "FUNCSION_FIELD"}
+    assert unknown == {}
+
+
+def test_one_default_port_per_server() -> None:
+    assert Config().metadata_port == DEFAULT_METADATA_PORT == MetadataClient().port == 7917
+    assert Config().daemon_port == DEFAULT_DAEMON_PORT == 7918
+
+
+def test_missing_extra_names_the_extra() -> None:
+    assert missing_extra(ModuleNotFoundError("no networkx", name="networkx")) == (
+        "this command needs networkx, which a plain `pip install funcsion` leaves out; "
+        "install it with: pip install 'funcsion[local]'")
+    assert "funcsion[plot]" in (missing_extra(ModuleNotFoundError(name="matplotlib.pyplot")) or "")
+    assert missing_extra(ModuleNotFoundError(name="sdk.cli.nothing")) is None
