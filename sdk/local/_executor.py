@@ -9,7 +9,9 @@ templated entry share warm worker processes. Fault injection: ``crash_rate``
 makes an attempt exit abruptly at a random crash point (``sdk._task``);
 ``crash`` names tasks (``mapper_01`` or ``mapper_01:after_commit``) whose
 first attempt crashes; ``kill_rate`` lets the platform SIGKILL task workers at
-random. A handler whose module cannot be imported fails the run at once.
+random. A handler whose module cannot be imported fails the run at once; an
+error no retry can fix (``sdk.exceptions.NON_RETRYABLE_ERRORS``) fails its task
+on the first attempt.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from storage_functions.exceptions import InvocationFailed
 from .._client import Endpoints
 from .._task import CRASH_POINTS, FAULT_KEY
 from ..deploy.asl import lambda_name, lambda_prefix
-from ..exceptions import TaskError
+from ..exceptions import TaskError, is_retryable, retryable_error_name
 from ._schedule import RetryPolicy, RunSchedule, TaskRecord
 
 __all__ = ["LocalExecutor", "ExecutorOptions", "ExecutionResult", "HandlerImportError", "parse_crash_specs"]
@@ -76,6 +78,15 @@ def parse_crash_specs(items: list[str]) -> dict[str, str]:
                              f"{', '.join(CRASH_POINTS)}")
         out[fn] = point
     return out
+
+
+def _retryable(exc: BaseException) -> bool:
+    """Whether another attempt may succeed: not when the error is one no retry can fix
+    (``sdk.exceptions.NON_RETRYABLE_ERRORS``: a rule the task broke, a result that is not
+    JSON, a handler that cannot load); a crash, timeout or transient error may pass."""
+    if isinstance(exc, InvocationFailed):
+        return exc.reason not in ("init", "marshal") and retryable_error_name(exc.error_type)
+    return is_retryable(exc)
 
 
 class _Progress:
@@ -172,10 +183,9 @@ class LocalExecutor:
                             progress.done(fn)
                             continue
                         msg = self._describe(fn, exc)
-                        broken = isinstance(exc, InvocationFailed) and exc.reason == "init"
-                        if broken:
-                            fatal = msg  # no retry: the code itself cannot load
-                        sched.failed_task(fn, t, msg, retryable=not broken)
+                        if isinstance(exc, InvocationFailed) and exc.reason == "init":
+                            fatal = msg  # the code itself cannot load: nothing else will run either
+                        sched.failed_task(fn, t, msg, retryable=_retryable(exc))
             finally:
                 progress.close()
         failed = sched.first_failure
@@ -189,7 +199,7 @@ class LocalExecutor:
             if exc.reason == "init":
                 return (f"handler {self.h.functions[fn].handler!r} of task {fn} cannot be loaded from "
                         f"{self.code_dir}: {exc.error_type}: {exc.error_message}")
-            if exc.reason == "error":
+            if exc.reason in ("error", "marshal"):
                 return f"{exc.error_type}: {exc.error_message}"
             return f"the task's process ended ({exc.reason}): {exc}"
         return f"{type(exc).__name__}: {exc}"
