@@ -67,5 +67,6 @@ def memory_figures(summary: Mapping[str, Any] | None, leaked: int | None) -> dic
     """``summary``: the metadata server's run summary (None: the run could not be ended)."""
     s = summary or {}
     return {"peak_bytes": int(s.get("peak_allocated_bytes", 0)), "peak_live_bytes": int(s.get("peak_live_bytes", 0)),
-            "mb_s": round(float(s.get("allocated_mb_s", 0.0)), 6), "live_mb_s": round(float(s.get("live_mb_s", 0.0)), 6),
+            "mb_s": round(float(s.get("allocated_mb_s", 0.0)), 6),
+            "live_mb_s": round(float(s.get("live_mb_s", 0.0)), 6),
             "leaked_bytes": leaked}
