@@ -20,10 +20,16 @@ handler turns them into a ``MetadataFault`` on the wire, and
         ├── InvalidRequest              a malformed argument (negative size, bad policy, ...)
         └── ServiceUnavailable          the client could not reach the server
 
+``retryable`` (a class attribute) says whether the same call may succeed when a
+task is tried again: only ``ServiceUnavailable`` is; every other code is a
+refusal the same call gets again. ``sdk.exceptions.is_retryable`` reads it.
+
 Imports only the standard library and ``funcsion_errors``.
 """
 
 from __future__ import annotations
+
+from typing import ClassVar
 
 from funcsion_errors import FuncsionError
 
@@ -65,6 +71,7 @@ class MetadataError(FuncsionError):
     """A refusal of the metadata service, naming run, function and object."""
 
     code: int = 0
+    retryable: ClassVar[bool] = False
 
     def __init__(self, message: str, *, run_id: str = "", function: str = "", object: str = "") -> None:
         super().__init__(message)
@@ -126,6 +133,7 @@ class InvalidRequest(MetadataError):
 
 class ServiceUnavailable(MetadataError):
     code = ErrorCode.UNAVAILABLE
+    retryable = True
 
 
 _BY_CODE: dict[int, type[MetadataError]] = {

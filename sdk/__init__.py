@@ -38,6 +38,7 @@ from ._values import ValueStream
 from .exceptions import (
     CodecError,
     ConfigError,
+    FatalTaskError,
     MetadataError,
     MissingOutputs,
     NoRunContext,
@@ -49,8 +50,8 @@ from .exceptions import (
 )
 
 __all__ = [
-    "CODECS", "Client", "CodecError", "Config", "ConfigError", "Endpoints", "FuncsionError", "MetadataError",
-    "MissingOutputs", "NoRunContext", "ObjectExpired", "RunContext", "StoreFailure", "TaskError", "TaskFailed",
+    "CODECS", "Client", "CodecError", "Config", "ConfigError", "Endpoints", "FatalTaskError", "FuncsionError",
+    "MetadataError", "MissingOutputs", "NoRunContext", "ObjectExpired", "RunContext", "StoreFailure", "TaskError", "TaskFailed",
     "TaskSession", "UndeclaredOutput", "UndeclaredRead", "current", "get", "get_many", "inputs", "logger",
     "outputs", "put", "put_many", "task", "ValueStream",
 ]

@@ -22,7 +22,9 @@ __all__ = ["CodecError", "encode", "decode", "CODECS"]
 
 
 class CodecError(FuncsionError):
-    """A value could not be encoded or decoded."""
+    """A value could not be encoded or decoded (the same value fails again: not retryable)."""
+
+    retryable = False
 
 
 def _json_dumps(v: Any) -> bytes:

@@ -14,8 +14,9 @@ with Logger, Tracer and Metrics. Per invocation it:
 5. afterwards commits explicitly when the function declares no outputs, and
    checks that every declared output was written.
 
-SDK errors leave as ``TaskFailed`` naming the task, the run and the cause
-(``retryable`` tells transient from rule-breaking ones). A task that committed
+SDK errors leave as ``TaskFailed`` naming the task, the run and the cause;
+those no retry can fix (``sdk.exceptions.is_retryable``) as its subclass
+``FatalTaskError``, the error name retriers skip. A task that committed
 in an earlier attempt (it crashed after its last write) is told so by the
 metadata server; the attempt then ends successfully without redoing anything.
 """
@@ -32,11 +33,13 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.middleware_factory import lambda_handler_decorator
 
-from funcsion_rpc.errors import MetadataError, ServiceUnavailable, UnknownObject
+from funcsion_rpc.errors import UnknownObject
+from wds import FuncsionError
 
 from ._client import AlreadyCommitted, Client, Endpoints
 from ._constants import EVENT_KEY
-from .exceptions import MissingOutputs, NoRunContext, StoreFailure, TaskError, UndeclaredRead
+from .exceptions import (FatalTaskError, MissingOutputs, NoRunContext, TaskError, TaskFailed, UndeclaredRead,
+                         is_retryable)
 
 __all__ = ["task", "TaskSession", "FAULT_KEY", "CRASH_POINTS", "TaskFailed", "logger", "current", "get", "put", "get_many", "put_many",
            "inputs", "outputs", "RunContext"]
@@ -46,15 +49,6 @@ logger = Logger(service="funcsion.task")
 _session: contextvars.ContextVar[TaskSession | None] = contextvars.ContextVar("funcsion_task", default=None)
 _clients: dict[Endpoints, Client] = {}
 _clients_lock = threading.Lock()
-
-
-class TaskFailed(TaskError):
-    """A task attempt failed; ``cause`` is the SDK error, ``retryable`` whether trying again may help."""
-
-    def __init__(self, message: str, *, retryable: bool, cause: str) -> None:
-        super().__init__(message)
-        self.retryable = retryable
-        self.cause = cause
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,12 +197,14 @@ def _client_for(rc: RunContext) -> Client:
         return c
 
 
-def _fail(rc: RunContext, exc: BaseException, retryable: bool) -> TaskFailed:
+def _fail(rc: RunContext, exc: BaseException) -> TaskFailed:
     text = str(exc)
     name = type(exc).__name__
     detail = text if text.startswith(name) else f"{name}: {text}"
-    return TaskFailed(f"task {rc.function} of run {rc.run_id} failed: {detail}",
-                      retryable=retryable, cause=type(exc).__name__)
+    message = f"task {rc.function} of run {rc.run_id} failed: {detail}"
+    if is_retryable(exc):
+        return TaskFailed(message, retryable=True, cause=name)
+    return FatalTaskError(message, cause=name)
 
 
 @lambda_handler_decorator
@@ -243,9 +239,9 @@ def task(handler: Callable[..., Any], event: Any, context: Any, logger: Logger |
         return result
     except AlreadyCommitted:
         return {"funcsion": "committed in an earlier attempt", "function": rc.function}
-    except (ServiceUnavailable, StoreFailure) as exc:
-        raise _fail(rc, exc, retryable=True) from exc
-    except (MetadataError, TaskError) as exc:
-        raise _fail(rc, exc, retryable=False) from exc
+    except TaskFailed:
+        raise
+    except FuncsionError as exc:  # an SDK error: name the task, and say whether a retry may help
+        raise _fail(rc, exc) from exc
     finally:
         client.close()  # this invocation's run-scoped metadata connection; the cached base client stays

@@ -1,16 +1,26 @@
 """``funcsion run WDS``: run a workflow end to end on the local stack.
 
 Uses the stack ``funcsion up`` started when one is alive (``<state_dir>/stack.json``),
-else starts an embedded one for this run. Prints the outputs and the run
-report (``--json``: the report as one JSON object on the last line); exits 1
-naming the failing task and its error when the run fails, 2 on bad input.
+else starts an embedded one for this run (refused at once when another
+embedded stack holds the state directory). Bad input (the WDS, ``--input``
+files, ``--crash`` names) is checked before any stack starts: exit 2. Once
+a run started, every way it stops ends it and prints the report (``--json``:
+one JSON object on the last line): exit 0 when it succeeded, 1 when it
+failed (naming the task, or the driver's error) or was aborted. SIGINT
+(Ctrl-C) or SIGTERM aborts the run: its tasks are stopped, the run is ended
+and reported; a second signal exits at once (the run's TTL ends it later).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from ._common import add_param_option, parse_params, parse_size, stack_endpoints
@@ -59,12 +69,13 @@ def _pairs(items: list[str], parser: argparse.ArgumentParser) -> dict[str, str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    import wds
     from sdk._client import Client
     from sdk._config import Config
+    from sdk.exceptions import MetadataError, StoreFailure
     from sdk.local._executor import ExecutorOptions, parse_crash_specs
-    from sdk.local._run import RunHints, run_workflow
+    from sdk.local._run import RunHints, prepare_run, run_workflow
     from sdk.local._stack import Stack, read_stack_file
+    from sdk.local._stack_errors import StateDirBusy
 
     params = parse_params(args.param, args._parser)
     inputs = _pairs(args.input, args._parser)
@@ -74,7 +85,6 @@ def run(args: argparse.Namespace) -> int:
         args._parser.error(str(exc))
     cfg = Config.load(state_dir=args.state_dir, policy=args.policy, crash_rate=args.crash_rate,
                       kill_rate=args.kill_rate)
-    wds.load(args.wds, params=params, limits=cfg.wds_limits())  # bad input exits 2 before any stack starts
     opts = ExecutorOptions(max_attempts=cfg.max_attempts, task_memory_mb=cfg.task_memory_mb,
                            task_timeout_s=cfg.task_timeout_s, concurrency=cfg.task_concurrency,
                            crash_rate=cfg.crash_rate, crash=crash, kill_rate=cfg.kill_rate, seed=args.seed,
@@ -82,23 +92,61 @@ def run(args: argparse.Namespace) -> int:
     if args.max_concurrency < 0:
         args._parser.error(f"--max-concurrency {args.max_concurrency}: give a number of tasks >= 1")
     hints = RunHints(args.max_concurrency, args.capacity, not args.latency_insensitive)
-    running = read_stack_file(cfg.state_dir)
-    if running is not None:
-        with Client(stack_endpoints(running)) as client:
-            report = run_workflow(args.wds, config=cfg, client=client, inputs=inputs, params=params, options=opts,
-                                  hints=hints)
-    else:
-        with Stack(cfg, metadata_port=0, daemon_port=0) as stack:
-            report = run_workflow(args.wds, config=cfg, stack=stack, inputs=inputs, params=params, options=opts,
-                                  hints=hints)
+    prep = prepare_run(args.wds, inputs=inputs, params=params, options=opts,
+                       limits=cfg.wds_limits())  # bad input: exit 2, before any stack starts
+    try:
+        with _interrupts():
+            running = read_stack_file(cfg.state_dir)
+            if running is not None:
+                with Client(stack_endpoints(running)) as client:
+                    report = run_workflow(prep, config=cfg, client=client, options=opts, hints=hints)
+            else:
+                with Stack(cfg, metadata_port=0, daemon_port=0) as stack:
+                    report = run_workflow(prep, config=cfg, stack=stack, options=opts, hints=hints)
+    except (StateDirBusy, StoreFailure) as exc:  # no run started: nothing to report
+        print(f"funcsion run: {exc}", file=sys.stderr)
+        return 1
+    except MetadataError as exc:
+        print(f"funcsion run: the run could not start: {exc}", file=sys.stderr)
+        return 1
     doc = report.to_dict()
     print(format_report(doc))
     if args.json:
-        print(json.dumps(doc))
+        print(json.dumps(doc), flush=True)
     if report.status != "succeeded":
-        print(f"funcsion run: task {report.failed_task} failed: {report.error}", file=sys.stderr)
+        what = f"task {report.failed_task} failed" if report.failed_task else f"run {report.run_id} {report.status}"
+        print(f"funcsion run: {what}: {report.error}", file=sys.stderr)
         return 1
     return 0
+
+
+@contextmanager
+def _interrupts() -> Iterator[None]:
+    """SIGINT and SIGTERM stop the run (``RunInterrupted``: it is ended and reported); a second
+    one exits at once. Only in the main thread (signal handlers live there)."""
+    from sdk.local._run import RunInterrupted
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    seen: list[str] = []
+
+    def handler(signum: int, _frame: Any) -> None:
+        name = signal.Signals(signum).name
+        if seen:
+            print(f"funcsion run: {name} again: exiting now; the run is left to its TTL", file=sys.stderr,
+                  flush=True)
+            os._exit(130)
+        seen.append(name)
+        print(f"funcsion run: {name}: stopping the run (again to exit at once)", file=sys.stderr, flush=True)
+        raise RunInterrupted(name)
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
 
 
 def format_report(d: dict[str, Any]) -> str:
@@ -114,11 +162,13 @@ def format_report(d: dict[str, Any]) -> str:
     freed = sum(1 for o in objs.values() if o["state"] == "freed")
     lines.append(f"  objects: {len(objs)}, freed during the run: {freed}")
     m = d["memory"]
+    leaked = "unknown" if m["leaked_bytes"] is None else f"{m['leaked_bytes']} bytes"
     lines.append(f"  memory: peak {m['peak_bytes'] / 2**20:.2f} MiB allocated ({m['peak_live_bytes'] / 2**20:.2f} "
-                 f"MiB live), {m['mb_s']:.3f} MB*s allocated, leaked {m['leaked_bytes']} bytes")
+                 f"MiB live), {m['mb_s']:.3f} MB*s allocated, leaked {leaked}")
     cost = d.get("billing", {}).get("cost_usd")
     if cost is not None:
         lines.append(f"  task Lambda cost at AWS prices: ${cost:.8f}")
     if d["status"] != "succeeded":
-        lines.append(f"  failed task: {d['failed_task']}: {d['error']}")
+        lines.append(f"  failed task: {d['failed_task']}: {d['error']}" if d["failed_task"]
+                     else f"  {d['status']}: {d['error']}")
     return "\n".join(lines)

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from storage_functions.private_files import open_private, private_dir
 from wds import FuncsionError
 
 __all__ = ["add_parser", "up", "down"]
@@ -50,8 +51,9 @@ def up(args: argparse.Namespace) -> int:
         print(f"a stack is already up (pid {running['pid']}): metadata {running['metadata']}, "
               f"daemon {running['daemon']}")
         return 0
-    (state / "logs").mkdir(parents=True, exist_ok=True)
-    log = open(state / "logs" / "stack.log", "ab")
+    private_dir(state, tighten=True)
+    private_dir(state / "logs")
+    log = open_private(state / "logs" / "stack.log", "ab")
     try:
         proc = subprocess.Popen([sys.executable, "-m", "sdk.cli", "serve", "stack", "--state-dir", str(state)],
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -65,11 +67,20 @@ def up(args: argparse.Namespace) -> int:
             print(f"funcsion stack up (pid {proc.pid}): metadata {info['metadata']}, daemon {info['daemon']}")
             return 0
         if proc.poll() is not None:
-            raise StackError(f"the stack exited with code {proc.returncode} while starting; see "
-                             f"{state / 'logs' / 'stack.log'}")
+            why = _last_line(state / "logs" / "stack.log")
+            raise StackError(f"the stack exited with code {proc.returncode} while starting"
+                             + (f" ({why})" if why else "") + f"; see {state / 'logs' / 'stack.log'}")
         time.sleep(0.1)
     proc.terminate()
     raise StackError(f"the stack did not come up within {args.timeout:g} s; see {state / 'logs' / 'stack.log'}")
+
+
+def _last_line(path: Path) -> str:
+    try:
+        lines = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return lines[-1].strip() if lines else ""
 
 
 def down(args: argparse.Namespace) -> int:

@@ -9,7 +9,9 @@ a Parallel. Every task gets ``{"funcsion": <context>, "run_id":
 $$.Execution.Name, "function": <name>}``; results are discarded
 (``ResultPath: null``) so only references travel in the state (Step
 Functions caps it at 256 KiB). Tasks carry AWS's recommended Lambda Retry
-list plus ``States.TaskFailed``; every level has a Catch into a cleanup task
+list, then a retrier with ``MaxAttempts: 0`` for the errors no retry can fix
+(``sdk.exceptions.NON_RETRYABLE_ERRORS``: retriers apply first match first),
+then ``States.TaskFailed`` for the rest; every level has a Catch into a cleanup task
 that ends the run (freeing all its objects) before the execution fails; a
 final task ends the run on success.
 
@@ -27,6 +29,8 @@ import networkx as nx
 
 from hdag import HDAG
 from wds import lambda_name, lambda_prefix  # the one entry -> Lambda name mapping; validation checks it is 1:1
+
+from ..exceptions import NON_RETRYABLE_ERRORS
 
 __all__ = ["AslOptions", "build_asl", "lambda_name", "lambda_prefix", "levels", "LAMBDA_RETRY", "END_RUN", "CLEANUP", "FAILED"]
 
@@ -70,7 +74,8 @@ def levels(h: HDAG) -> list[tuple[str, list[list[str]]]]:
 def _task(fn_expr: dict[str, str], arn: str, opts: AslOptions, *, context: str | None = None,
           run_id: str = "$$.Execution.Name") -> dict[str, Any]:
     payload = {"funcsion.$": context or opts.context_path, "run_id.$": run_id, **fn_expr}
-    retry = LAMBDA_RETRY + [{"ErrorEquals": ["States.TaskFailed"], "IntervalSeconds": opts.task_retry_interval_s,
+    retry = LAMBDA_RETRY + [{"ErrorEquals": list(NON_RETRYABLE_ERRORS), "MaxAttempts": 0},
+                            {"ErrorEquals": ["States.TaskFailed"], "IntervalSeconds": opts.task_retry_interval_s,
                              "MaxAttempts": opts.task_retry_attempts, "BackoffRate": 2}]
     return {
         "Type": "Task", "Resource": "arn:aws:states:::lambda:invoke",

@@ -9,12 +9,15 @@ templated entry share warm worker processes. Fault injection: ``crash_rate``
 makes an attempt exit abruptly at a random crash point (``sdk._task``);
 ``crash`` names tasks (``mapper_01`` or ``mapper_01:after_commit``) whose
 first attempt crashes; ``kill_rate`` lets the platform SIGKILL task workers at
-random. A handler whose module cannot be imported fails the run at once.
+random. A handler whose module cannot be imported fails the run at once; an
+error no retry can fix (``sdk.exceptions.NON_RETRYABLE_ERRORS``) fails its task
+on the first attempt.
 """
 
 from __future__ import annotations
 
 import concurrent.futures as cf
+import difflib
 import os
 import random
 import sys
@@ -30,14 +33,19 @@ from wds import lambda_name, lambda_prefix
 
 from .._client import Endpoints
 from .._task import CRASH_POINTS, FAULT_KEY
-from ..exceptions import TaskError
+from ..exceptions import FuncsionError, TaskError, is_retryable, retryable_error_name
 from ._schedule import RetryPolicy, RunSchedule, TaskRecord
 
-__all__ = ["LocalExecutor", "ExecutorOptions", "ExecutionResult", "HandlerImportError", "parse_crash_specs"]
+__all__ = ["LocalExecutor", "ExecutorOptions", "ExecutionResult", "HandlerImportError", "FaultSpecError",
+           "parse_crash_specs", "check_crash_targets"]
 
 
 class HandlerImportError(TaskError):
     """A task's handler module or function could not be loaded."""
+
+
+class FaultSpecError(FuncsionError, ValueError):
+    """A fault-injection option names a task the workflow does not have."""
 
 
 @dataclass(frozen=True)
@@ -78,6 +86,26 @@ def parse_crash_specs(items: list[str]) -> dict[str, str]:
     return out
 
 
+def _retryable(exc: BaseException) -> bool:
+    """Whether another attempt may succeed: not when the error is one no retry can fix
+    (``sdk.exceptions.NON_RETRYABLE_ERRORS``: a rule the task broke, a result that is not
+    JSON, a handler that cannot load); a crash, timeout or transient error may pass."""
+    if isinstance(exc, InvocationFailed):
+        return exc.reason not in ("init", "marshal") and retryable_error_name(exc.error_type)
+    return is_retryable(exc)
+
+
+def check_crash_targets(h: HDAG, crash: Mapping[str, str]) -> None:
+    """Refuse ``--crash`` names that are not tasks of the workflow (naming close matches)."""
+    for fn in crash:
+        if fn in h.functions:
+            continue
+        close = difflib.get_close_matches(fn, list(h.functions), n=3)
+        hint = (f"did you mean {' or '.join(map(repr, close))}?" if close else
+                f"its tasks are {', '.join(list(h.functions)[:8])}{', ...' if len(h.functions) > 8 else ''}")
+        raise FaultSpecError(f"--crash {fn}: workflow {h.key} has no task {fn!r}; {hint}")
+
+
 class _Progress:
     """One tqdm bar per stage (why tqdm: per-bar positions and rates for free)."""
 
@@ -111,6 +139,10 @@ class LocalExecutor:
         self.endpoints = endpoints
         self.code_dir = str(Path(code_dir).resolve())
         self.opts = options or ExecutorOptions()
+        check_crash_targets(h, self.opts.crash)
+        self.schedule: RunSchedule | None = None  # of the last run, also while it runs
+        self.interrupted: list[str] = []  # tasks that were running when the last run was stopped
+        self._started = 0.0
         self.rng = random.Random(self.opts.seed)
         self._own_platform = platform is None
         self.platform = platform or LocalPlatform(PlatformConfig(
@@ -144,6 +176,7 @@ class LocalExecutor:
         workers = self.opts.concurrency or max(2, os.cpu_count() or 2)
         progress = _Progress(self.h, sys.stderr.isatty() if self.opts.progress is None else self.opts.progress)
         started = time.time()
+        self.schedule, self._started = sched, started
         fatal: str | None = None
         futures: dict[cf.Future[Any], str] = {}
         with cf.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="funcsion-task") as pool:
@@ -172,24 +205,41 @@ class LocalExecutor:
                             progress.done(fn)
                             continue
                         msg = self._describe(fn, exc)
-                        broken = isinstance(exc, InvocationFailed) and exc.reason == "init"
-                        if broken:
-                            fatal = msg  # no retry: the code itself cannot load
-                        sched.failed_task(fn, t, msg, retryable=not broken)
+                        if isinstance(exc, InvocationFailed) and exc.reason == "init":
+                            fatal = msg  # the code itself cannot load: nothing else will run either
+                        sched.failed_task(fn, t, msg, retryable=_retryable(exc))
+            except BaseException as exc:  # Ctrl-C, or a bug: stop the tasks so the pool's threads return
+                self._stop_tasks(set(futures.values()))
+                self.interrupted = sched.abort(time.time(), f"aborted: the run stopped ({type(exc).__name__})")
+                raise
             finally:
                 progress.close()
+        return self.result(fatal)
+
+    def result(self, error: str | None = None) -> ExecutionResult:
+        """What the last ``run`` did so far (also after it was interrupted)."""
+        sched = self.schedule
+        assert sched is not None, "result() before run()"
         failed = sched.first_failure
         return ExecutionResult(
             tasks=sched.tasks, succeeded=sched.succeeded, failed_task=failed.name if failed else None,
-            error=fatal or (failed.errors[-1] if failed else None), started=started, finished=time.time(),
+            error=error or (failed.errors[-1] if failed else None), started=self._started, finished=time.time(),
             billing=self.platform.billing().to_dict())
+
+    def _stop_tasks(self, running: set[str]) -> None:
+        """End the running attempts now: their callers see ``InvocationFailed``."""
+        if self._own_platform:
+            self.platform.shutdown()
+            return
+        for name in {self.names[fn] for fn in running}:
+            self.platform.kill(name)
 
     def _describe(self, fn: str, exc: BaseException) -> str:
         if isinstance(exc, InvocationFailed):
             if exc.reason == "init":
                 return (f"handler {self.h.functions[fn].handler!r} of task {fn} cannot be loaded from "
                         f"{self.code_dir}: {exc.error_type}: {exc.error_message}")
-            if exc.reason == "error":
+            if exc.reason in ("error", "marshal"):
                 return f"{exc.error_type}: {exc.error_message}"
             return f"the task's process ended ({exc.reason}): {exc}"
         return f"{type(exc).__name__}: {exc}"

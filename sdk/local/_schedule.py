@@ -140,3 +140,17 @@ class RunSchedule:
             if other.state in ("waiting", "ready", "backoff"):
                 other.state = "skipped"
         return None
+
+    def abort(self, now: float, reason: str) -> list[str]:
+        """The run stops from outside (Ctrl-C, an error of the driver): running tasks fail with
+        ``reason``, the rest are skipped; ``first_failure`` stays as it was (no task caused it).
+        Returns the tasks that were running."""
+        running = []
+        for t in self.tasks.values():
+            if t.state == "running":
+                t.state, t.finished_at = "failed", now
+                t.errors.append(reason)
+                running.append(t.name)
+            elif t.state in ("waiting", "ready", "backoff"):
+                t.state = "skipped"
+        return running

@@ -11,9 +11,18 @@ nothing stays in function memory after its object is freed. Capacity: each
 storage function of the daemon's pool offers ``DaemonConfig.capacity //
 block_size`` blocks to the allocator.
 
+When a run ends or expires (its drops say ``run ended``/``run expired``) the
+pump also has the daemon drop everything of the run (``Daemon.drop_run``:
+COS copies and buffer files too, also those an earlier, killed process
+left); at start the stack sweeps those of every run the metadata server does
+not know as running (``Daemon.sweep_runs``).
+
 ``Stack`` runs in the calling process (threads plus the platform's worker
-processes); ``funcsion up`` runs one in a background process and writes its
-endpoints to ``<state_dir>/stack.json`` for later commands.
+processes) and holds the state directory's lock (``_statedir``) while it
+runs: a second stack on the same directory fails at once. ``funcsion up``
+runs one in a background process and writes its endpoints to
+``<state_dir>/stack.json`` for later commands. The state directory and what
+the stack writes there are private (0700 / 0600).
 """
 
 from __future__ import annotations
@@ -28,10 +37,12 @@ from pathlib import Path
 from typing import Any
 
 from storage_functions.cos import open_cos
+from storage_functions.private_files import open_private, private_dir
 
 from .._client import Client, Endpoints
 from .._config import Config
 from .._cos_io import tier_key
+from ._statedir import StateDirLock
 
 __all__ = ["Stack", "read_stack_file", "STACK_FILE"]
 
@@ -53,15 +64,28 @@ class Stack:
         self.instructions_done = 0
         self.groups_registered = 0
         self._deferred: deque[tuple[float, tuple[str, str]]] = deque()
+        self._lock = StateDirLock(self.root)
+        self.swept_runs: list[str] = []  # runs whose leftovers the start-up sweep dropped
 
     # -- lifecycle --------------------------------------------------------------------
     def start(self) -> Stack:
+        cfg = self.config
+        self._lock.acquire()  # before anything opens the journal; StateDirBusy when another stack has it
+        try:
+            self._start(cfg)
+        except BaseException:
+            if self._started:
+                self.stop()  # releases the lock too
+            self._lock.release()
+            raise
+        return self
+
+    def _start(self, cfg: Config) -> None:
         from metadata_server import Journal, MetadataHandler, MetadataServer, MetadataState
         from storage_functions.daemon import DaemonConfig, LocalStore
         from storage_functions.local import LocalPlatform, PlatformConfig
 
-        cfg = self.config
-        self.root.mkdir(parents=True, exist_ok=True)
+        private_dir(self.root / "logs")
         state = MetadataState(block_size=cfg.block_size, data_chunks=cfg.ec_data, parity_chunks=cfg.ec_parity,
                               memory_budget=cfg.memory_budget_mb << 20, wds_limits=cfg.wds_limits())
         self.journal = Journal(str(self.root / "metadata.journal")) if self.use_journal else None
@@ -80,9 +104,14 @@ class Stack:
         self._admin = Client(self.endpoints)
         self._cos = open_cos(cfg.resolved_cos_url)
         self._register_group()
+        self._sweep()
         self._pump = threading.Thread(target=self._pump_loop, name="funcsion-pump", daemon=True)
         self._pump.start()
-        return self
+
+    def _sweep(self) -> None:
+        """Drop what earlier stack processes left in COS and the buffer for runs that are not running."""
+        running = {r["run_id"] for r in self._admin.metadata.stats().get("runs", []) if r.get("state") == "running"}
+        self.swept_runs = self.store.daemon.sweep_runs(lambda run_id: run_id in running)
 
     def stop(self) -> None:
         if not self._started:
@@ -96,10 +125,13 @@ class Stack:
         try:
             self.store.stop()
         finally:
-            self.platform.shutdown()
-            self.metadata_server.close()
-            if self.journal is not None:
-                self.journal.close()
+            try:
+                self.platform.shutdown()
+                self.metadata_server.close()
+                if self.journal is not None:
+                    self.journal.close()
+            finally:
+                self._lock.release()
 
     def __enter__(self) -> Stack:
         return self.start()
@@ -122,10 +154,10 @@ class Stack:
         path = self.root / STACK_FILE
         tmp = path.with_suffix(".tmp")
         ep = self.endpoints
-        tmp.write_text(json.dumps({"pid": os.getpid(), "metadata": ep.metadata, "daemon": ep.daemon,
-                                   "store_token": ep.store_token, "admin_token": ep.admin_token,
-                                   "cos_url": self.config.resolved_cos_url}))
-        os.chmod(tmp, 0o600)
+        with open_private(tmp, "wb") as fh:  # tokens: 0600 from the first byte
+            fh.write(json.dumps({"pid": os.getpid(), "metadata": ep.metadata, "daemon": ep.daemon,
+                                 "store_token": ep.store_token, "admin_token": ep.admin_token,
+                                 "cos_url": self.config.resolved_cos_url}).encode())
         os.replace(tmp, path)
         return path
 
@@ -156,6 +188,8 @@ class Stack:
     #: fetched the bytes; its drops wait this long so the read it counted can finish
     #: (its accounting already treats the object as freed: the baseline stays exact).
     ORACLE_GRACE_S = 2.0
+    #: Reasons of the drops the metadata server sends when a run ends or its TTL expires.
+    RUN_END_REASONS = ("run ended", "run expired")
 
     def pump_once(self) -> int:
         """Carry out every pending storage instruction; returns how many."""
@@ -163,7 +197,10 @@ class Stack:
         batch = md.fetch_instructions(self.instructions_done, 1000)
         now = time.monotonic()
         drops: list[tuple[str, str]] = []   # (tier, key); kept objects were copied out by the SDK
+        ended = set()
         for i in batch:
+            if i.kind == "drop" and i.reason in self.RUN_END_REASONS:
+                ended.add(i.run_id)
             if i.kind == "drop":
                 d = (i.tier or "memory", f"{i.run_id}/{i.object_name}")
                 if "oracle" in i.reason:
@@ -178,6 +215,8 @@ class Stack:
                 if tier == "cos":
                     run_id, _, name = key.partition("/")
                     self._cos.delete(tier_key(run_id, name))
+        for run_id in sorted(ended):
+            self.store.daemon.drop_run(run_id)
         want = sum(i.blocks for i in batch if i.kind == "scale_out")
         if want:
             self._scale_out(want)

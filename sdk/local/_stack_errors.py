@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from wds import FuncsionError
 
-__all__ = ["NoStackError"]
+__all__ = ["NoStackError", "StateDirBusy"]
 
 
 class NoStackError(FuncsionError):
     """No stack started by ``funcsion up`` is alive in the state directory."""
+
+
+class StateDirBusy(FuncsionError):
+    """Another stack holds the state directory (its lock); names the holder."""

@@ -9,7 +9,8 @@ directory never look like keys. A put writes a temp file and ``os.replace``-s
 it, so readers see the old or the new object, never a part; with
 ``fsync=True`` the file and its directory are flushed first. Deleting the
 last key of a directory removes the empty directories up to the root.
-Not here: retries and counters (``_base.py``).
+Directories it makes are 0700 and objects 0600 (``private_files``): COS
+holds a workflow's data. Not here: retries and counters (``_base.py``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from ..exceptions import COSConfigError, COSNotFound, InvalidKey
+from ..private_files import open_private, private_dir
 from ._base import COS
 
 __all__ = ["LocalCOS"]
@@ -45,13 +47,13 @@ class LocalCOS(COS):
         if not path.is_absolute():
             raise COSConfigError(f"local COS root must be an absolute path, got {str(root)!r}")
         if create:
-            path.mkdir(parents=True, exist_ok=True)
+            private_dir(path)
         elif not path.is_dir():
             raise COSConfigError(f"local COS root {str(path)!r} is not a directory (pass create=True to make it)")
         self.root = path
         self.fsync = fsync
         self.url = path.as_uri()
-        (path / _TMP).mkdir(exist_ok=True)
+        private_dir(path / _TMP)
 
     def _path(self, key: str) -> Path:
         segs = [_enc(s) for s in key.split("/")]
@@ -66,13 +68,13 @@ class LocalCOS(COS):
         target = self._path(key)
         tmp = self.root / _TMP / uuid.uuid4().hex
         try:
-            with open(tmp, "wb") as fh:
+            with open_private(tmp, "wb") as fh:
                 fh.write(data)
                 if self.fsync:
                     fh.flush()
                     os.fsync(fh.fileno())
             for _ in range(10):  # a concurrent delete may remove an emptied parent between mkdir and replace
-                target.parent.mkdir(parents=True, exist_ok=True)
+                private_dir(target.parent)
                 try:
                     os.replace(tmp, target)
                     break

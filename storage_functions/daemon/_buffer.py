@@ -13,8 +13,9 @@ import os
 import queue
 import threading
 import time
-from typing import Any
+from typing import IO, Any
 
+from ..private_files import open_private, private_dir
 from ._objects import ObjectVersion
 
 __all__ = ["PersistentBuffer"]
@@ -26,7 +27,7 @@ class PersistentBuffer:
     def __init__(self, directory: str, cos: Any, *, workers: int = 2, delay_s: float = 0.0,
                  fsync: bool = False, max_backoff_s: float = 5.0) -> None:
         self.dir = directory
-        os.makedirs(directory, exist_ok=True)
+        private_dir(directory)
         self.cos = cos
         self.delay_s = delay_s
         self.fsync = fsync
@@ -47,6 +48,11 @@ class PersistentBuffer:
     def path_for(self, obj: ObjectVersion) -> str:
         safe = obj.cos_key.replace("/", "_")
         return os.path.join(self.dir, f"{safe}.buf")
+
+    @staticmethod
+    def create(path: str) -> IO[bytes]:
+        """A new buffer file (0600, in a 0700 directory: it holds a workflow's data)."""
+        return open_private(path, "wb")
 
     def submit(self, obj: ObjectVersion) -> None:
         if self.cos is None:

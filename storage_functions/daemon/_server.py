@@ -30,6 +30,7 @@ from ._functions import FunctionHandle
 from ._objects import ObjectTable, ObjectVersion, Stripe, chunk_key, cos_object_key, trailer
 from ._outbox import BufferPool, Outbox
 from ._placement import PlaceChunk, PoolExhausted
+from ._runs import drop_run_files, held_by_run, run_of, sweep_files
 
 __all__ = ["Daemon"]
 
@@ -157,6 +158,19 @@ class Daemon:
             h.delete(ckeys)
         return n
 
+    def drop_run(self, run_id: str) -> int:
+        """Drop everything this daemon holds for ``run_id`` (the run ended or expired): every
+        version of its keys (as ``free``), and the COS copies and buffer files an earlier
+        daemon process left for it. Returns the versions freed from the table."""
+        n = self.free([k for k in self.table.keys() if run_of(k) == run_id])
+        drop_run_files(self.cos, self.config.cos_prefix, self.buffer_dir, run_id)
+        return n
+
+    def sweep_runs(self, keep: Callable[[str], bool]) -> list[str]:
+        """At start, before any PUT: drop the COS copies and buffer files that earlier daemon
+        processes left for every run ``keep(run_id)`` is false for; returns those runs."""
+        return sweep_files(self.cos, self.config.cos_prefix, self.buffer_dir, keep)
+
     def prewarm(self, count: int) -> int:
         """Start the first ``count`` storage functions now (a warm-up invocation each), so
         the puts of a run that announced its needs do not wait for cold starts. Returns
@@ -176,6 +190,7 @@ class Daemon:
             "pending_uploads": sum(1 for o in objs if not o.uploaded and o.state == "ready"),
             "uploads": self.buffer.uploads, "uploads_skipped": self.buffer.skipped,
             "upload_retries": self.buffer.retries,
+            "runs": held_by_run(objs),
             **self.counters,
             "functions": [{"name": h.name, "state": h.state, "mem": h.mem, "chunks": h.chunks,
                            "invocations": h.invocations, "lost": h.lost_count,
@@ -354,7 +369,7 @@ class Daemon:
         obj.cos_key = cos_object_key(self.config.cos_prefix, f.key, obj.version)
         path = self.buffer.path_for(obj)
         waiter = Waiter()
-        fh = open(path, "wb")
+        fh = self.buffer.create(path)
         try:
             file_off = 0
             for s in range(n):

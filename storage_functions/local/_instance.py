@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Literal
 
+from ..private_files import open_private, private_dir
 from . import _worker
 from ._worker import HEADER, encode_frame
 
@@ -129,8 +130,8 @@ class Instance:
         env.update(dict(spec.env))
         out: Any = None
         if log_dir is not None:
-            Path(log_dir).mkdir(parents=True, exist_ok=True)
-            self._log = out = open(Path(log_dir) / f"{spec.name}.log", "ab")
+            private_dir(log_dir)
+            self._log = out = open_private(Path(log_dir) / f"{spec.name}.log", "ab")
         try:
             self.proc = subprocess.Popen(
                 [sys.executable, "-P", "-u", str(_WORKER), str(req_r), str(resp_w)],

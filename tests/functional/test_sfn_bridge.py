@@ -105,6 +105,28 @@ def test_failed_task_is_retried_then_cleanup_runs(fig9_path: Path) -> None:
     assert any(e["type"] == "ExecutionFailed" for e in events)
 
 
+@mock_aws(config=MOTO)
+def test_an_error_no_retry_can_fix_is_not_retried(fig9_path: Path) -> None:
+    h = hdag.build(wds.load(fig9_path))
+    role, arns = deploy(h)
+    attempts: dict[str, int] = {}
+
+    def invoke(fn_name: str, payload: dict[str, Any]) -> dict[str, Any]:
+        if payload.get("action") == "end_run":
+            return {"status": payload["status"]}
+        f = payload["function"]
+        attempts[f] = attempts.get(f, 0) + 1
+        if f == "F3":
+            raise HandlerError("FatalTaskError", "task F3 of run r-fatal failed: MissingOutputs: ...")
+        return {"ok": f}
+
+    with LambdaBridge(invoke) as bridge:
+        status, _ = run(h, role, arns, "r-fatal")
+    assert status == "FAILED"
+    assert attempts["F3"] == 1
+    assert bridge.calls[-1][1]["status"] == "failed"
+
+
 def test_bridge_unregisters_its_hook() -> None:
     with LambdaBridge(lambda n, p: {}) as bridge:
         pass

@@ -52,6 +52,31 @@ def test_rule_breaking_handlers(stack: Stack, workflow: Path, mode: str, task: s
     assert r.memory["leaked_bytes"] == 0  # the failed run was ended and freed
 
 
+RETRIES = ExecutorOptions(max_attempts=3, retry_interval_s=0.05, progress=False)
+
+
+@pytest.mark.parametrize(("mode", "needle"), [
+    ("missing_output", "MissingOutputs: task producer of run"),
+    # the last output committed, so a retry would find the task "committed in an earlier attempt",
+    # succeed, and leave the consumer to fail on the never-written 'mid'
+    ("missing_middle_output", "MissingOutputs: task producer of run"),
+    ("undeclared_write", "declares no object 'not_declared'"),
+    ("codec", "CodecError"),
+    ("bad_return", "Runtime.MarshalError"),
+])
+def test_errors_no_retry_can_fix_fail_the_run_at_once(stack: Stack, workflow: Path, mode: str,
+                                                      needle: str) -> None:
+    (workflow / "BAD_MODE").write_text(mode)
+    r = run_workflow(workflow / "bad.wds.json", config=stack.config, stack=stack,
+                     inputs={"src": str(workflow / "src.txt")}, options=RETRIES)
+    assert r.status == "failed"
+    assert r.failed_task == "producer", r.error  # the writer, not the reader that found nothing
+    assert r.tasks["producer"]["attempts"] == 1, r.tasks["producer"]["errors"]
+    assert needle in (r.error or "")
+    assert "consumer" not in r.tasks or r.tasks["consumer"]["attempts"] == 0
+    assert r.memory["leaked_bytes"] == 0
+
+
 def test_reading_a_freed_object_names_its_reads(stack: Stack, workflow: Path) -> None:
     from sdk.exceptions import ObjectExpired
 

@@ -95,3 +95,25 @@ def test_state_stays_small_for_wide_fanout(example_paths: dict[str, Path]) -> No
 def test_lambda_names_are_valid() -> None:
     assert lambda_name("word-count", "mapper_{i:02d}") == "word-count-mapper"
     assert len(lambda_name("a" * 100, "b")) == 64
+
+
+def test_errors_no_retry_can_fix_are_not_retried(example_paths: dict[str, Path]) -> None:
+    from sdk.exceptions import NON_RETRYABLE_ERRORS, FatalTaskError
+
+    assert FatalTaskError.__name__ in NON_RETRYABLE_ERRORS and "Runtime.MarshalError" in NON_RETRYABLE_ERRORS
+    _, asl = asl_for(example_paths["wordcount"])
+    tasks = [t for t in all_tasks(asl["States"]) if "action" not in t["Parameters"]["Payload"]]  # not cleanup
+    assert tasks
+    for t in tasks:
+        retry = t["Retry"]
+        # Step Functions applies the first retrier whose ErrorEquals matches: the non-retryable
+        # names must meet a MaxAttempts 0 retrier before States.TaskFailed catches everything
+        first = {}
+        for r in retry:
+            for e in r["ErrorEquals"]:
+                first.setdefault(e, r)
+        for name in NON_RETRYABLE_ERRORS:
+            assert first[name]["MaxAttempts"] == 0, name
+        generic = next(k for k, r in enumerate(retry) if "States.TaskFailed" in r["ErrorEquals"])
+        assert all(k < generic for k, r in enumerate(retry) if set(r["ErrorEquals"]) & set(NON_RETRYABLE_ERRORS))
+        assert retry[generic]["MaxAttempts"] > 0

@@ -17,6 +17,14 @@ def producer(event: dict, context: object) -> dict:
     if MODE == "missing_output":
         sdk.put("mid", data)
         return {}
+    if MODE == "missing_middle_output":  # the last output commits; 'mid' is never written
+        sdk.put("side", "s")
+        return {}
+    if MODE == "codec":
+        sdk.put_many({"mid": {1, 2}, "side": "s"})  # a set: json cannot encode it
+    if MODE == "bad_return":
+        sdk.put_many({"mid": data, "side": "s"})
+        return {"not json": {1, 2}}  # type: ignore[dict-item]
     sdk.put_many({"mid": data, "side": "s"})
     return {}
 

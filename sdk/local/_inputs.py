@@ -1,0 +1,120 @@
+"""What a run needs before any stack or run exists, checked up front so bad input is
+refused at once (exit 2) and never leaves a half-started run: the WDS, the
+``--crash`` targets, and the input files (regular files only: a FIFO would
+block, ``/dev/zero`` would never end) with ``default_inputs()`` of an
+``inputs.py`` beside the WDS for the rest.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import stat
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import hdag
+import wds
+
+from ..exceptions import TaskError
+from ._executor import ExecutorOptions, check_crash_targets
+
+__all__ = ["InputError", "PreparedRun", "prepare_run", "default_inputs"]
+
+
+class InputError(TaskError):
+    """A workflow input is missing or cannot be read."""
+
+
+@dataclass(frozen=True)
+class PreparedRun:
+    """A workflow with its inputs read, ready to run."""
+
+    path: Path
+    graph: hdag.HDAG
+    values: dict[str, Any]
+    params: dict[str, int] = field(default_factory=dict)
+    text: str = ""  # the WDS as read and validated: what the run registers
+
+
+def prepare_run(wds_path: str | Path, *, inputs: Mapping[str, str] | None = None,
+                params: Mapping[str, int] | None = None, options: ExecutorOptions | None = None,
+                limits: wds.Limits | None = None) -> PreparedRun:
+    """Load and check everything a run needs (the WDS within ``limits``); raises a
+    ``FuncsionError`` naming what is wrong."""
+    path = Path(wds_path)
+    limits = limits or wds.Limits()
+    text = wds.read_text(path, limits)  # read once: what is validated is what is registered
+    graph = hdag.build(wds.loads(text, source=str(path), params=params, limits=limits))
+    if options is not None:
+        check_crash_targets(graph, options.crash)
+    return PreparedRun(path, graph, _load_inputs(graph, path, inputs or {}), dict(params or {}), text)
+
+
+def default_inputs(wds_path: Path) -> dict[str, Any]:
+    """``default_inputs()`` of the ``inputs.py`` module next to the WDS file, if there is one."""
+    mod_path = wds_path.parent / "inputs.py"
+    if not mod_path.is_file():
+        return {}
+    spec = importlib.util.spec_from_file_location(f"funcsion_inputs_{abs(hash(mod_path))}", mod_path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    fn = getattr(mod, "default_inputs", None)
+    return dict(fn()) if callable(fn) else {}
+
+
+def _read_input(name: str, path: str) -> bytes:
+    """The bytes of a regular file; a FIFO, device or directory is refused (a FIFO would block
+    until a writer came, ``/dev/zero`` would never end)."""
+    try:
+        # O_NONBLOCK: opening a FIFO must not wait for a writer before we can refuse it
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise InputError(f"--input {name}={path}: cannot read the file: {exc.strerror or exc}") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise InputError(f"--input {name}={path}: not a regular file (a {_kind(mode)}); give the path "
+                         "of a file, e.g. copy the stream to one first")
+    os.set_blocking(fd, True)
+    with os.fdopen(fd, "rb") as fh:
+        try:
+            return fh.read()
+        except OSError as exc:
+            raise InputError(f"--input {name}={path}: cannot read the file: {exc.strerror or exc}") from None
+
+
+def _kind(mode: int) -> str:
+    for test, what in ((stat.S_ISFIFO, "FIFO"), (stat.S_ISCHR, "character device"), (stat.S_ISDIR, "directory"),
+                       (stat.S_ISBLK, "block device"), (stat.S_ISSOCK, "socket")):
+        if test(mode):
+            return what
+    return "special file"
+
+
+def _load_inputs(h: hdag.HDAG, wds_path: Path, given: Mapping[str, str]) -> dict[str, Any]:
+    unknown = sorted(set(given) - set(h.inputs))
+    if unknown:
+        raise InputError(f"--input names {', '.join(map(repr, unknown))}, which the workflow does not read "
+                         f"as input; its inputs are {', '.join(h.inputs) or 'none'}")
+    values: dict[str, Any] = {}
+    for name, path in given.items():
+        data = _read_input(name, path)
+        try:
+            values[name] = data.decode("utf-8")
+        except UnicodeDecodeError:
+            values[name] = data
+    missing = [n for n in h.inputs if n not in values]
+    if missing:
+        defaults = default_inputs(wds_path)
+        for n in missing:
+            if n in defaults:
+                values[n] = defaults[n]
+    missing = [n for n in h.inputs if n not in values]
+    if missing:
+        raise InputError(f"no value for workflow input(s) {', '.join(map(repr, missing))}; pass "
+                         f"--input NAME=PATH for each (or give inputs.py a default_inputs())")
+    return values
