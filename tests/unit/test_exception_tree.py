@@ -26,6 +26,10 @@ INTERNAL = {
     "storage_functions.runtime._memory.MemoryFull",  # the storage function replies with a status
     "storage_functions.daemon._placement.PoolExhausted",  # the daemon scales out or refuses the PUT
     "wds._templates.TemplateError",              # wds._parse turns it into an Issue at its JSON path
+    "wds._limits.JSONNumberTooLong",             # the parser turns it into an Issue (a too-long number)
+    "metadata_server._frames._Short",            # the frame reader waits for more bytes
+    "metadata_server._server._BadPeer",          # the server closes that connection
+    "sdk.local._run.RunInterrupted",             # a KeyboardInterrupt on purpose: Ctrl-C ends the run as aborted
 }
 
 
