@@ -29,6 +29,7 @@ from storage_functions.auth import mint_run_token
 from storage_functions.exceptions import AuthError, ProtocolError, StoreError
 from storage_functions.protocol import HEADER, Op, Status, frame_bytes, pack_header, recv_exact, recv_frame
 
+REPO = Path(__file__).resolve().parents[2]
 HELLO_TIMEOUT_S = 1.0
 MiB = 1 << 20
 
@@ -57,7 +58,8 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
             [sys.executable, "-m", "sdk.cli", "serve", "daemon", "--json", "--root", str(root / "store"),
              "--function-memory-mb", "256", "--group-size", "3", "--max-functions", "6", "--idle-s", "1",
              "--hello-timeout-s", str(HELLO_TIMEOUT_S)],
-            stdout=subprocess.PIPE, stderr=errf, env=dict(os.environ))
+            stdout=subprocess.PIPE, stderr=errf, env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)})  # this checkout's daemon
     try:
         assert proc.stdout is not None
         ready, _, _ = select.select([proc.stdout], [], [], 30)
