@@ -3,11 +3,12 @@
 A put is three steps: ``begin_put`` at the metadata server (check the writer,
 allocate), the bytes to the daemon (``StoreClient``: erasure-coded chunks in
 storage-function memory plus the persistent buffer) or, when the server chose
-the COS tier, straight to COS, then ``finish_put`` (the object becomes
+the COS tier, to COS through the daemon, then ``finish_put`` (the object becomes
 readable; the writer's last declared output commits its reads). A get records
 the read at the metadata server, then reads the bytes (first d chunks).
 Stored bytes start with one byte naming the codec, so readers decode what
-writers chose. Store keys are ``<run_id>/<object>``; COS keys are in ``_cos_io``.
+writers chose. Store keys are ``<run_id>/<object>``; COS keys are in ``_cos_io``
+(a task's run-scoped store token reaches only its run's of both).
 
 Pocket's extras (Klimovic et al., OSDI'18, Sec. 3.2): ``put(persist=True)``
 keeps a copy past the run (``fetch`` reads it, ``delete`` drops it);
@@ -34,7 +35,7 @@ from storage_functions.auth import RUN_TOKEN_PREFIX, mint_run_token
 from storage_functions.exceptions import COSNotFound, StorageError
 
 from ._codecs import CODECS, CodecError, decode, encode
-from ._cos_io import CosAccess, output_key, persist_key, tier_key
+from ._cos_io import cos_location, output_key, persist_key, tier_key
 from ._store_client import StoreClient
 from ._values import Upload, ValueStream, is_file_like
 from .exceptions import StoreFailure
@@ -101,7 +102,6 @@ class Client:
         self._md = metadata or MetadataClient(host, port, token=token, admin_token=endpoints.admin_token)
         self._store = store or StoreClient(parse_addr(endpoints.daemon), endpoints.store_token)
         self._owns = metadata is None, store is None
-        self._cos = CosAccess(endpoints.cos_url)
         self.plan: dict[str, Any] = {}
 
     # -- lifecycle --------------------------------------------------------------------
@@ -110,7 +110,6 @@ class Client:
             self._md.close()
         if self._owns[1]:
             self._store.close()
-            self._cos.close()
 
     def __enter__(self) -> Client:
         return self
@@ -125,7 +124,6 @@ class Client:
                    token=self.token if token is None else token,
                    function=self.function if function is None else function, metadata=md, store=self._store)
         c._owns = (md is not self._md, False)  # a run-scoped metadata client is the bound client's own
-        c._cos = self._cos
         return c
 
     @property
@@ -218,14 +216,14 @@ class Client:
             # the COS paths take bytes: a file-like value is read into memory once, for both
             data = frame.read_all() if isinstance(frame, Upload) and (persist or cos_tier) else frame
             if cos_tier:
-                self._cos_call("put", name, "put", tier_key(self.run_id, name), data)
+                self._cos_call("put", name, self._store.cos_put, tier_key(self.run_id, name), data)
             elif isinstance(frame, Upload):
                 self._store_call("put", name, self._store.put_stream, self._key(name),
                                  frame.read_from_start(), frame.size, prefix=frame.prefix)
             else:
                 self._store_call("put", name, self._store.put, self._key(name), frame)
             if persist:
-                self._cos_call("persist", name, "put", persist_key(self.run_id, name), data)
+                self._cos_call("persist", name, self._store.cos_put, persist_key(self.run_id, name), data)
         results = self._md.finish_put_batch(self.run_id, self.function, [g.object_name for g in grants])
         return any(r.committed for r in results)
 
@@ -265,7 +263,7 @@ class Client:
 
     def _fetch_frame(self, name: str, placement: Any) -> bytes | bytearray:
         if placement is not None and placement.tier == "cos":
-            return self._cos_call("get", name, "get", tier_key(self.run_id, name))  # type: ignore[no-any-return]
+            return self._cos_call("get", name, self._store.cos_get, tier_key(self.run_id, name))  # type: ignore[no-any-return]
         return self._store_call("get", name, self._store.get_buffer, self._key(name))  # type: ignore[no-any-return]
 
     def read_raw(self, name: str) -> bytes:
@@ -278,33 +276,36 @@ class Client:
         """Copy workflow output ``name`` to COS (``outputs/<run_id>/<name>``, the payload
         only); returns its location."""
         key = output_key(self.run_id, name)
-        self._cos_call("output copy", name, "put", key, self.read_raw(name))
-        return self._cos.location(key)
+        self._cos_call("output copy", name, self._store.cos_put, key, self.read_raw(name))
+        return cos_location(self.endpoints.cos_url, key)
 
     def persisted_location(self, name: str) -> str:
         """Where the COS copy of ``put(name, ..., persist=True)`` lives."""
-        return self._cos.location(persist_key(self.run_id, name))
+        return cos_location(self.endpoints.cos_url, persist_key(self.run_id, name))
 
     def fetch(self, name: str) -> Any:
         """A kept object of this run from COS, also after the run ended: the decoded value of a
         ``persist=True`` object, or the payload bytes of a saved workflow output."""
-        cos = self._cos.get_cos(f"fetch of {name!r}")
         try:
-            return self._unframe(cos.get(persist_key(self.run_id, name)))
+            return self._unframe(self._cos_call("fetch", name, self._store.cos_get, persist_key(self.run_id, name),
+                                                missing_ok=True))
         except COSNotFound:
             pass
         try:
-            return cos.get(output_key(self.run_id, name))
+            return bytes(self._cos_call("fetch", name, self._store.cos_get, output_key(self.run_id, name),
+                                        missing_ok=True))
         except COSNotFound:
             raise UnknownObject(f"run {self.run_id} kept no {name!r} in COS: only objects put with persist=True "
                                 "and saved workflow outputs outlive a run", run_id=self.run_id,
                                 object=name) from None
 
-    def _cos_call(self, what: str, name: str, op: str, *args: Any) -> Any:
-        cos = self._cos.get_cos(f"{what} of {name!r}")
+    def _cos_call(self, what: str, name: str, fn: Any, *args: Any, missing_ok: bool = False) -> Any:
+        """One of the SDK's COS objects, through the daemon (``missing_ok``: let ``COSNotFound`` out)."""
         try:
-            return getattr(cos, op)(*args)
+            return fn(*args)
         except COSNotFound as exc:
+            if missing_ok:
+                raise
             raise StoreFailure(f"{what} of {name!r} in run {self.run_id}: not in COS ({exc})") from exc
         except StorageError as exc:
             raise StoreFailure(f"{what} of {name!r} in run {self.run_id} failed in COS: {exc}") from exc
@@ -318,7 +319,7 @@ class Client:
         persisted = bool(self._md.lookup(self.run_id, name).persist)
         self._md.delete(self.run_id, name)
         if persisted:
-            self._cos_call("delete", name, "delete", persist_key(self.run_id, name))
+            self._cos_call("delete", name, self._store.cos_delete, persist_key(self.run_id, name))
 
     def lookup(self, name: str) -> Any:
         return self._md.lookup(self.run_id, name)

@@ -11,20 +11,20 @@ Three kinds, each under its own prefix of the stack's COS (``cos_url``):
 - ``outputs/<run_id>/<name>``: workflow outputs, copied after a successful run;
   the payload only (no codec byte), so other tools can read the file as is.
 
-Covers the key layout and a lazily opened COS handle; not the store.
+Tasks and drivers reach these through the daemon (``StoreClient.cos_put`` /
+``cos_get`` / ``cos_delete``), which holds the COS credentials and allows a
+run token only its own run's keys of each kind (``storage_functions.auth``).
+Covers the key layout and the location strings reports show; not the store.
 """
 
 from __future__ import annotations
 
-import threading
-from typing import Any
+from storage_functions.auth import CLIENT_COS_KINDS
 
-__all__ = ["CosAccess", "tier_key", "persist_key", "output_key", "TIER_PREFIX", "PERSIST_PREFIX",
+__all__ = ["tier_key", "persist_key", "output_key", "cos_location", "TIER_PREFIX", "PERSIST_PREFIX",
            "OUTPUT_PREFIX"]
 
-TIER_PREFIX = "tier"
-PERSIST_PREFIX = "persisted"
-OUTPUT_PREFIX = "outputs"
+TIER_PREFIX, PERSIST_PREFIX, OUTPUT_PREFIX = CLIENT_COS_KINDS
 
 
 def tier_key(run_id: str, name: str) -> str:
@@ -39,32 +39,6 @@ def output_key(run_id: str, name: str) -> str:
     return f"{OUTPUT_PREFIX}/{run_id}/{name}"
 
 
-class CosAccess:
-    """A COS handle opened on first use (most tasks never touch COS directly)."""
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self._cos: Any = None
-        self._lock = threading.Lock()
-
-    def get_cos(self, why: str) -> Any:
-        if not self.url:
-            from ._config import ConfigError
-
-            raise ConfigError(f"{why} needs the stack's object store, but no cos_url is known: start the stack "
-                              "with `funcsion up` or pass Endpoints(cos_url=...)")
-        with self._lock:
-            if self._cos is None:
-                from storage_functions.cos import open_cos
-
-                self._cos = open_cos(self.url)
-            return self._cos
-
-    def location(self, key: str) -> str:
-        return f"{self.url.rstrip('/')}/{key}"
-
-    def close(self) -> None:
-        with self._lock:
-            cos, self._cos = self._cos, None
-        if cos is not None:
-            cos.close()
+def cos_location(url: str, key: str) -> str:
+    """Where ``key`` lives in the stack's COS at ``url`` (for reports)."""
+    return f"{url.rstrip('/')}/{key}"

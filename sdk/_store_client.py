@@ -4,8 +4,10 @@ talks to the client daemon over the framing of
 memory, or of a file pulled stripe by stripe: ``put_stream``), per-chunk
 checksums, first-d decode on GET (into one buffer, or streamed stripe by
 stripe: ``get_stream``/``get_to``, receiving in ``sdk._stream``),
-delete/free, a small connection pool for thread safety; not metadata (allocation comes from the caller, see
-``put(alloc=...)``). Imports only the stdlib and pyeclib, so a task Lambda
+delete/free, the SDK's own COS objects through the daemon (``cos_put``/
+``cos_get``/``cos_delete``: the daemon holds the COS credentials and checks
+the token's scope), a small connection pool for thread safety; not metadata
+(allocation comes from the caller, see ``put(alloc=...)``). Imports only the stdlib and pyeclib, so a task Lambda
 can carry it.
 """
 
@@ -17,7 +19,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
-from storage_functions.exceptions import ObjectTooLarge, ProtocolError, StoreError
+from storage_functions.exceptions import ObjectTooLarge, ProtocolError, StorageError, StoreError
 from storage_functions.protocol import Op, Status, error_for, recv_exact, recv_frame, send_frame, tune_socket
 
 from ._erasure import Codec, StripeInfo
@@ -104,7 +106,7 @@ class StoreClient:
     def _settle(self, sock: socket.socket, exc: BaseException | None) -> None:
         """Done with ``sock``: back to the pool after a whole reply (``exc``
         None) or an error reply that left the stream in step, else closed."""
-        if exc is None or (isinstance(exc, StoreError) and getattr(exc, "_stream_ok", False)):
+        if exc is None or (isinstance(exc, StorageError) and getattr(exc, "_stream_ok", False)):
             self._give_back(sock)
         else:
             sock.close()
@@ -164,7 +166,9 @@ class StoreClient:
         f = self._reply(sock)
         return PutResult(key, int(f.meta["version"]), size, len(plan), coded)
 
-    def _reply(self, sock: socket.socket) -> Any:
+    def _reply(self, sock: socket.socket, *, keep_payload: bool = False) -> Any:
+        """The reply frame; an error reply raises; its payload is read and
+        dropped unless ``keep_payload`` (then the caller reads it)."""
         f = recv_frame(sock)
         if f is None:
             raise ProtocolError("daemon closed the connection")
@@ -172,7 +176,7 @@ class StoreClient:
             exc = error_for(f.status, recv_exact(sock, f.paylen).decode(errors="replace"))
             exc._stream_ok = True  # type: ignore[attr-defined]
             raise exc
-        if f.paylen:
+        if f.paylen and not keep_payload:
             recv_exact(sock, f.paylen)
         return f
 
@@ -287,6 +291,29 @@ class StoreClient:
             send_frame(sock, Op.FREE, meta={"keys": ks})
             return int(self._reply(sock).meta.get("freed", 0))
         return self._call(op)  # type: ignore[no-any-return]
+
+    # -- the SDK's COS objects, through the daemon (which checks the token's scope) ----------
+    def cos_put(self, key: str, data: bytes | bytearray | memoryview) -> None:
+        """Write COS object ``key`` (``tier/``, ``persisted/`` or ``outputs/``
+        ``<run_id>/<name>``) through the daemon."""
+        def op(sock: socket.socket) -> None:
+            send_frame(sock, Op.COS_PUT, key=key, payload=data)
+            self._reply(sock)
+        self._call(op)
+
+    def cos_get(self, key: str) -> bytearray:
+        """COS object ``key`` through the daemon (``COSNotFound`` when absent)."""
+        def op(sock: socket.socket) -> bytearray:
+            send_frame(sock, Op.COS_GET, key=key)
+            return recv_exact(sock, self._reply(sock, keep_payload=True).paylen)
+        return self._call(op)  # type: ignore[no-any-return]
+
+    def cos_delete(self, key: str) -> None:
+        """Remove COS object ``key`` through the daemon (a missing key is no error)."""
+        def op(sock: socket.socket) -> None:
+            send_frame(sock, Op.COS_DEL, key=key)
+            self._reply(sock)
+        self._call(op)
 
     def stats(self) -> dict[str, Any]:
         def op(sock: socket.socket) -> dict[str, Any]:

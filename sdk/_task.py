@@ -7,7 +7,8 @@ with Logger, Tracer and Metrics. Per invocation it:
    "run_id": ..., "function": ...}``, what the local executor and the
    generated Step Functions definition pass);
 2. reuses one ``Client`` per container and set of endpoints (warm invocations
-   pay no connection setup) and learns the function's declared inputs and
+   of a run pay no connection setup; the endpoints hold the run's own store
+   token, so a few recent runs are kept) and learns the function's declared inputs and
    outputs from the metadata server;
 3. adds ``run_id`` and ``function`` to the powertools Logger keys;
 4. runs the handler with ``sdk.get``/``sdk.put`` bound to this task;
@@ -189,12 +190,21 @@ def outputs() -> list[str]:
     return list(current().outputs)
 
 
+#: Base clients a warm container keeps: endpoints carry a run-scoped store token, so each
+#: run has its own; the least recently used beyond this many are closed.
+MAX_CACHED_CLIENTS = 4
+
+
 def _client_for(rc: RunContext) -> Client:
     with _clients_lock:
-        c = _clients.get(rc.endpoints)
+        c = _clients.pop(rc.endpoints, None)
         if c is None:
-            c = _clients[rc.endpoints] = Client(rc.endpoints)
-        return c
+            c = Client(rc.endpoints)
+        _clients[rc.endpoints] = c  # most recent last
+        stale = [_clients.pop(k) for k in list(_clients)[:-MAX_CACHED_CLIENTS]]
+    for old in stale:
+        old.close()
+    return c
 
 
 def _fail(rc: RunContext, exc: BaseException) -> TaskFailed:

@@ -6,7 +6,10 @@ holds. A task gets no secret: it gets a *run token* for the data path,
 the store token. The daemon checks it without asking anyone and then serves
 only keys under ``<run_id>/``, so one run's tasks cannot read, overwrite or
 free another run's objects, and a leaked task event exposes one run only.
-Stdlib only (it runs in task Lambdas and in the daemon).
+The same scope covers the SDK's own COS objects, which the daemon reads and
+writes for clients: ``<kind>/<run_id>/...`` for each kind in
+``CLIENT_COS_KINDS`` (``cos_in_scope``). Stdlib only (it runs in task
+Lambdas and in the daemon).
 """
 
 from __future__ import annotations
@@ -14,10 +17,12 @@ from __future__ import annotations
 import hashlib
 import hmac
 
-__all__ = ["mint_run_token", "token_scope", "in_scope", "RUN_TOKEN_PREFIX"]
+__all__ = ["mint_run_token", "token_scope", "in_scope", "cos_in_scope", "RUN_TOKEN_PREFIX", "CLIENT_COS_KINDS"]
 
 RUN_TOKEN_PREFIX = "run:"
 _CONTEXT = b"funcsion-store-run-token\x00"
+#: The SDK's COS prefixes (``sdk._cos_io``): the COS tier, persisted copies, saved workflow outputs.
+CLIENT_COS_KINDS = ("tier", "persisted", "outputs")
 
 
 def _mac(secret: str, run_id: str) -> str:
@@ -31,12 +36,18 @@ def mint_run_token(secret: str, run_id: str) -> str:
     return f"{RUN_TOKEN_PREFIX}{run_id}:{_mac(secret, run_id)}"
 
 
-def token_scope(token: str, secret: str) -> str | None:
+def token_scope(token: object, secret: str) -> str | None:
     """What ``token`` may touch: ``""`` (every key) for the store token itself,
-    ``"<run_id>/"`` for a valid run token, ``None`` for anything else."""
-    if not secret or not token:
+    ``"<run_id>/"`` for a valid run token, ``None`` for anything else (also a
+    token that is not a str or not encodable, e.g. a lone surrogate from JSON).
+    Comparisons are constant-time."""
+    if not secret or not token or not isinstance(token, str):
         return None
-    if hmac.compare_digest(token.encode(), secret.encode()):
+    try:
+        raw = token.encode()
+    except UnicodeEncodeError:
+        return None
+    if hmac.compare_digest(raw, secret.encode()):
         return ""
     if not token.startswith(RUN_TOKEN_PREFIX):
         return None
@@ -47,4 +58,14 @@ def token_scope(token: str, secret: str) -> str | None:
 
 
 def in_scope(scope: str, key: str) -> bool:
+    """May a client of ``scope`` (from ``token_scope``) touch store key ``key``?"""
     return key.startswith(scope)
+
+
+def cos_in_scope(scope: str, key: str) -> bool:
+    """May a client of ``scope`` touch the SDK's COS object ``key``
+    (``<kind>/<run_id>/<name>``, kind one of ``CLIENT_COS_KINDS``)? Keys
+    outside those kinds (the daemon's own chunks) are nobody's, not even
+    the store token's."""
+    kind, sep, rest = key.partition("/")
+    return bool(sep) and kind in CLIENT_COS_KINDS and "/" in rest and rest.startswith(scope)

@@ -23,11 +23,20 @@ Conversations (every request carries a ``reqid``; replies echo it):
   REPLY{..., inline: 1} whose payload is the object (no CHUNK, no END);
   DEL key; FREE {keys}; STAT. The daemon writes a reply's frames with one
   ``sendmsg`` where it can (REPLY head + first CHUNK, last CHUNK + END).
+  COS_PUT / COS_GET / COS_DEL key: the SDK's own COS objects (``tier/``,
+  ``persisted/``, ``outputs/``), which the daemon reads and writes for the
+  client under the same token scope (tasks hold no COS credentials).
 * function -> daemon: HELLO{role=function, name, secret, conn, term, hash,
   mem}, once per connection (a function opens a "small" and a "large" one);
   BYE{term, hash, diff_rank} when idle, answered BYE_ACK or BYE_NACK.
 * daemon -> function: PUT key (a=block, b=offset, crc, payload), GET key,
   DEL {keys}, PING; the function answers REPLY with a=memory in use.
+
+Limits: ``recv_frame`` refuses (``ProtocolError``) a frame whose declared key
++ meta is over its ``max_meta`` (per op when a mapping) or whose payload is
+over ``max_payload``, before allocating anything, so a peer cannot make its
+reader allocate what it merely declares; a ``deadline`` bounds the time the
+whole frame may take (a slow-drip peer).
 """
 
 from __future__ import annotations
@@ -35,12 +44,15 @@ from __future__ import annotations
 import json
 import socket
 import struct
+import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from .exceptions import (
     AuthError,
     ChunkCorrupt,
+    COSNotFound,
     NotEnoughChunks,
     ObjectTooLarge,
     ProtocolError,
@@ -52,7 +64,7 @@ from .exceptions import (
 __all__ = [
     "HEADER", "HEADER_SIZE", "Op", "Status", "Frame", "send_frame", "recv_frame",
     "recv_into", "recv_exact", "drain", "error_for", "status_for", "tune_socket", "frame_bytes", "pack_header",
-    "sendmsg_all", "DEFAULT_DAEMON_PORT",
+    "sendmsg_all", "DEFAULT_DAEMON_PORT", "META_LIMIT", "HELLO_LIMIT",
 ]
 
 #: The client daemon's TCP port unless configured otherwise (sdk.Config.daemon_port).
@@ -79,6 +91,9 @@ class Op:
     FREE = 14
     STAT = 15
     CORRUPT = 16  # debug only: flip a byte of a stored chunk (tests)
+    COS_PUT = 17
+    COS_GET = 18
+    COS_DEL = 19
 
 
 class Status:
@@ -102,7 +117,13 @@ _ERRORS: dict[int, type[StorageError]] = {
     Status.NOT_ENOUGH: NotEnoughChunks,
     Status.PROTOCOL: ProtocolError,
     Status.ERROR: StoreError,
+    Status.NOT_FOUND: COSNotFound,
 }
+
+#: Key + meta bytes a frame may declare by default (a FREE's key list, a function's DEL).
+META_LIMIT = 16 << 20
+#: Key + meta bytes a HELLO may declare: what a handshake needs (a token, a few fields).
+HELLO_LIMIT = 4096
 
 
 def error_for(status: int, message: str) -> StorageError:
@@ -194,21 +215,31 @@ def sendmsg_all(sock: socket.socket, pieces: list[Any]) -> None:
                 sent = 0
 
 
-def recv_into(sock: socket.socket, view: memoryview) -> None:
-    """Fill ``view`` completely from ``sock``."""
+def recv_into(sock: socket.socket, view: memoryview, deadline: float | None = None) -> None:
+    """Fill ``view`` completely from ``sock`` (by ``deadline``, a ``time.monotonic()``
+    instant, when given: past it, ``TimeoutError``)."""
     got = 0
     n = len(view)
     while got < n:
+        if deadline is not None:
+            _until(sock, deadline)
         k = sock.recv_into(view[got:], n - got)
         if k == 0:
             raise ConnectionError("peer closed the connection mid-frame")
         got += k
 
 
-def recv_exact(sock: socket.socket, n: int) -> bytearray:
+def _until(sock: socket.socket, deadline: float) -> None:
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError("the peer did not send a whole frame in time")
+    sock.settimeout(left)
+
+
+def recv_exact(sock: socket.socket, n: int, deadline: float | None = None) -> bytearray:
     buf = bytearray(n)
     if n:
-        recv_into(sock, memoryview(buf))
+        recv_into(sock, memoryview(buf), deadline)
     return buf
 
 
@@ -223,29 +254,46 @@ def drain(sock: socket.socket, n: int, scratch: bytearray | None = None) -> None
         n -= k
 
 
-_HEADER_BUF_SIZE = HEADER_SIZE
-
-
-def recv_frame(sock: socket.socket, head: bytearray | None = None) -> Frame | None:
+def recv_frame(sock: socket.socket, head: bytearray | None = None, *,
+               max_meta: int | Mapping[int, int] = META_LIMIT, max_payload: int | None = None,
+               deadline: float | None = None) -> Frame | None:
     """Read one header (+ key and meta); the payload is left on the socket.
-    Returns None on a clean EOF before the first byte."""
+    Returns None on a clean EOF before the first byte. A frame that declares
+    more key + meta than ``max_meta`` (an int, or a limit per op with
+    ``HELLO_LIMIT`` for ops it does not name) or a payload over
+    ``max_payload`` raises ``ProtocolError`` before anything is allocated;
+    so does a key that is not UTF-8 or a meta that is not a JSON object."""
     head = head if head is not None else bytearray(HEADER_SIZE)
     view = memoryview(head)
+    if deadline is not None:
+        _until(sock, deadline)
     k = sock.recv_into(view, HEADER_SIZE)
     if k == 0:
         return None
     if k < HEADER_SIZE:
-        recv_into(sock, view[k:])
+        recv_into(sock, view[k:], deadline)
     op, status, keylen, reqid, metalen, crc, a, b, paylen = HEADER.unpack_from(head)
+    limit = max_meta if isinstance(max_meta, int) else max_meta.get(op, HELLO_LIMIT)
+    if keylen + metalen > limit:
+        raise ProtocolError(f"frame op={op} declares {keylen} key and {metalen} meta bytes, over the "
+                            f"{limit} this frame may carry")
+    if max_payload is not None and paylen > max_payload:
+        raise ProtocolError(f"frame op={op} declares a {paylen}-byte payload, over the {max_payload} "
+                            "this frame may carry")
     key = ""
     meta: dict[str, Any] = {}
     if keylen or metalen:
-        rest = recv_exact(sock, keylen + metalen)
+        rest = recv_exact(sock, keylen + metalen, deadline)
         if keylen:
-            key = rest[:keylen].decode()
+            try:
+                key = rest[:keylen].decode()
+            except UnicodeDecodeError:
+                raise ProtocolError(f"frame op={op}: key is not UTF-8") from None
         if metalen:
             try:
                 meta = json.loads(rest[keylen:])
             except ValueError as exc:
                 raise ProtocolError(f"frame op={op}: meta is not JSON: {exc}") from None
+            if not isinstance(meta, dict):
+                raise ProtocolError(f"frame op={op}: meta is a JSON {type(meta).__name__}, not an object")
     return Frame(op, status, reqid, key, meta, crc, a, b, paylen)

@@ -50,7 +50,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--advertise", metavar="HOST[:PORT]", default="",
                    help="address the storage functions dial back to (default: the bound one); required with "
                         "--invoker aws: an address of this machine the Lambdas can reach")
-    p.add_argument("--token", default="", help="run token clients must present (default: random)")
+    p.add_argument("--token", default="",
+                   help="store token: drivers present it, tasks a run token minted from it (default: random)")
     p.add_argument("--root", default=None, help="directory for cos/ and buffer/ (default: temporary)")
     p.add_argument("--cos", default=None,
                    help="COS URL: file:///dir or s3://bucket/prefix[?endpoint_url=URL&region=R] (s3 with aws)")
@@ -66,6 +67,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="functions in the pool (local default 48; aws default: how many are deployed)")
     p.add_argument("--group-size", type=int, default=12)
     p.add_argument("--idle-s", type=float, default=2.0)
+    p.add_argument("--hello-timeout-s", type=float, default=10.0,
+                   help="a new connection must complete its HELLO within this many seconds")
     p.add_argument("--json", action="store_true", help="print the address line as JSON")
 
 

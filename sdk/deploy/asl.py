@@ -15,6 +15,14 @@ then ``States.TaskFailed`` for the rest; every level has a Catch into a cleanup 
 that ends the run (freeing all its objects) before the execution fails; a
 final task ends the run on success.
 
+Tokens: the execution input's ``funcsion`` context (``aws.execution_input``)
+carries the run's tokens only, and a first Choice state fails the execution
+before any task runs unless its ``store_token`` is a run token (``run:...``)
+and it has no ``admin_token``: tasks and the cleanup task (which needs
+nothing more: it reads the run's objects, writes ``outputs/<run_id>/`` and
+ends the run with the run token; the daemon's frees come from the stack's
+instruction pump) never see the store-wide or the admin token.
+
 Pure: takes the HDAG and a function that maps a WDS entry to a Lambda ARN
 (Lambda names come from ``wds.lambda_name``, re-exported here).
 """
@@ -32,7 +40,8 @@ from wds import lambda_name, lambda_prefix  # the one entry -> Lambda name mappi
 
 from ..exceptions import NON_RETRYABLE_ERRORS
 
-__all__ = ["AslOptions", "build_asl", "lambda_name", "lambda_prefix", "levels", "LAMBDA_RETRY", "END_RUN", "CLEANUP", "FAILED"]
+__all__ = ["AslOptions", "build_asl", "lambda_name", "lambda_prefix", "levels", "LAMBDA_RETRY", "END_RUN", "CLEANUP",
+           "FAILED", "CHECK_TOKENS", "TOKENS_REFUSED"]
 
 #: AWS's recommended retry list for the lambda:invoke integration.
 LAMBDA_RETRY: list[dict[str, Any]] = [
@@ -116,6 +125,17 @@ def _end_task(cleanup_arn: str, opts: AslOptions, status: str, **extra: Any) -> 
 
 
 END_RUN, CLEANUP, FAILED = "funcsion: end run", "funcsion: clean up failed run", "funcsion: run failed"
+CHECK_TOKENS, TOKENS_REFUSED = "funcsion: check run tokens", "funcsion: tokens refused"
+
+
+def _token_check(opts: AslOptions, first: str) -> dict[str, Any]:
+    """The first state: only a run-scoped store token and no admin token go on to the tasks."""
+    store = f"{opts.context_path}.store_token"
+    ok = {"And": [{"Variable": store, "IsPresent": True}, {"Variable": store, "IsString": True},
+                  {"Variable": store, "StringMatches": "run:*"},
+                  {"Not": {"Variable": f"{opts.context_path}.admin_token", "IsPresent": True}}],
+          "Next": first}
+    return {"Type": "Choice", "Choices": [ok], "Default": TOKENS_REFUSED}
 
 
 def build_asl(h: HDAG, arn_for: Callable[[str], str], cleanup_arn: str,
@@ -146,8 +166,13 @@ def build_asl(h: HDAG, arn_for: Callable[[str], str], cleanup_arn: str,
     states[CLEANUP] = {**_end_task(cleanup_arn, opts, "failed", **{"error.$": "$.error"}), "Next": FAILED}
     states[FAILED] = {"Type": "Fail", "Error": "funcsion.RunFailed",
                       "Cause": "a task failed after its retries; the run was ended and its objects freed"}
+    states[CHECK_TOKENS] = _token_check(opts, built[0][0])
+    states[TOKENS_REFUSED] = {
+        "Type": "Fail", "Error": "funcsion.TokensRefused",
+        "Cause": "the execution input must carry the run's tokens only (a run-scoped store_token, no "
+                 "admin_token); start executions with sdk.deploy.start_execution"}
     return {
         "Comment": f"funcsion workflow {h.key} ({len(h.functions)} functions), generated from its HDAG",
-        "StartAt": built[0][0],
+        "StartAt": CHECK_TOKENS,
         "States": states,
     }

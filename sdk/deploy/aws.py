@@ -1,6 +1,10 @@
 """Deploy a workflow to AWS: one Lambda per WDS entry (replicas of a
 templated entry share one), a cleanup Lambda, and the Step Functions state
-machine generated from the HDAG, all created or updated through boto3.
+machine generated from the HDAG, all created or updated through boto3; and
+start a run's execution (``start_execution``): the driver, which holds the
+store token, mints the run's store token and passes only run-scoped tokens
+in the execution input (the state machine refuses anything else). Tasks
+need no S3 permission: the daemon reads and writes their COS objects.
 
 The task zip (``sdk.deploy._zip``, from an allow-list) holds the Python files
 beside the WDS (handlers, inputs) and the code a task imports. Third-party
@@ -23,10 +27,12 @@ import hdag
 import wds
 from storage_functions.deploy import DeployResult, upsert_function
 
+from .._client import Client
 from ._zip import build_task_zip
 from .asl import AslOptions, build_asl, lambda_name
 
-__all__ = ["build_task_zip", "deploy_workflow", "WorkflowDeployment", "CLEANUP_ENTRY", "WorkflowDeployError"]
+__all__ = ["build_task_zip", "deploy_workflow", "WorkflowDeployment", "CLEANUP_ENTRY", "WorkflowDeployError",
+           "execution_input", "start_execution"]
 
 CLEANUP_ENTRY = wds.CLEANUP_ENTRY  # validation keeps every WDS entry off its Lambda name
 _ARN_ROLE = re.compile(r"^arn:aws[a-zA-Z-]*:iam::\d{12}:role/.+$")
@@ -111,3 +117,25 @@ def deploy_workflow(wds_path: str | Path, *, role_arn: str, state_machine_role_a
         err = exc.response.get("Error", {})
         raise WorkflowDeployError(f"deploying state machine {sm_name}: {err.get('Code')}: {err.get('Message')}") from exc
     return WorkflowDeployment(graph.key, results, arn, action)
+
+
+def execution_input(run: Client) -> dict[str, Any]:
+    """The input of an execution for ``run`` (a driver's client bound by
+    ``start_run``): the stack's endpoints with a run token minted from the
+    driver's store token, and the run's metadata token; never the store-wide
+    or the admin token. The execution must be named ``run.run_id``."""
+    if not run.run_id or not run.token:
+        raise ValueError("execution_input needs a client bound to a run: use Client.start_run(...) first")
+    return {"funcsion": {**run.endpoints.for_run(run.run_id).to_dict(), "token": run.token}}
+
+
+def start_execution(state_machine_arn: str, run: Client, *, sfn_client: Any = None,
+                    region_name: str | None = None) -> str:
+    """Start the workflow's state machine for ``run``; returns the execution ARN."""
+    if sfn_client is None:
+        import boto3
+
+        sfn_client = boto3.client("stepfunctions", region_name=region_name)
+    resp = sfn_client.start_execution(stateMachineArn=state_machine_arn, name=run.run_id,
+                                      input=json.dumps(execution_input(run)))
+    return str(resp["executionArn"])

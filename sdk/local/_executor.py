@@ -158,7 +158,8 @@ class LocalExecutor:
             self.platform.shutdown()
 
     def _event(self, run_id: str, token: str, fn: str, attempt: int) -> dict[str, Any]:
-        event: dict[str, Any] = {"funcsion": {**self.endpoints.to_dict(), "token": token},
+        # a task holds its run's tokens only: a run-scoped store token, never the store-wide one
+        event: dict[str, Any] = {"funcsion": {**self.endpoints.for_run(run_id).to_dict(), "token": token},
                                  "run_id": run_id, "function": fn, "attempt": attempt}
         point = self.opts.crash.get(fn) if attempt == 1 else None
         if point is None and self.opts.crash_rate and self.rng.random() < self.opts.crash_rate:

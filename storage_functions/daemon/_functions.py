@@ -34,6 +34,11 @@ log = logging.getLogger("storage_functions.daemon")
 ReplyCallback = Callable[[Frame | None, socket.socket | None], None]
 
 
+def _int(v: Any) -> int:
+    """A non-negative integer a function reported, or 0."""
+    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else 0
+
+
 @dataclass(slots=True)
 class _Request:
     op: int
@@ -222,20 +227,20 @@ class FunctionHandle:
 
     def attach(self, hello: Frame, sock: socket.socket) -> _Conn | None:
         """A connection from an instance of this function said HELLO."""
-        kind = hello.meta.get("conn")
+        m = hello.meta
+        kind = m.get("conn")
         with self.cond:
-            if (self.state != "invoking" or kind not in ("small", "large")
-                    or not hmac.compare_digest(str(hello.meta.get("secret", "")), self.secret)):
+            if self.state != "invoking" or kind not in ("small", "large") or not self._secret_ok(m.get("secret")):
                 return None
-            instance = str(hello.meta.get("instance", ""))
+            instance = str(m.get("instance", ""))
             if self.instance is not None and instance != self.instance:
                 lost = True
             else:
                 lost = False
             self.instance = instance
-            self.term = int(hello.meta.get("term", 0))
-            self.hash = str(hello.meta.get("hash", ""))
-            self.mem = int(hello.meta.get("mem", 0))
+            self.term = _int(m.get("term"))
+            self.hash = str(m.get("hash", ""))
+            self.mem = _int(m.get("mem"))
             conn = _Conn(kind, sock)
             self.conns[kind] = conn
         send_frame(sock, Op.REPLY)
@@ -256,6 +261,15 @@ class FunctionHandle:
         for req in backlog:
             self._send(req)
         return conn
+
+    def _secret_ok(self, secret: Any) -> bool:
+        """Constant-time; anything but this invocation's secret string is wrong."""
+        if not isinstance(secret, str):
+            return False
+        try:
+            return hmac.compare_digest(secret.encode(), self.secret.encode())
+        except UnicodeEncodeError:
+            return False
 
     def serve(self, conn: _Conn) -> None:
         """Reader loop of one connection (runs on the accepting thread)."""

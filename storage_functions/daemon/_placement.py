@@ -17,11 +17,15 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable
 
-__all__ = ["BlockAllocator", "FunctionSlot", "PlaceChunk", "Placement", "PoolExhausted"]
+__all__ = ["BlockAllocator", "FunctionSlot", "PlaceChunk", "Placement", "PoolExhausted", "BadPlacement"]
 
 
 class PoolExhausted(Exception):
     """Every function of the configured pool is sealed or taken."""
+
+
+class BadPlacement(ValueError):
+    """An allocation made elsewhere names a function, block or offset outside the pool."""
 
 
 @dataclass
@@ -100,13 +104,19 @@ class Placement:
 
 
 class PlaceChunk:
-    def __init__(self, *, group_size: int, hardcap: int, block_size: int, max_functions: int) -> None:
+    """``capacity`` (default ``hardcap``) is what a function holds in blocks:
+    the bound of the allocations ``reserve`` accepts from the metadata server,
+    which may fill a function past the HARDCAP that ``place`` stops at."""
+
+    def __init__(self, *, group_size: int, hardcap: int, block_size: int, max_functions: int,
+                 capacity: int | None = None) -> None:
         if group_size < 1 or hardcap < block_size or max_functions < group_size:
             raise ValueError("PlaceChunk needs group_size >= 1, hardcap >= block_size, max_functions >= group_size")
         self.group_size = group_size
         self.hardcap = hardcap
         self.block_size = block_size
         self.max_functions = max_functions
+        self.capacity = max(hardcap, capacity or 0)
         self.slots: list[FunctionSlot] = []
 
     # -- queries ------------------------------------------------------------
@@ -187,8 +197,27 @@ class PlaceChunk:
         if fn < len(self.slots):
             self.slots[fn].alloc.reset()
 
+    def check(self, fn: int, block: int, offset: int, size: int) -> None:
+        """Raise ``BadPlacement`` unless ``size`` bytes at (``block``, ``offset``)
+        of function ``fn`` lie inside the pool: ``0 <= fn < max_functions``,
+        ``0 <= offset < block_size`` and every block it spans below
+        ``capacity // block_size``."""
+        blocks = self.capacity // self.block_size
+        if not 0 <= fn < self.max_functions:
+            raise BadPlacement(f"function {fn} is outside the pool of {self.max_functions} functions")
+        if not 0 <= offset < self.block_size:
+            raise BadPlacement(f"offset {offset} is outside a block of {self.block_size} bytes")
+        if size < 0:
+            raise BadPlacement(f"chunk size {size} is negative")
+        end = block + (offset + size + self.block_size - 1) // self.block_size if size else block + 1
+        if block < 0 or end > blocks:
+            raise BadPlacement(f"block {block} (+{size} bytes at offset {offset}) is outside function {fn}'s "
+                               f"{blocks} blocks (blocks 0..{blocks - 1})")
+
     def reserve(self, fn: int, block: int, offset: int, size: int) -> None:
-        """Account an allocation made by the caller (metadata server)."""
+        """Account an allocation made by the caller (metadata server); one
+        outside the pool raises ``BadPlacement`` and changes nothing."""
+        self.check(fn, block, offset, size)
         while fn >= len(self.slots):
             self.scale_out()
         a = self.slots[fn].alloc

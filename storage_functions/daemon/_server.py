@@ -1,15 +1,15 @@
 """The client daemon: one TCP listener for SDK clients and storage
 functions, the object table, PUT (stream chunks to functions and the
 persistent buffer), first-d GET with COS fallback, free, warm-ups. Covers
-the request paths; placement policy (``_placement``), function connections
-(``_functions``), the buffer (``_buffer``), a GET's first-d window
-(``_collect``) and the writes to a client (``_outbox``) live in their own
-modules.
+the request paths; a connection's handshake, token scope and request
+dispatch (``_session``), what a request may declare (``_checks``),
+placement policy (``_placement``), function connections (``_functions``),
+the buffer (``_buffer``), a GET's first-d window (``_collect``) and the
+writes to a client (``_outbox``) live in their own modules.
 """
 
 from __future__ import annotations
 
-import hmac
 import logging
 import os
 import shutil
@@ -21,21 +21,34 @@ import zlib
 from typing import Any, Callable, Iterable
 
 from ..exceptions import NotEnoughChunks, ObjectTooLarge, ProtocolError, StorageError, StoreError, UnknownKey
-from ..protocol import (Frame, Op, Status, drain, frame_bytes, pack_header, recv_frame, send_frame, status_for,
-                        tune_socket)
+from ..protocol import Frame, Op, Status, drain, pack_header, recv_frame, send_frame, status_for
 from ._buffer import PersistentBuffer
+from ._checks import StripeShape, alloc_places, meta_int, stripe_shape
 from ._collect import Collector, NullSock, Waiter
 from ._config import DaemonConfig
 from ._functions import FunctionHandle
 from ._objects import ObjectTable, ObjectVersion, Stripe, chunk_key, cos_object_key, trailer
 from ._outbox import BufferPool, Outbox
-from ._placement import PlaceChunk, PoolExhausted
+from ._placement import BadPlacement, PlaceChunk, PoolExhausted
 from ._runs import drop_run_files, held_by_run, run_of, sweep_files
+from ._session import serve_connection
 
 __all__ = ["Daemon"]
 
 log = logging.getLogger("storage_functions.daemon")
-_SCRATCH = 1 << 20
+_STRIPE_META = 64 << 10  # a STRIPE's meta: d, p, sizes and one CRC per chunk
+
+
+def _pad(fsock: socket.socket, n: int) -> None:
+    """Send ``n`` zero bytes, or give up quietly (the connection's reader sees it gone)."""
+    zeros = memoryview(bytes(min(n, 1 << 20)))
+    try:
+        while n:
+            k = min(n, len(zeros))
+            fsock.sendall(zeros[:k])
+            n -= k
+    except OSError:
+        pass
 
 
 class Daemon:
@@ -59,7 +72,8 @@ class Daemon:
             cos = open_cos(config.cos_url)
         self.cos = cos
         self.placement = placement or PlaceChunk(group_size=config.group_size, hardcap=config.hardcap,
-                                                 block_size=config.block_size, max_functions=config.max_functions)
+                                                 block_size=config.block_size, max_functions=config.max_functions,
+                                                 capacity=config.capacity)
         self.on_new_function = on_new_function
         self.table = ObjectTable()
         self._own_buffer_dir = config.buffer_dir is None
@@ -81,6 +95,7 @@ class Daemon:
         self.address: tuple[str, int] = (config.host, config.port)
         self.counters = {"puts": 0, "gets": 0, "buffer_hits": 0, "cos_fallbacks": 0, "corrupt_chunks": 0,
                          "missing_chunks": 0, "chunk_retries": 0, "lost_functions": 0, "auth_failures": 0,
+                         "scope_refusals": 0, "bad_frames": 0, "hello_timeouts": 0, "conn_errors": 0,
                          "prewarmed": 0}
 
     # -- lifecycle --------------------------------------------------------------
@@ -269,101 +284,29 @@ class Daemon:
                 sock, _ = self._listener.accept()
             except OSError:
                 return
-            t = threading.Thread(target=self._conn_main, args=(sock,), daemon=True, name="sion-conn")
+            t = threading.Thread(target=serve_connection, args=(self, sock), daemon=True, name="sion-conn")
             t.start()
 
-    def _conn_main(self, sock: socket.socket) -> None:
-        tune_socket(sock)
-        try:
-            sock.settimeout(10)
-            hello = recv_frame(sock)
-            sock.settimeout(None)
-            if hello is None:
-                return
-            if hello.op != Op.HELLO:
-                raise ProtocolError(f"first frame must be HELLO, got op {hello.op}")
-            role = hello.meta.get("role")
-            if role == "function":
-                h = self._by_name.get(str(hello.meta.get("name", "")))
-                conn = h.attach(hello, sock) if h is not None else None
-                if conn is None:
-                    self.counters["auth_failures"] += 1
-                    send_frame(sock, Op.REPLY, status=Status.AUTH, payload=b"unknown function or bad invocation secret")
-                    return
-                h.serve(conn)
-                sock = None  # type: ignore[assignment]  # serve() closed it
-                return
-            if role != "client" or not hmac.compare_digest(str(hello.meta.get("token", "")), self.config.token):
-                self.counters["auth_failures"] += 1
-                send_frame(sock, Op.REPLY, reqid=hello.reqid, status=Status.AUTH,
-                           payload=b"client refused: missing or wrong run token")
-                return
-            send_frame(sock, Op.REPLY, reqid=hello.reqid)
-            with self._lock:
-                self._clients.add(sock)
-            try:
-                self._client_loop(sock)
-            finally:
-                with self._lock:
-                    self._clients.discard(sock)
-        except (OSError, ConnectionError, ProtocolError) as exc:
-            log.debug("connection ended: %r", exc)
-        finally:
-            if sock is not None:
-                sock.close()
-
-    def _client_loop(self, sock: socket.socket) -> None:
-        out = Outbox(sock)
-        try:
-            self._serve_client(sock, out)
-        finally:
-            out.close()
-
-    def _serve_client(self, sock: socket.socket, out: Outbox) -> None:
-        scratch = bytearray(_SCRATCH)
-        head = bytearray(40)
-        while True:
-            f = recv_frame(sock, head)
-            if f is None:
-                return
-            try:
-                if f.op == Op.PUT:
-                    meta = self._put(sock, f, scratch)
-                    send_frame(sock, Op.REPLY, reqid=f.reqid, meta=meta)
-                elif f.op == Op.GET:
-                    self._get(sock, out, f)
-                elif f.op == Op.DEL:
-                    drain(sock, f.paylen)
-                    if self.free([f.key]) == 0:
-                        raise UnknownKey(f"{f.key!r}: no such object")
-                    send_frame(sock, Op.REPLY, reqid=f.reqid)
-                elif f.op == Op.FREE:
-                    drain(sock, f.paylen)
-                    n = self.free([str(k) for k in f.meta.get("keys", [])])
-                    send_frame(sock, Op.REPLY, reqid=f.reqid, meta={"freed": n})
-                elif f.op == Op.STAT:
-                    drain(sock, f.paylen)
-                    send_frame(sock, Op.REPLY, reqid=f.reqid, meta=self.stats())
-                elif f.op == Op.PING:
-                    drain(sock, f.paylen)
-                    send_frame(sock, Op.PONG, reqid=f.reqid)
-                else:
-                    raise ProtocolError(f"unexpected op {f.op} from a client")
-            except StorageError as exc:
-                out.send([frame_bytes(Op.REPLY, reqid=f.reqid, status=status_for(exc), payload=str(exc).encode())],
-                         copy=False)
-                if isinstance(exc, ProtocolError):
-                    return
-
     # -- PUT ----------------------------------------------------------------------
-    def _put(self, sock: socket.socket, f: Frame, scratch: bytearray) -> dict[str, Any]:
-        n = int(f.meta.get("n", 0))
-        size = int(f.meta.get("size", 0))
+    def _put(self, sock: socket.socket, f: Frame, scratch: bytearray,
+             refuse: StorageError | None = None) -> dict[str, Any]:
+        """Store a PUT's stripes; ``refuse`` (or a size over the maximum) reads
+        and drops them and raises it, touching nothing."""
+        what = f"PUT {f.key!r}"
+        size = meta_int(f.meta, "size", what, default=0)
+        n = meta_int(f.meta, "n", what, default=0, hi=max(1, size))
         alloc = f.meta.get("alloc")
-        error: StorageError | None = None
-        if size > self.config.max_object_bytes:
+        error = refuse
+        if error is None and size > self.config.max_object_bytes:
             error = ObjectTooLarge(f"{f.key!r}: {size} bytes is over the store's maximum of "
                                    f"{self.config.max_object_bytes} bytes")
+        if error is not None:
+            left = size
+            for s in range(n):
+                sf = self._next_stripe(sock, f.key, s, n)
+                left -= stripe_shape(f.key, sf, s, left).ol
+                drain(sock, sf.paylen, scratch)
+            raise error
         obj = self.table.begin(f.key)
         obj.size = size
         obj.cos_key = cos_object_key(self.config.cos_prefix, f.key, obj.version)
@@ -372,15 +315,17 @@ class Daemon:
         fh = self.buffer.create(path)
         try:
             file_off = 0
+            left = size
             for s in range(n):
-                sf = recv_frame(sock)
-                if sf is None or sf.op != Op.STRIPE:
-                    raise ProtocolError(f"PUT {f.key!r}: expected stripe {s} of {n}")
+                sf = self._next_stripe(sock, f.key, s, n)
+                shape = stripe_shape(f.key, sf, s, left)
+                left -= shape.ol
                 if error is not None:
                     drain(sock, sf.paylen, scratch)
                     continue
                 try:
-                    stripe = self._stripe(f.key, sf, file_off, alloc[s] if alloc else None)
+                    stripe = self._stripe(f.key, shape, file_off,
+                                          alloc_places(f.key, alloc, s, shape.n) if alloc else None)
                 except StorageError as exc:
                     error = exc
                     drain(sock, sf.paylen, scratch)
@@ -415,23 +360,27 @@ class Daemon:
         self.counters["puts"] += 1
         return {"version": obj.version, "size": size}
 
-    def _stripe(self, key: str, sf: Frame, offset: int, alloc: list[Any] | None) -> Stripe:
-        m = sf.meta
-        d, p = int(m["d"]), int(m.get("p", 0))
-        n = d + p
-        if d < 1 or sf.paylen % n:
-            raise ProtocolError(f"PUT {key!r}: stripe of {sf.paylen} bytes does not split into {n} chunks")
-        cl = sf.paylen // n
-        crcs = [int(c) for c in m["crcs"]]
-        if len(crcs) != n:
-            raise ProtocolError(f"PUT {key!r}: {len(crcs)} checksums for {n} chunks")
+    @staticmethod
+    def _next_stripe(sock: socket.socket, key: str, s: int, n: int) -> Frame:
+        sf = recv_frame(sock, max_meta=_STRIPE_META)
+        if sf is None or sf.op != Op.STRIPE:
+            raise ProtocolError(f"PUT {key!r}: expected stripe {s} of {n}")
+        return sf
+
+    def _stripe(self, key: str, shape: StripeShape, offset: int, alloc: list[tuple[Any, int, int]] | None) -> Stripe:
+        n, cl = shape.n, shape.cl
         with self._place_lock:
             if alloc:
-                places = [(self._index_of(a[0]), int(a[1]), int(a[2])) for a in alloc]
+                places = [(self._index_of(a[0]), a[1], a[2]) for a in alloc]
                 if len({pl[0] for pl in places}) != len(places):
                     raise StoreError(f"PUT {key!r}: the allocation puts two chunks on one function")
-                for fn, block, off in places:
-                    self.placement.reserve(fn, block, off, cl)
+                try:
+                    for fn, block, off in places:  # all checked before any is reserved
+                        self.placement.check(fn, block, off, cl)
+                    for fn, block, off in places:
+                        self.placement.reserve(fn, block, off, cl)
+                except (BadPlacement, PoolExhausted) as exc:
+                    raise StoreError(f"PUT {key!r}: the allocation cannot be used: {exc}") from None
             else:
                 try:
                     places = list(self.placement.place([cl] * n).places)
@@ -439,10 +388,10 @@ class Daemon:
                     raise StoreError(f"PUT {key!r}: {exc}") from None
         for fn, _, _ in places:
             self._handle(fn).chunks += 1
-        return Stripe(d, p, int(m.get("fs", cl)), int(m.get("ol", cl)), cl, crcs, list(places), offset)
+        return Stripe(shape.d, shape.p, shape.fs, shape.ol, cl, list(shape.crcs), list(places), offset)
 
     def _index_of(self, fn: Any) -> int:
-        if isinstance(fn, int):
+        if isinstance(fn, int) and not isinstance(fn, bool):
             return fn
         prefix = self.config.function_prefix + "-"
         if isinstance(fn, str) and fn.startswith(prefix) and fn[len(prefix):].isdigit():
@@ -459,18 +408,23 @@ class Daemon:
 
         def write(fsock: socket.socket) -> None:
             left = cl
-            while left:
-                k = sock.recv_into(view, min(left, len(view)))
-                if k == 0:
-                    raise ConnectionError("client closed mid-PUT")
-                piece = view[:k]
-                fh.write(piece)
-                if fn_ok[0]:
-                    try:
-                        fsock.sendall(piece)
-                    except OSError:
-                        fn_ok[0] = False
-                left -= k
+            try:
+                while left:
+                    k = sock.recv_into(view, min(left, len(view)))
+                    if k == 0:
+                        raise ConnectionError("client closed mid-PUT")
+                    piece = view[:k]
+                    fh.write(piece)
+                    if fn_ok[0]:
+                        try:
+                            fsock.sendall(piece)
+                        except OSError:
+                            fn_ok[0] = False
+                    left -= k
+            except BaseException:
+                if fn_ok[0] and left:  # keep the function's stream in step: the chunk fails its CRC there
+                    _pad(fsock, left)
+                raise
 
         waiter.add()
         if place is None:  # its function was lost since placement: buffer only, re-placed below
@@ -532,9 +486,10 @@ class Daemon:
 
     # -- GET ----------------------------------------------------------------------
     def _get(self, sock: socket.socket, out: Outbox, f: Frame) -> None:
-        drain(sock, f.paylen)
         version = f.meta.get("version")
-        obj = self.table.latest(f.key, int(version) if version is not None else None)
+        if version is not None:
+            version = meta_int(f.meta, "version", f"GET {f.key!r}")
+        obj = self.table.latest(f.key, version)
         if obj is None:
             raise UnknownKey(f"{f.key!r}{f' version {version}' if version is not None else ''}: no such object")
         self.counters["gets"] += 1

@@ -19,6 +19,7 @@ import hdag
 import wds
 from sdk.deploy import build_asl, lambda_name
 from sdk.deploy.sfn_local import HandlerError, LambdaBridge
+from storage_functions.auth import mint_run_token
 
 MOTO = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
 REGION = "us-east-1"
@@ -39,12 +40,17 @@ def deploy(h: hdag.HDAG) -> tuple[str, dict[str, str]]:
     return role, arns
 
 
-def run(h: hdag.HDAG, role: str, arns: dict[str, str], name: str) -> tuple[str, list[dict[str, Any]]]:
+def context(run_id: str) -> dict[str, str]:
+    return {"token": "t", "store_token": mint_run_token("store-secret", run_id)}
+
+
+def run(h: hdag.HDAG, role: str, arns: dict[str, str], name: str,
+        ctx: dict[str, str] | None = None) -> tuple[str, list[dict[str, Any]]]:
     sfn = boto3.client("stepfunctions", region_name=REGION)
     asl = build_asl(h, arns.__getitem__, arns["cleanup"])
     sm = sfn.create_state_machine(name=f"sm-{name}", definition=json.dumps(asl), roleArn=role)["stateMachineArn"]
     ex = sfn.start_execution(stateMachineArn=sm, name=name,
-                             input=json.dumps({"funcsion": {"token": "t"}}))["executionArn"]
+                             input=json.dumps({"funcsion": context(name) if ctx is None else ctx}))["executionArn"]
     deadline = time.time() + 60
     while (status := sfn.describe_execution(executionArn=ex)["status"]) == "RUNNING" and time.time() < deadline:
         time.sleep(0.05)
@@ -73,7 +79,7 @@ def test_wordcount_asl_runs_tasks_in_order_through_the_bridge(example_paths: dic
         status, events = run(h, role, arns, "r-wc")
     assert status == "SUCCEEDED"
     assert sorted(done) == sorted(h.functions)
-    assert all(p["run_id"] == "r-wc" and p["funcsion"] == {"token": "t"} for _, p in bridge.calls)
+    assert all(p["run_id"] == "r-wc" and p["funcsion"] == context("r-wc") for _, p in bridge.calls)
     assert bridge.calls[-1][1]["status"] == "succeeded"
     kinds = {e["type"] for e in events}
     assert {"MapStateStarted", "MapStateSucceeded", "TaskSucceeded"} <= kinds
@@ -125,6 +131,22 @@ def test_an_error_no_retry_can_fix_is_not_retried(fig9_path: Path) -> None:
     assert status == "FAILED"
     assert attempts["F3"] == 1
     assert bridge.calls[-1][1]["status"] == "failed"
+
+
+@pytest.mark.parametrize("ctx", [
+    {"token": "t", "store_token": "store-secret"},                                  # the store-wide token
+    {"token": "t", "store_token": mint_run_token("store-secret", "r-tok"), "admin_token": "admin"},
+    {"token": "t"},                                                                   # no store token at all
+], ids=["store-wide", "admin", "missing"])
+@mock_aws(config=MOTO)
+def test_an_execution_without_run_scoped_tokens_runs_no_task(fig9_path: Path, ctx: dict[str, str]) -> None:
+    h = hdag.build(wds.load(fig9_path))
+    role, arns = deploy(h)
+    with LambdaBridge(lambda n, p: {"ok": True}) as bridge:
+        status, events = run(h, role, arns, "r-tok", ctx)
+    assert status == "FAILED" and bridge.calls == []
+    failed = next(e for e in events if e["type"] == "ExecutionFailed")
+    assert failed["executionFailedEventDetails"]["error"] == "funcsion.TokensRefused"
 
 
 def test_bridge_unregisters_its_hook() -> None:

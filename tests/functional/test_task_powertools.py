@@ -99,7 +99,7 @@ def new_run(stack: Stack, workflow: str) -> Iterator[Callable[[int], Run]]:
         c = admin.start_run(workflow)
         runs.append(c)
         c.put("seed", {"n": n})
-        event = {"funcsion": {**stack.endpoints.to_dict(), "token": c.token}, "run_id": c.run_id,
+        event = {"funcsion": {**stack.endpoints.for_run(c.run_id).to_dict(), "token": c.token}, "run_id": c.run_id,
                  "function": "work", "attempt": 1}
         return Run(c, event)
 

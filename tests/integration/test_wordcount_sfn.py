@@ -16,10 +16,11 @@ from moto import mock_aws
 
 import hdag
 import wds
-from sdk.deploy import build_asl, lambda_name
+from sdk.deploy import build_asl, lambda_name, start_execution
 from sdk.deploy.sfn_local import HandlerError, LambdaBridge
 from sdk.local._executor import ExecutorOptions, LocalExecutor
 from sdk.local._stack import Stack
+from storage_functions.auth import token_scope
 from storage_functions.cos import open_cos
 from storage_functions.exceptions import InvocationFailed
 
@@ -68,9 +69,7 @@ def test_wordcount_under_motos_asl_interpreter(stack: Stack, tmp_path: Path) -> 
         try:
             with LambdaBridge(invoke) as bridge:
                 sm = sfn.create_state_machine(name="wc", definition=json.dumps(asl), roleArn=role)["stateMachineArn"]
-                context = {**c.endpoints.to_dict(), "token": run.token, "cos_url": stack.config.resolved_cos_url}
-                ex_arn = sfn.start_execution(stateMachineArn=sm, name=run.run_id,
-                                             input=json.dumps({"funcsion": context}))["executionArn"]
+                ex_arn = start_execution(sm, run, sfn_client=sfn)
                 deadline = time.time() + 120
                 while (status := sfn.describe_execution(executionArn=ex_arn)["status"]) == "RUNNING":
                     assert time.time() < deadline
@@ -81,6 +80,11 @@ def test_wordcount_under_motos_asl_interpreter(stack: Stack, tmp_path: Path) -> 
         assert status == "SUCCEEDED", [e for e in events if "Failed" in e["type"]]
         called = {p["function"] for _, p in bridge.calls if "function" in p}
         assert called == set(h.functions)
+        # every task and the cleanup task held the run's tokens only
+        for _, p in bridge.calls:
+            assert token_scope(p["funcsion"]["store_token"], stack.store.token) == f"{run.run_id}/"
+            assert "admin_token" not in p["funcsion"] and stack.admin_token not in json.dumps(p)
+            assert stack.store.token not in json.dumps(p)
         assert {"MapStateSucceeded", "TaskSucceeded"} <= {e["type"] for e in events}
         run.close()
         # the cleanup task copied the output and ended the run: every task committed, nothing is held

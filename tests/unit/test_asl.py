@@ -8,7 +8,7 @@ from typing import Any
 
 import hdag
 import wds
-from sdk.deploy import CLEANUP, END_RUN, FAILED, build_asl, lambda_name, levels
+from sdk.deploy import CHECK_TOKENS, CLEANUP, END_RUN, FAILED, TOKENS_REFUSED, build_asl, lambda_name, levels
 
 
 def asl_for(path: Path, **params: int) -> tuple[hdag.HDAG, dict[str, Any]]:
@@ -70,7 +70,7 @@ def test_every_level_catches_into_cleanup(example_paths: dict[str, Path]) -> Non
     _, asl = asl_for(example_paths["gg_compile"])
     states = asl["States"]
     for name, s in states.items():
-        if name in (END_RUN, CLEANUP, FAILED) or s["Type"] == "Pass":
+        if name in (END_RUN, CLEANUP, FAILED, CHECK_TOKENS, TOKENS_REFUSED) or s["Type"] == "Pass":
             continue
         assert s["Catch"][0]["Next"] == CLEANUP
     assert states[CLEANUP]["Next"] == FAILED and states[FAILED]["Type"] == "Fail"
@@ -79,11 +79,22 @@ def test_every_level_catches_into_cleanup(example_paths: dict[str, Path]) -> Non
     # Every Next points at a state that exists; the chain reaches the end.
     for s in states.values():
         assert s.get("Next") is None or s["Next"] in states
-    n, seen = asl["StartAt"], []
+    assert asl["StartAt"] == CHECK_TOKENS
+    n, seen = states[CHECK_TOKENS]["Choices"][0]["Next"], []
     while n:
         seen.append(n)
         n = states[n].get("Next")
     assert seen[-1] == END_RUN
+
+
+def test_tasks_start_only_with_run_scoped_tokens(example_paths: dict[str, Path]) -> None:
+    _, asl = asl_for(example_paths["wordcount"])
+    check = asl["States"][asl["StartAt"]]
+    assert check["Type"] == "Choice" and check["Default"] == TOKENS_REFUSED
+    rules = check["Choices"][0]["And"]
+    assert {"Variable": "$.funcsion.store_token", "StringMatches": "run:*"} in rules
+    assert {"Not": {"Variable": "$.funcsion.admin_token", "IsPresent": True}} in rules
+    assert asl["States"][TOKENS_REFUSED]["Type"] == "Fail"
 
 
 def test_state_stays_small_for_wide_fanout(example_paths: dict[str, Path]) -> None:

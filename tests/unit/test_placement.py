@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from storage_functions.daemon import BlockAllocator, PlaceChunk, PoolExhausted
+from storage_functions.daemon._placement import BadPlacement
 
 MiB = 1 << 20
 
@@ -97,3 +98,23 @@ def test_reserve_accounts_external_allocations() -> None:
     assert len(pc.slots) == 4
     assert pc.used(3) == 2 * MiB
     assert pc.slots[3].alloc.next_block == 7
+
+
+def test_reserve_refuses_places_outside_the_pool_and_changes_nothing() -> None:
+    pc = PlaceChunk(group_size=2, hardcap=4 * MiB, block_size=MiB, max_functions=4, capacity=6 * MiB)
+    pc.reserve(1, 5, MiB - 1, 1)            # the last byte of the last block (capacity, past the hardcap)
+    pc.reserve(3, 0, 0, 6 * MiB)            # a whole function
+    for fn, block, off, size, why in [
+        (-1, 0, 0, 1, "function -1 is outside the pool of 4"),
+        (4, 0, 0, 1, "function 4 is outside the pool of 4"),
+        (0, -1, 0, 1, "block -1"),
+        (0, 6, 0, 1, "block 6 .* outside function 0's 6 blocks"),
+        (0, 5, MiB - 1, 2, "block 5 .* outside function 0's 6 blocks"),   # runs past the last block
+        (0, 0, 0, 6 * MiB + 1, "outside function 0's 6 blocks"),
+        (0, 0, -1, 1, "offset -1 is outside a block"),
+        (0, 0, MiB, 1, f"offset {MiB} is outside a block"),
+        (0, 0, 0, -1, "chunk size -1"),
+    ]:
+        with pytest.raises(BadPlacement, match=why):
+            pc.reserve(fn, block, off, size)
+    assert pc.used(0) == 0 and pc.used(1) == MiB and pc.used(3) == 6 * MiB

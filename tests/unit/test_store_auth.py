@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from storage_functions.auth import in_scope, mint_run_token, token_scope
+from storage_functions.auth import cos_in_scope, in_scope, mint_run_token, token_scope
 
 SECRET = "s3cret-store-token"
 
@@ -42,3 +42,16 @@ def test_endpoints_for_a_task_carry_only_that_runs_token() -> None:
     assert task.admin_token == "" and "admin" not in task.to_dict().values()
     assert token_scope(task.store_token, SECRET) == "r-3/"
     assert task.for_run("r-3") == task            # already scoped: unchanged
+
+
+@pytest.mark.parametrize("bad", ["tökén", "\ud800", "run:r-7:\udfff", 7, None, ["t"], b"s3cret-store-token"])
+def test_tokens_that_are_not_plain_strings_get_nothing(bad: object) -> None:
+    assert token_scope(bad, SECRET) is None
+
+
+def test_cos_objects_are_scoped_by_kind_and_run() -> None:
+    assert cos_in_scope("r-7/", "tier/r-7/x") and cos_in_scope("r-7/", "persisted/r-7/x")
+    assert cos_in_scope("r-7/", "outputs/r-7/x") and cos_in_scope("", "outputs/r-8/x")
+    for key in ("tier/r-8/x", "tier/r-70/x", "sion/r-7/x", "tier/r-7", "r-7/x", "persisted"):
+        assert not cos_in_scope("r-7/", key), key
+    assert not cos_in_scope("", "sion/objects/k-r-7%2Fx/00000001")   # the daemon's own: nobody's

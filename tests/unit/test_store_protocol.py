@@ -8,8 +8,8 @@ import struct
 import pytest
 
 from storage_functions.exceptions import ChunkCorrupt, ProtocolError, StoreError, UnknownKey
-from storage_functions.protocol import (HEADER, HEADER_SIZE, Op, Status, drain, error_for, frame_bytes, pack_header,
-                                        recv_exact, recv_frame, send_frame, sendmsg_all, status_for)
+from storage_functions.protocol import (HEADER, HEADER_SIZE, HELLO_LIMIT, Op, Status, drain, error_for, frame_bytes,
+                                        pack_header, recv_exact, recv_frame, send_frame, sendmsg_all, status_for)
 
 
 class FakeSock:
@@ -108,3 +108,27 @@ def test_status_codes_map_to_the_error_tree_both_ways() -> None:
     assert type(error_for(99, "x")) is StoreError
     assert status_for(UnknownKey("x")) == Status.UNKNOWN_KEY
     assert status_for(RuntimeError("x")) == Status.ERROR
+
+
+def test_declared_lengths_over_the_limit_are_refused_before_reading_them() -> None:
+    big = HEADER.pack(Op.HELLO, 0, 0, 1, 1 << 30, 0, 0, 0, 0)  # a HELLO declaring 1 GiB of meta
+    sock = FakeSock(big)
+    with pytest.raises(ProtocolError, match="1073741824 meta bytes, over the 4096"):
+        recv_frame(sock, max_meta=HELLO_LIMIT)
+    assert sock.pos == HEADER_SIZE                     # nothing past the header was read (or allocated)
+    per_op = {Op.FREE: 100}
+    assert recv_frame(FakeSock(frame_bytes(Op.FREE, meta={"keys": ["a"]})), max_meta=per_op) is not None
+    with pytest.raises(ProtocolError, match="over the 4096"):   # ops the mapping does not name: HELLO_LIMIT
+        recv_frame(FakeSock(frame_bytes(Op.GET, key="k" * 5000)), max_meta=per_op)
+    with pytest.raises(ProtocolError, match="payload, over the 0"):
+        recv_frame(FakeSock(frame_bytes(Op.HELLO, payload=b"x")), max_payload=0)
+
+
+@pytest.mark.parametrize("raw,why", [
+    (pack_header(Op.HELLO, key=b"\xff\xfe"), "key is not UTF-8"),
+    (pack_header(Op.HELLO, meta=b"[1, 2]"), "meta is a JSON list, not an object"),
+    (pack_header(Op.HELLO, meta=b'"token"'), "meta is a JSON str, not an object"),
+])
+def test_a_key_or_meta_that_cannot_be_read_is_a_protocol_error(raw: bytes, why: str) -> None:
+    with pytest.raises(ProtocolError, match=why):
+        recv_frame(FakeSock(raw))

@@ -1,0 +1,238 @@
+"""One connection to the daemon, from its first byte: the handshake, then an
+SDK client's requests, each checked against its token's scope.
+
+Before a peer authenticates it may declare only a HELLO (``HELLO_LIMIT``
+bytes of key + meta, no payload), sent whole within ``hello_timeout_s``; a
+malformed one gets an error reply and the connection closes. A client's
+token decides what it may touch (``storage_functions.auth``): the store
+token every key (the driver and admin side), a run token only keys under
+``<run_id>/`` and that run's COS objects (GET, PUT, DEL, FREE and the COS
+proxy); STAT is the store token's only. Every declared length is bounded by
+what its frame type may carry (``CLIENT_META_LIMITS``, payloads only on
+STRIPE and COS_PUT). The COS proxy (COS_PUT/GET/DEL) reads and writes the
+SDK's own COS objects for clients, so tasks hold no COS credentials.
+
+Not here: what PUT, GET and free do (``_server``), function connections
+after their HELLO (``_functions``).
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+from typing import TYPE_CHECKING, Any
+
+from ..auth import cos_in_scope, in_scope, token_scope
+from ..cos import validate_key
+from ..exceptions import AuthError, ObjectTooLarge, ProtocolError, StorageError, StoreError, UnknownKey
+from ..protocol import (HELLO_LIMIT, META_LIMIT, Frame, Op, Status, drain, frame_bytes, pack_header, recv_exact,
+                        recv_frame, send_frame, status_for, tune_socket)
+from ._checks import meta_keys
+from ._outbox import Outbox
+
+if TYPE_CHECKING:
+    from ._server import Daemon
+
+__all__ = ["serve_connection", "ClientSession", "CLIENT_META_LIMITS"]
+
+log = logging.getLogger("storage_functions.daemon")
+
+_SMALL = (1 << 16) + 4096  # any key a u16 length can declare, and a few meta fields
+#: Key + meta bytes each request of an authenticated client may declare.
+CLIENT_META_LIMITS: dict[int, int] = {
+    Op.PUT: 8 << 20,  # the metadata server's allocation: per stripe, per chunk
+    Op.GET: _SMALL, Op.DEL: _SMALL, Op.STAT: _SMALL, Op.PING: _SMALL,
+    Op.FREE: META_LIMIT,  # a list of keys
+    Op.COS_PUT: _SMALL, Op.COS_GET: _SMALL, Op.COS_DEL: _SMALL,
+}
+_SCRATCH = 1 << 20
+
+
+def _reply_error(sock: socket.socket, reqid: int, status: int, message: str) -> None:
+    """Best effort: the peer may be gone or not reading."""
+    try:
+        sock.settimeout(1.0)
+        send_frame(sock, Op.REPLY, reqid=reqid, status=status, payload=message.encode())
+    except OSError:
+        pass
+
+
+def serve_connection(daemon: Daemon, sock: socket.socket) -> None:
+    """Run one accepted connection to its end (on its own thread)."""
+    tune_socket(sock)
+    own: socket.socket | None = sock
+    try:
+        own = _handshake(daemon, sock)
+    except TimeoutError:
+        daemon.counters["hello_timeouts"] += 1
+        log.debug("connection closed: no whole HELLO within %.1f s", daemon.config.hello_timeout_s)
+    except ProtocolError as exc:
+        daemon.counters["bad_frames"] += 1
+        _reply_error(sock, 0, Status.PROTOCOL, str(exc))
+    except (OSError, ConnectionError) as exc:
+        log.debug("connection ended: %r", exc)
+    except Exception:  # noqa: BLE001 - a bug: this connection ends, the daemon serves on
+        daemon.counters["conn_errors"] += 1
+        log.exception("connection failed")
+    finally:
+        if own is not None:
+            own.close()
+
+
+def _handshake(daemon: Daemon, sock: socket.socket) -> socket.socket | None:
+    """Authenticate the peer and serve it; returns the socket when the caller
+    must close it (None when a function connection took it over)."""
+    cfg = daemon.config
+    hello = recv_frame(sock, max_meta=HELLO_LIMIT, max_payload=0,
+                       deadline=time.monotonic() + cfg.hello_timeout_s)
+    sock.settimeout(None)
+    if hello is None:
+        return sock
+    if hello.op != Op.HELLO:
+        raise ProtocolError(f"first frame must be HELLO, got op {hello.op}")
+    role = hello.meta.get("role")
+    if role == "function":
+        name = hello.meta.get("name")
+        h = daemon._by_name.get(name) if isinstance(name, str) else None
+        conn = h.attach(hello, sock) if h is not None else None
+        if h is None or conn is None:
+            daemon.counters["auth_failures"] += 1
+            _reply_error(sock, hello.reqid, Status.AUTH, "unknown function or bad invocation secret")
+            return sock
+        h.serve(conn)  # closes the socket
+        return None
+    if role != "client":
+        raise ProtocolError(f"HELLO role must be 'client' or 'function', got {role!r}")
+    scope = token_scope(hello.meta.get("token"), cfg.token)
+    if scope is None:
+        daemon.counters["auth_failures"] += 1
+        _reply_error(sock, hello.reqid, Status.AUTH, "client refused: missing or wrong store or run token")
+        return sock
+    send_frame(sock, Op.REPLY, reqid=hello.reqid)
+    with daemon._lock:
+        daemon._clients.add(sock)
+    try:
+        ClientSession(daemon, sock, scope).serve()
+    finally:
+        with daemon._lock:
+            daemon._clients.discard(sock)
+    return sock
+
+
+class ClientSession:
+    """The requests of one authenticated client; ``scope`` is ``""`` for the
+    store token, ``"<run_id>/"`` for a run token."""
+
+    def __init__(self, daemon: Daemon, sock: socket.socket, scope: str) -> None:
+        self.daemon = daemon
+        self.sock = sock
+        self.scope = scope
+
+    def serve(self) -> None:
+        out = Outbox(self.sock)
+        try:
+            self._loop(out)
+        finally:
+            out.close()
+
+    def _loop(self, out: Outbox) -> None:
+        sock, d = self.sock, self.daemon
+        scratch = bytearray(_SCRATCH)
+        head = bytearray(40)
+        while True:
+            try:
+                f = recv_frame(sock, head, max_meta=CLIENT_META_LIMITS)
+            except ProtocolError as exc:
+                d.counters["bad_frames"] += 1
+                out.send([frame_bytes(Op.REPLY, status=Status.PROTOCOL, payload=str(exc).encode())], copy=False)
+                return
+            if f is None:
+                return
+            try:
+                if f.paylen and f.op != Op.COS_PUT:
+                    raise ProtocolError(f"op {f.op} carries no payload, but the frame declares {f.paylen} bytes")
+                self._dispatch(f, out, scratch)
+            except StorageError as exc:
+                out.send([frame_bytes(Op.REPLY, reqid=f.reqid, status=status_for(exc), payload=str(exc).encode())],
+                         copy=False)
+                if isinstance(exc, ProtocolError):
+                    d.counters["bad_frames"] += 1
+                    return
+
+    def _dispatch(self, f: Frame, out: Outbox, scratch: bytearray) -> None:
+        sock, d = self.sock, self.daemon
+        if f.op == Op.PUT:
+            meta = d._put(sock, f, scratch, refuse=self._refusal(f.key, "PUT"))
+            send_frame(sock, Op.REPLY, reqid=f.reqid, meta=meta)
+        elif f.op == Op.GET:
+            self._own(f.key, "GET")
+            d._get(sock, out, f)
+        elif f.op == Op.DEL:
+            self._own(f.key, "DEL")
+            if d.free([f.key]) == 0:
+                raise UnknownKey(f"{f.key!r}: no such object")
+            send_frame(sock, Op.REPLY, reqid=f.reqid)
+        elif f.op == Op.FREE:
+            keys = meta_keys(f.meta, "FREE")
+            for k in keys:
+                self._own(k, "FREE")
+            send_frame(sock, Op.REPLY, reqid=f.reqid, meta={"freed": d.free(keys)})
+        elif f.op == Op.STAT:
+            if self.scope:
+                raise AuthError(f"STAT needs the store token; this client's run token reaches only "
+                                f"{self.scope} keys")
+            send_frame(sock, Op.REPLY, reqid=f.reqid, meta=d.stats())
+        elif f.op == Op.PING:
+            send_frame(sock, Op.PONG, reqid=f.reqid)
+        elif f.op in (Op.COS_PUT, Op.COS_GET, Op.COS_DEL):
+            self._cos(f, out, scratch)
+        else:
+            raise ProtocolError(f"unexpected op {f.op} from a client")
+
+    # -- scope --------------------------------------------------------------------
+    def _refusal(self, key: str, what: str) -> AuthError | None:
+        if in_scope(self.scope, key):
+            return None
+        self.daemon.counters["scope_refusals"] += 1
+        return AuthError(f"{what} {key!r} refused: this client's run token reaches only {self.scope} keys")
+
+    def _own(self, key: str, what: str) -> None:
+        err = self._refusal(key, what)
+        if err is not None:
+            raise err
+
+    # -- the COS proxy ----------------------------------------------------------------
+    def _cos(self, f: Frame, out: Outbox, scratch: bytearray) -> None:
+        """COS_PUT/GET/DEL of one of the SDK's COS objects (``tier/``,
+        ``persisted/``, ``outputs/`` + ``<run_id>/<name>``). A refused COS_PUT
+        still reads its payload, so the connection stays in step."""
+        sock, d = self.sock, self.daemon
+        what = {Op.COS_PUT: "COS put", Op.COS_GET: "COS get", Op.COS_DEL: "COS delete"}[f.op]
+        error: StorageError | None = None
+        try:
+            validate_key(f.key)
+        except StorageError as exc:
+            error = exc
+        if error is None and not cos_in_scope(self.scope, f.key):
+            d.counters["scope_refusals"] += 1
+            error = AuthError(f"{what} of {f.key!r} refused: clients reach only tier/, persisted/ and outputs/ "
+                              + (f"objects, and this run token only those of run {self.scope[:-1]}"
+                                 if self.scope else "objects"))
+        if error is None and f.paylen > d.config.max_object_bytes:
+            error = ObjectTooLarge(f"{what} of {f.key!r}: {f.paylen} bytes is over the store's maximum of "
+                                   f"{d.config.max_object_bytes} bytes")
+        if error is None and d.cos is None:
+            error = StoreError(f"{what} of {f.key!r}: this daemon has no object store (start it with a cos_url)")
+        if error is not None:
+            drain(sock, f.paylen, scratch)
+            raise error
+        if f.op == Op.COS_PUT:
+            d.cos.put(f.key, recv_exact(sock, f.paylen))
+            send_frame(sock, Op.REPLY, reqid=f.reqid)
+        elif f.op == Op.COS_GET:
+            data: Any = d.cos.get(f.key)
+            out.send([pack_header(Op.REPLY, reqid=f.reqid, paylen=len(data)), data], copy=False)
+        else:
+            d.cos.delete(f.key)
+            send_frame(sock, Op.REPLY, reqid=f.reqid)
