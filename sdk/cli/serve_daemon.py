@@ -133,7 +133,7 @@ def daemon_settings(args: argparse.Namespace, *, warn: Callable[[str], None] | N
         raise ServeDaemonError(f"--invoker aws needs --cos s3://bucket/prefix: storage Lambdas cannot reach a "
                                f"local directory ({got})")
     overrides: dict[str, Any] = {**_addresses(args, warn or say), "group_size": args.group_size,
-                                 "idle_s": args.idle_s}
+                                 "idle_s": args.idle_s, "hello_timeout_s": args.hello_timeout_s}
     if args.token:
         overrides["token"] = args.token
     for name in ("function_memory_mb", "max_functions"):

@@ -55,7 +55,7 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
     err = root / "daemon.stderr"
     with open(err, "wb") as errf:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "sdk.cli", "serve", "daemon", "--json", "--root", str(root / "store"),
+            [sys.executable, "-m", "sdk.cli", "serve", "daemon", "--json", "--port", "0", "--root", str(root / "store"),
              "--function-memory-mb", "256", "--group-size", "3", "--max-functions", "6", "--idle-s", "1",
              "--hello-timeout-s", str(HELLO_TIMEOUT_S)],
             stdout=subprocess.PIPE, stderr=errf, env={**os.environ, "PYTHONPATH": os.pathsep.join(
