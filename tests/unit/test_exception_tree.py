@@ -25,6 +25,7 @@ INTERNAL = {
     "storage_functions.cos._retry.RetryExhausted",  # COS and the invoker raise their own error from it
     "storage_functions.runtime._memory.MemoryFull",  # the storage function replies with a status
     "storage_functions.daemon._placement.PoolExhausted",  # the daemon scales out or refuses the PUT
+    "storage_functions.daemon._placement.BadPlacement",   # the daemon refuses the PUT with a StoreError
     "wds._templates.TemplateError",              # wds._parse turns it into an Issue at its JSON path
     "wds._limits.JSONNumberTooLong",             # the parser turns it into an Issue (a too-long number)
     "metadata_server._frames._Short",            # the frame reader waits for more bytes
