@@ -1,0 +1,222 @@
+"""Physical memory accounting: what the storage functions hold, per run and
+per function, over time. Pure: events carry their time (``now``), no clock
+reads, no I/O; the daemon feeds it from the functions' acknowledgements.
+
+An *entry* is one stored chunk or slice: ``length`` bytes at ``(block,
+offset)`` of one function, continuing into ``block+1, ...`` when longer than
+the rest of the block (the runtime's layout, ``runtime/_memory.py``). The
+runtime holds a block (a real ``bytearray``) while any entry touches it, so
+the ledger counts, per function, the blocks with at least one entry, and per
+run the blocks holding at least one of the run's entries (a run's key starts
+with ``<run_id>/``). Allocated bytes are those blocks times the block size;
+live bytes are the entries' lengths. Both are integrated over time
+(byte-seconds) and their peaks kept, per run, from the first entry of the
+run until :meth:`forget`.
+
+Not covered: where entries go (the metadata server's allocator decides),
+deleting anything (the daemon does), the runtime's own count (the daemon's
+``FunctionHandle.mem``, which tests compare with :meth:`function_bytes`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["MemoryLedger", "RunMemory", "run_of"]
+
+
+def run_of(key: str) -> str:
+    """The run a store key belongs to (``<run_id>/<name>``), ``""`` for a key outside runs."""
+    run, sep, _ = key.partition("/")
+    return run if sep else ""
+
+
+@dataclass(slots=True)
+class RunMemory:
+    """One run's physical memory: blocks held now, live bytes now, their
+    integrals and peaks, and a bounded series of ``(t, allocated, live)``."""
+
+    run_id: str
+    first_t: float
+    last_t: float
+    blocks: dict[tuple[str, int], int] = field(default_factory=dict)  # (function, block) -> entries
+    live_bytes: int = 0
+    alloc_byte_s: float = 0.0
+    live_byte_s: float = 0.0
+    peak_alloc: int = 0
+    peak_live: int = 0
+    series: list[tuple[float, int, int]] = field(default_factory=list)
+
+    def advance(self, now: float, block_size: int) -> None:
+        dt = now - self.last_t
+        if dt > 0:
+            self.alloc_byte_s += len(self.blocks) * block_size * dt
+            self.live_byte_s += self.live_bytes * dt
+            self.last_t = now
+
+    def summary(self, block_size: int) -> dict[str, Any]:
+        mib = float(1 << 20)
+        return {"run_id": self.run_id, "allocated_bytes": len(self.blocks) * block_size,
+                "live_bytes": self.live_bytes, "peak_allocated_bytes": self.peak_alloc,
+                "peak_live_bytes": self.peak_live, "allocated_mb_s": self.alloc_byte_s / mib,
+                "live_mb_s": self.live_byte_s / mib, "first_t": self.first_t, "last_t": self.last_t,
+                "series": [list(s) for s in self.series]}
+
+
+@dataclass(slots=True)
+class _Entry:
+    run: str
+    function: str
+    spans: tuple[tuple[int, int], ...]  # (block, bytes in it)
+    length: int
+
+
+class MemoryLedger:
+    """``stored`` / ``released`` / ``function_lost`` in, figures out.
+
+    ``max_series`` bounds each run's time series: past it, every other
+    sample is dropped (the integrals stay exact; only the picture thins).
+    """
+
+    def __init__(self, block_size: int, *, max_series: int = 4096) -> None:
+        if block_size <= 0:
+            raise ValueError(f"block_size must be positive, got {block_size}")
+        self.block_size = block_size
+        self.max_series = max(16, max_series)
+        self.entries: dict[tuple[str, str], _Entry] = {}  # (function, entry key) -> entry
+        self.function_blocks: dict[str, dict[int, int]] = {}  # function -> block -> entries
+        self.runs: dict[str, RunMemory] = {}
+
+    # -- events ----------------------------------------------------------------------
+    def stored(self, now: float, function: str, key: str, block: int, offset: int, length: int) -> None:
+        """``function`` acknowledged an entry ``key`` (a chunk key ``v/s/i/<run>/<name>``
+        or a store key) of ``length`` bytes at ``(block, offset)``. Storing a key again
+        on the same function replaces the old entry (the runtime does the same)."""
+        if block < 0 or not 0 <= offset < self.block_size or length < 0:
+            raise ValueError(f"bad entry {key!r}: block {block}, offset {offset}, length {length}")
+        self.released(now, function, key)
+        run = run_of(_store_key(key))
+        spans = _spans(block, offset, length, self.block_size)
+        e = _Entry(run, function, spans, length)
+        self.entries[(function, key)] = e
+        if spans:
+            fb = self.function_blocks.setdefault(function, {})
+            for b, _ in spans:
+                fb[b] = fb.get(b, 0) + 1
+        if not run:
+            return
+        rm = self.runs.get(run)
+        if rm is None:
+            rm = self.runs[run] = RunMemory(run, now, now)
+        rm.advance(now, self.block_size)
+        for b, _ in spans:
+            rm.blocks[(function, b)] = rm.blocks.get((function, b), 0) + 1
+        rm.live_bytes += length
+        self._changed(rm, now)
+
+    def released(self, now: float, function: str, key: str) -> bool:
+        """The entry left the function (deleted, or replaced). Unknown entries are ignored."""
+        e = self.entries.pop((function, key), None)
+        if e is None:
+            return False
+        if e.spans:
+            fb = self.function_blocks[function]
+            for b, _ in e.spans:
+                left = fb[b] - 1
+                if left:
+                    fb[b] = left
+                else:
+                    del fb[b]
+            if not fb:
+                del self.function_blocks[function]
+        rm = self.runs.get(e.run) if e.run else None
+        if rm is not None:
+            rm.advance(now, self.block_size)
+            for b, _ in e.spans:
+                left = rm.blocks[(function, b)] - 1
+                if left:
+                    rm.blocks[(function, b)] = left
+                else:
+                    del rm.blocks[(function, b)]
+            rm.live_bytes -= e.length
+            self._changed(rm, now)
+        return True
+
+    def function_lost(self, now: float, function: str) -> int:
+        """The function's instance is gone with its memory; returns the entries dropped."""
+        keys = [k for (fn, k) in self.entries if fn == function]
+        for k in keys:
+            self.released(now, function, k)
+        return len(keys)
+
+    def forget(self, run_id: str) -> None:
+        """Stop reporting a run (after its report was taken)."""
+        self.runs.pop(run_id, None)
+
+    # -- queries ---------------------------------------------------------------------
+    def run_summary(self, run_id: str, now: float) -> dict[str, Any] | None:
+        """The run's figures integrated up to ``now`` (None when it never held a byte)."""
+        rm = self.runs.get(run_id)
+        if rm is None:
+            return None
+        rm.advance(now, self.block_size)
+        return rm.summary(self.block_size)
+
+    def function_bytes(self, function: str) -> int:
+        """Bytes of blocks ``function`` holds (what its runtime reports as ``mem``)."""
+        return len(self.function_blocks.get(function, ())) * self.block_size
+
+    def allocated_bytes(self) -> int:
+        return sum(len(b) for b in self.function_blocks.values()) * self.block_size
+
+    def validate(self) -> None:
+        """Check the derived counts against the entries (tests call it)."""
+        fb: dict[str, dict[int, int]] = {}
+        rb: dict[str, dict[tuple[str, int], int]] = {}
+        live: dict[str, int] = {}
+        for (fn, _), e in self.entries.items():
+            for b, n in e.spans:
+                assert 0 < n <= self.block_size, e
+                fb.setdefault(fn, {})[b] = fb.get(fn, {}).get(b, 0) + 1
+                if e.run:
+                    rb.setdefault(e.run, {})[(fn, b)] = rb.get(e.run, {}).get((fn, b), 0) + 1
+            assert sum(n for _, n in e.spans) == e.length, e
+            if e.run:
+                live[e.run] = live.get(e.run, 0) + e.length
+        assert fb == self.function_blocks, (fb, self.function_blocks)
+        for run, rm in self.runs.items():
+            assert rm.blocks == rb.get(run, {}), (run, rm.blocks)
+            assert rm.live_bytes == live.get(run, 0), (run, rm.live_bytes)
+            assert rm.peak_alloc >= len(rm.blocks) * self.block_size and rm.peak_live >= rm.live_bytes
+
+    # -- internals -------------------------------------------------------------------
+    def _changed(self, rm: RunMemory, now: float) -> None:
+        alloc = len(rm.blocks) * self.block_size
+        rm.peak_alloc = max(rm.peak_alloc, alloc)
+        rm.peak_live = max(rm.peak_live, rm.live_bytes)
+        if rm.series and rm.series[-1][0] == now:
+            rm.series[-1] = (now, alloc, rm.live_bytes)
+        else:
+            rm.series.append((now, alloc, rm.live_bytes))
+        if len(rm.series) > self.max_series:
+            rm.series[:] = rm.series[::2] + ([rm.series[-1]] if len(rm.series) % 2 == 0 else [])
+
+
+def _store_key(entry_key: str) -> str:
+    """The store key inside a chunk key ``<version>/<stripe>/<index>/<key>``; other keys as they are."""
+    parts = entry_key.split("/", 3)
+    if len(parts) == 4 and all(p.isdigit() for p in parts[:3]):
+        return parts[3]
+    return entry_key
+
+
+def _spans(block: int, offset: int, length: int, block_size: int) -> tuple[tuple[int, int], ...]:
+    out: list[tuple[int, int]] = []
+    left = length
+    while left > 0:
+        take = min(left, block_size - offset)
+        out.append((block, take))
+        left -= take
+        block, offset = block + 1, 0
+    return tuple(out)
