@@ -16,9 +16,15 @@ III-C1, SION Fig. 5). Pure: takes sizes, names and pool keys; no clock, no I/O.
   ``fragment``, and when ``fragment == offset`` the whole block is free again
   (active or frozen alike).
 - Block allocator (object > one block): d+p erasure-coded chunks of
-  ``ceil(size / d)`` bytes, each in whole blocks of one function; chunk ``i``
-  probes functions ``i, i+n, i+2n, ...`` (n = d+p), so no two chunks share a
-  function. All-or-nothing.
+  ``chunk_bytes`` bytes each (the client's stripes' chunks end to end; by
+  default ``ceil(size / d)``), each in a *contiguous run* of whole blocks of
+  one function (the storage runtime lays an entry over ``block, block+1,
+  ...``, so stripe ``s`` of chunk ``i`` sits at the run's start plus the
+  chunks of the stripes before it); chunk ``i`` probes functions ``i, i+n,
+  i+2n, ...`` (n = d+p), so no two chunks share a function. All-or-nothing.
+
+The extents are where the bytes physically go: the SDK hands them to the
+daemon with the PUT, and the daemon stores every chunk exactly there.
 
 ``allocate`` returns ``None`` when capacity is short; the caller decides
 between scaling out and the COS tier. Not covered: which policy frees what
@@ -127,40 +133,56 @@ class Allocator:
         return len(self.used) * self.block_size
 
     # -- allocation -----------------------------------------------------------------
-    def blocks_needed(self, size: int) -> int:
+    def blocks_needed(self, size: int, chunk_bytes: int = 0) -> int:
         """Blocks an object of ``size`` bytes takes (0 for zero bytes)."""
         if size == 0:
             return 0
         if size <= self.block_size:
             return 1
         n = self.data_chunks + self.parity_chunks
-        return n * -(-self._chunk_size(size) // self.block_size)
+        return n * -(-self.chunk_bytes(size, chunk_bytes) // self.block_size)
 
-    def new_blocks(self, size: int, owner: Hashable, key: Hashable = 0) -> int:
+    def new_blocks(self, size: int, owner: Hashable, key: Hashable = 0, chunk_bytes: int = 0) -> int:
         """Blocks ``allocate(size, owner, key)`` would take from the free pool now: 0 for
         a slice that fits its pool's active block."""
         if 0 < size <= self.block_size:
             pool = self.pools.get((owner, key))
             if pool is not None and pool.active is not None and pool.active.offset + size <= self.block_size:
                 return 0
-        return self.blocks_needed(size)
+        return self.blocks_needed(size, chunk_bytes)
 
-    def allocate(self, size: int, owner: Hashable, key: Hashable = 0) -> Placement | None:
+    def chunk_bytes(self, size: int, asked: int = 0) -> int:
+        """Bytes per chunk of a coded object: ``asked`` (what the client's codec makes,
+        headers included) when it is plausible, else ``ceil(size / d)``. A client may
+        not claim more than twice the payload plus a few KiB per 8 MiB stripe."""
+        base = -(-size // self.data_chunks)
+        if asked <= 0:
+            return base
+        if not base <= asked <= 2 * base + 4096 * (1 + size // (8 << 20)):
+            raise ValueError(f"chunk_bytes {asked} is implausible for a {size}-byte object "
+                             f"in {self.data_chunks} data chunks")
+        return asked
+
+    def allocate(self, size: int, owner: Hashable, key: Hashable = 0, chunk_bytes: int = 0) -> Placement | None:
         if size < 0:
             raise ValueError("size must be >= 0")
         if size == 0:
             return Placement("empty", "empty")
         if size <= self.block_size:
             return self._slice(size, owner, key)
-        return self._whole_blocks(size, owner)
+        return self._whole_blocks(size, owner, self.chunk_bytes(size, chunk_bytes))
 
     def _take_block(self, owner: Hashable, pool: Hashable | None,
-                    state: Literal["active", "frozen", "whole"], function: _Function | None = None) -> _Block | None:
+                    state: Literal["active", "frozen", "whole"], function: _Function | None = None,
+                    index: int | None = None) -> _Block | None:
         if function is None:
             function = next((f for f in self.functions.values() if f.free), None)
             if function is None:
                 return None
-        index = function.free.pop()
+        if index is None:
+            index = function.free.pop()
+        else:
+            function.free.remove(index)
         function.used += 1
         b = _Block(function.name, index, owner, pool, state)
         self.used[(function.name, index)] = b
@@ -184,27 +206,26 @@ class Allocator:
         b.offset += size
         return Placement("memory", "slice", (ext,))
 
-    def _chunk_size(self, size: int) -> int:
-        return -(-size // self.data_chunks)
-
-    def _whole_blocks(self, size: int, owner: Hashable) -> Placement | None:
+    def _whole_blocks(self, size: int, owner: Hashable, chunk: int) -> Placement | None:
         n = self.data_chunks + self.parity_chunks
-        chunk = self._chunk_size(size)
         per_chunk = -(-chunk // self.block_size)
         fns = [f for f in self.functions.values() if not f.retired]
-        chosen: list[_Function] = []
+        chosen: list[tuple[_Function, int]] = []
         for i in range(n):                      # SION PlaceChunk, greedy oldest-first
             ptr = i
-            while ptr < len(fns) and len(fns[ptr].free) < per_chunk:
+            while ptr < len(fns):
+                start = _run_start(fns[ptr].free, per_chunk)
+                if start is not None:
+                    chosen.append((fns[ptr], start))
+                    break
                 ptr += n
-            if ptr >= len(fns):
+            else:
                 return None                     # needs a scale-out
-            chosen.append(fns[ptr])
         extents: list[Extent] = []
-        for i, f in enumerate(chosen):
+        for i, (f, start) in enumerate(chosen):
             left = chunk
-            for _ in range(per_chunk):
-                b = self._take_block(owner, None, "whole", f)
+            for index in range(start, start + per_chunk):
+                b = self._take_block(owner, None, "whole", f, index)
                 assert b is not None
                 length = min(left, self.block_size)
                 b.offset = self.block_size
@@ -274,3 +295,21 @@ class Allocator:
             assert len(f.free) + below == f.blocks, f"{f.name}: {f.blocks} blocks, {len(f.free)} free, {below} used"
             assert not f.retired or (f.blocks == 0 and f.used > 0)
         assert sum(self.owner_blocks.values()) == len(self.used)
+
+
+def _run_start(free: list[int], k: int) -> int | None:
+    """The lowest block starting ``k`` consecutive free blocks, or None."""
+    if len(free) < k:
+        return None
+    if k == 1:
+        return min(free)
+    run, start, prev = 0, 0, -2
+    for b in sorted(free):
+        if b == prev + 1:
+            run += 1
+        else:
+            run, start = 1, b
+        if run == k:
+            return start
+        prev = b
+    return None

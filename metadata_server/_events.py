@@ -117,6 +117,7 @@ class BeginPut(Event):
     checksum: str = ""
     persist: bool = False
     adhoc: bool = False             # a key the WDS does not declare (Pocket-style; freed by delete)
+    chunk_bytes: int = 0            # coded objects: bytes per chunk as the client's codec makes them
 
 
 @dataclass(slots=True)

@@ -310,7 +310,7 @@ class MetadataHandler:
         self._run(token, run_id)
         out = self._one(ev.BeginPut(self.clock(), self._rid_next(), run_id, function_name, request.object_name,
                                     request.size, request.checksum or "", bool(request.persist),
-                                    bool(request.adhoc)))
+                                    bool(request.adhoc), int(request.chunk_bytes or 0)))
         return self._grant(out[0])  # type: ignore[arg-type]
 
     @_boundary
@@ -381,7 +381,7 @@ class MetadataHandler:
         self._run(token, run_id)
         now, rid = self.clock(), self._rid_next()
         outs = self.apply([ev.BeginPut(now, rid, run_id, function_name, r.object_name, r.size, r.checksum or "",
-                                       bool(r.persist), bool(r.adhoc)) for r in requests])
+                                       bool(r.persist), bool(r.adhoc), int(r.chunk_bytes or 0)) for r in requests])
         return [self._grant(o[0]) for o in outs]  # type: ignore[arg-type]
 
     @_boundary

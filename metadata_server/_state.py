@@ -400,7 +400,7 @@ class MetadataState:
                 f"with {ev.size} bytes, checksum {ev.checksum or '-'}; objects are write-once",
                 run_id=run.run_id, function=ev.function, object=ev.object)
         out: list[Instruction] = []
-        placement = self._place(run, info, ev.size, out, ev.object)
+        placement = self._place(run, info, ev.size, out, ev.object, ev.chunk_bytes)
         reads = info.read_count if info is not None else 0
         keep = info is not None and info.is_output
         rec = ObjectRecord(ev.object, ev.function, reads, ev.size, ev.checksum, ev.persist, keep,
@@ -421,7 +421,7 @@ class MetadataState:
         return out
 
     def _place(self, run: RunRecord, info: hdag.ObjectInfo | None, size: int, out: list[Instruction],
-               name: str = "") -> Placement:
+               name: str = "", chunk_bytes: int = 0) -> Placement:
         a = self.allocator
         if run.cos_only and size:
             run.bump("cos_by_hint")
@@ -430,14 +430,20 @@ class MetadataState:
             key: Any = "adhoc"
         else:
             key = pool_key(self.predictor.predict(info)) if run.policy.lifetime_pools else 0
-        need = a.new_blocks(size, run.run_id, key)
+        if size > a.block_size and chunk_bytes:
+            try:
+                a.chunk_bytes(size, chunk_bytes)
+            except ValueError as exc:
+                raise InvalidRequest(f"put of {name!r} in run {run.run_id}: {exc}", run_id=run.run_id,
+                                     object=name) from None
+        need = a.new_blocks(size, run.run_id, key, chunk_bytes)
         over_run = run.budget_bytes and need and run.alloc_bytes + need * a.block_size > run.budget_bytes
         if over_run or (self.memory_budget is not None and need
                         and a.allocated_bytes + need * a.block_size > self.memory_budget):
             run.bump("spilled_to_cos")
             self._bump("spilled_to_cos")
             return _COS
-        placement = a.allocate(size, run.run_id, key)
+        placement = a.allocate(size, run.run_id, key, chunk_bytes)
         if placement is None:
             run.bump("cos_fallback")
             self._bump("cos_fallback")

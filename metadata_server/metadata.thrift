@@ -84,6 +84,9 @@ struct PutRequest {
   3: string checksum,
   4: bool persist,
   5: bool adhoc,
+  // coded objects: bytes per erasure-code chunk as the client's codec lays them out (its
+  // stripes' chunks end to end, headers included); 0: the server assumes ceil(size / d)
+  6: optional i64 chunk_bytes,
 }
 
 // existing: the same write again (a retry); freed: that object is gone already, send no data;

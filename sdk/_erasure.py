@@ -3,8 +3,8 @@ Reed-Solomon d+p with pyeclib's ISA-L backend (``isa_l_rs_vand``). Covers
 splitting an object into stripes, encoding each into d+p chunks, and
 rebuilding a stripe from any d of them; not the wire.
 
-Objects smaller than ``threshold`` (default one block, 1 MiB) are one slice,
-not coded: below it encode+decode cost more than the transfer they guard
+Objects up to ``threshold`` bytes (default one block, 1 MiB) are one slice,
+not coded (the metadata allocator's slice rule: an object that fits a block): below it encode+decode cost more than the transfer they guard
 (``funcsion bench store`` prints the measurement). Larger objects are split
 into stripes of at most ``stripe_size`` bytes (the SION "fragment"; 8 MiB
 keeps ISA-L in cache and lets stripes pipeline) and each stripe is coded.
@@ -69,7 +69,23 @@ class Codec:
         return drv
 
     def coded(self, size: int) -> bool:
-        return size >= self.threshold
+        return size > self.threshold
+
+    def layout(self, size: int) -> list[StripeInfo]:
+        """The stripes ``stripes()`` makes of an object of ``size`` bytes, without
+        encoding: what the metadata allocator needs to place its chunks."""
+        if not self.coded(size):
+            return [StripeInfo(1, 0, size, size, size)]
+        out = []
+        for _, n in self.plan(size):
+            cl = int(self.driver.get_segment_info(n, n)["fragment_size"])
+            out.append(StripeInfo(self.d, self.p, -(-n // self.d), n, cl))
+        return out
+
+    def chunk_bytes(self, size: int) -> int:
+        """Bytes chunk ``i`` of an object takes in one function (its stripes' chunks end
+        to end); ``size`` for an uncoded slice."""
+        return sum(st.cl for st in self.layout(size))
 
     def stripes(self, data: bytes | bytearray | memoryview) -> Iterator[tuple[StripeInfo, list[bytes | memoryview]]]:
         """Yield (info, chunks) per stripe, encoding lazily so the caller can

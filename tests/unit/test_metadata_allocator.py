@@ -221,3 +221,41 @@ def test_out_of_range_capacity_is_refused(function, blocks, why):
     with pytest.raises(ValueError):
         Allocator().register("s1", 0)
     d.state.validate_state()
+
+
+def test_coded_chunks_get_contiguous_runs_sized_by_the_clients_chunk_bytes():
+    a = Allocator(block_size=100, data_chunks=2, parity_chunks=1)
+    for f in ("s0", "s1", "s2"):
+        a.register(f, 6)
+    hole = a.allocate(50, "r", 0)                      # s0 block 0 taken by a slice
+    p = a.allocate(500, "r", 0, chunk_bytes=290)       # 3 blocks per chunk (290 > 250 = ceil(500/2))
+    assert p.chunk_size == 290
+    for i in range(3):
+        ext = [e for e in p.extents if e.chunk == i]
+        assert len({e.function for e in ext}) == 1
+        assert [e.block for e in ext] == list(range(ext[0].block, ext[0].block + 3))
+        assert sum(e.length for e in ext) == 290
+    assert hole.extents[0].block not in [e.block for e in p.extents if e.function == hole.extents[0].function]
+    a.validate()
+
+
+def test_no_contiguous_run_means_no_room_even_with_enough_free_blocks():
+    a = Allocator(block_size=100, data_chunks=1, parity_chunks=1)
+    a.register("s0", 4)
+    a.register("s1", 4)
+    slices = [a.allocate(100, ("r", i), 0) for i in range(8)]   # every block as a slice of its own pool
+    a.free(slices[0])
+    a.free(slices[2])                                            # s0: blocks 0 and 2 free, not adjacent
+    a.free(slices[4])
+    a.free(slices[5])                                            # s1: blocks 0 and 1 free
+    assert a.allocate(150, "big", 0, chunk_bytes=150) is None    # chunk 0 (2 blocks) finds no run on s0
+    a.validate()
+
+
+def test_implausible_chunk_bytes_are_refused():
+    a = Allocator(block_size=100, data_chunks=2, parity_chunks=1)
+    a.register("s0", 100)
+    with pytest.raises(ValueError, match="implausible"):
+        a.allocate(500, "r", 0, chunk_bytes=100)                # less than the payload
+    with pytest.raises(ValueError, match="implausible"):
+        a.allocate(500, "r", 0, chunk_bytes=10_000)             # would reserve far more than needed

@@ -762,6 +762,7 @@ class PutRequest(object):
      - checksum
      - persist
      - adhoc
+     - chunk_bytes
 
     """
 
@@ -771,15 +772,17 @@ class PutRequest(object):
         'checksum',
         'persist',
         'adhoc',
+        'chunk_bytes',
     )
 
 
-    def __init__(self, object_name=None, size=None, checksum=None, persist=None, adhoc=None,):
+    def __init__(self, object_name=None, size=None, checksum=None, persist=None, adhoc=None, chunk_bytes=None,):
         self.object_name = object_name
         self.size = size
         self.checksum = checksum
         self.persist = persist
         self.adhoc = adhoc
+        self.chunk_bytes = chunk_bytes
 
     def read(self, iprot):
         if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
@@ -815,6 +818,11 @@ class PutRequest(object):
                     self.adhoc = iprot.readBool()
                 else:
                     iprot.skip(ftype)
+            elif fid == 6:
+                if ftype == TType.I64:
+                    self.chunk_bytes = iprot.readI64()
+                else:
+                    iprot.skip(ftype)
             else:
                 iprot.skip(ftype)
             iprot.readFieldEnd()
@@ -844,6 +852,10 @@ class PutRequest(object):
         if self.adhoc is not None:
             oprot.writeFieldBegin('adhoc', TType.BOOL, 5)
             oprot.writeBool(self.adhoc)
+            oprot.writeFieldEnd()
+        if self.chunk_bytes is not None:
+            oprot.writeFieldBegin('chunk_bytes', TType.I64, 6)
+            oprot.writeI64(self.chunk_bytes)
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
         oprot.writeStructEnd()
@@ -2087,6 +2099,7 @@ PutRequest.thrift_spec = (
     (3, TType.STRING, 'checksum', 'UTF8', None, ),  # 3
     (4, TType.BOOL, 'persist', None, None, ),  # 4
     (5, TType.BOOL, 'adhoc', None, None, ),  # 5
+    (6, TType.I64, 'chunk_bytes', None, None, ),  # 6
 )
 all_structs.append(PutGrant)
 PutGrant.thrift_spec = (
