@@ -303,7 +303,7 @@ class MetadataHandler:
         r = out[0]
         assert isinstance(r, ev.ReadRecorded)
         return T.GetResult(r.object, r.size, r.checksum, to_thrift_placement(r.placement), r.recorded,
-                           r.already_committed)
+                           r.already_committed, r.object in _freed(out) or None)
 
     @_boundary
     def begin_put(self, token: str, run_id: str, function_name: str, request: T.PutRequest) -> T.PutGrant:

@@ -70,6 +70,7 @@ class RunRecord:
     committed: dict[str, float] = field(default_factory=dict)
     # accounting (bytes, byte-seconds), integrated on every change
     live_bytes: int = 0
+    written_bytes: int = 0  # of live memory objects whose data arrived (readable): the oracle's bytes
     alloc_bytes: int = 0
     cos_bytes: int = 0
     peak_live: int = 0

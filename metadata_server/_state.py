@@ -201,8 +201,8 @@ class MetadataState:
             run.last_t = now
 
     def _refresh(self, run: RunRecord) -> None:
-        if run.policy.exact_bytes:
-            run.alloc_bytes = run.live_bytes
+        if run.policy.exact_bytes:  # byte-granular: the bytes written, from when they arrived
+            run.alloc_bytes = run.written_bytes
         else:
             run.alloc_bytes = self.allocator.owner_blocks.get(run.run_id, 0) * self.allocator.block_size
         run.peak_live = max(run.peak_live, run.live_bytes)
@@ -216,6 +216,8 @@ class MetadataState:
         if rec.placement.tier == "memory":
             run.live_bytes -= rec.size
             self.live_bytes -= rec.size
+            if rec.state == "readable":
+                run.written_bytes -= rec.size
             for fn in self.allocator.free(rec.placement):
                 self._emit(out, ReleaseFunction(fn))
         elif rec.placement.tier == "cos" and not keep:
@@ -470,6 +472,9 @@ class MetadataState:
             rec.state = "readable"
             rec.last_access = ev.now
             rec.readable_at = ev.now
+            if rec.placement.tier == "memory":
+                run.written_bytes += rec.size
+                self._refresh(run)
         if ev.function in run.committed:
             return [PutFinished(ev.object, False, already_committed=True)]
         fn = run.graph.functions.get(ev.function)
@@ -650,6 +655,8 @@ class MetadataState:
             live = sum(r.size for r in run.objects.values()
                        if r.state in ("allocated", "readable") and r.placement.tier == "memory")
             assert run.live_bytes == live, (run.run_id, run.live_bytes, live)
+            written = sum(r.size for r in run.objects.values() if r.state == "readable" and r.placement.tier == "memory")
+            assert run.written_bytes == written, (run.run_id, run.written_bytes, written)
             total_live += live
             for fn, buf in run.buffers.items():
                 assert fn not in run.committed, f"{fn} committed but still has a buffer"

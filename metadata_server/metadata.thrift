@@ -117,6 +117,10 @@ struct GetResult {
   4: Placement placement,
   5: bool recorded,
   6: bool already_committed,
+  // this read freed the object (oracle: the last declared read): the reader frees its bytes
+  // from function memory once it has them; a drop instruction after a grace period covers a
+  // reader that dies first
+  7: optional bool freed_by_read,
 }
 
 struct CommitResult {

@@ -200,8 +200,10 @@ class Client:
         return Upload(name, value, _BYTES_PREFIX)
 
     def _put_frames(self, frames: Mapping[str, bytes | Upload], persist: bool, adhoc: bool) -> bool:
-        reqs = [PutRequest(n, f.size + 1, f.checksum, persist, adhoc) if isinstance(f, Upload)
-                else PutRequest(n, len(f), _checksum(f), persist, adhoc) for n, f in frames.items()]
+        sizes = {n: f.size + 1 if isinstance(f, Upload) else len(f) for n, f in frames.items()}
+        reqs = [PutRequest(n, sizes[n], f.checksum if isinstance(f, Upload) else _checksum(f), persist, adhoc,
+                           self._store.codec.chunk_bytes(sizes[n]) if self._store.codec.coded(sizes[n]) else None)
+                for n, f in frames.items()]
         grants = self._md.begin_put_batch(self.run_id, self.function, reqs)
         for g in grants:
             if g.already_committed:
@@ -215,13 +217,14 @@ class Client:
             cos_tier = g.placement is not None and g.placement.tier == "cos"
             # the COS paths take bytes: a file-like value is read into memory once, for both
             data = frame.read_all() if isinstance(frame, Upload) and (persist or cos_tier) else frame
+            alloc = alloc_of(g.placement)
             if cos_tier:
                 self._cos_call("put", name, self._store.cos_put, tier_key(self.run_id, name), data)
             elif isinstance(frame, Upload):
                 self._store_call("put", name, self._store.put_stream, self._key(name),
-                                 frame.read_from_start(), frame.size, prefix=frame.prefix)
+                                 frame.read_from_start(), frame.size, prefix=frame.prefix, alloc=alloc)
             else:
-                self._store_call("put", name, self._store.put, self._key(name), frame)
+                self._store_call("put", name, self._store.put, self._key(name), frame, alloc=alloc)
             if persist:
                 self._cos_call("persist", name, self._store.cos_put, persist_key(self.run_id, name), data)
         results = self._md.finish_put_batch(self.run_id, self.function, [g.object_name for g in grants])
@@ -237,7 +240,21 @@ class Client:
             raise AlreadyCommitted(self.function)
         if stream:
             return self._stream(name, r.placement)
-        return self._unframe(self._fetch_frame(name, r.placement))
+        value = self._unframe(self._fetch_frame(name, r.placement))
+        self._free_read([r])
+        return value
+
+    def _free_read(self, results: Iterable[Any]) -> None:
+        """Objects these reads freed (the oracle policy frees at the last declared read) leave
+        function memory now that their bytes are here; best effort: the metadata server's drop
+        instruction follows after a grace period anyway."""
+        keys = [self._key(r.object_name) for r in results
+                if r.freed_by_read and r.placement is not None and r.placement.tier == "memory"]
+        if keys:
+            try:
+                self._store.free(keys)
+            except StorageError:
+                pass
 
     def _stream(self, name: str, placement: Any) -> ValueStream:
         if placement is not None and placement.tier == "cos":
@@ -259,7 +276,9 @@ class Client:
         results = self._md.get_batch(self.run_id, self.function, names)
         if any(r.already_committed for r in results):
             raise AlreadyCommitted(self.function)
-        return {r.object_name: self._unframe(self._fetch_frame(r.object_name, r.placement)) for r in results}
+        values = {r.object_name: self._unframe(self._fetch_frame(r.object_name, r.placement)) for r in results}
+        self._free_read(results)
+        return values
 
     def _fetch_frame(self, name: str, placement: Any) -> bytes | bytearray:
         if placement is not None and placement.tier == "cos":
@@ -327,3 +346,21 @@ class Client:
     def list(self, prefix: str = "") -> list[Any]:
         return list(self._md.list_objects(self.run_id, prefix))
 
+
+def alloc_of(placement: Any) -> list[tuple[str, int, int, int]] | None:
+    """The daemon's ``alloc`` for a metadata placement: per chunk, where it starts and
+    the bytes reserved for it (a coded chunk's blocks are one contiguous run); None for
+    placements with no function memory (COS tier, empty)."""
+    if placement is None or placement.tier != "memory" or not placement.extents:
+        return None
+    chunks: dict[int, list[Any]] = {}
+    for e in placement.extents:
+        chunks.setdefault(int(e.chunk), []).append(e)
+    out = []
+    for i in sorted(chunks):
+        ext = sorted(chunks[i], key=lambda e: e.block)
+        if {e.function_name for e in ext} != {ext[0].function_name} or \
+                [e.block for e in ext] != list(range(ext[0].block, ext[0].block + len(ext))):
+            raise StoreFailure(f"placement of chunk {i} is not one run of blocks on one function: {ext}")
+        out.append((ext[0].function_name, int(ext[0].block), int(ext[0].offset), sum(int(e.length) for e in ext)))
+    return out

@@ -27,7 +27,11 @@ from ._stream import DONE, GetStream, StripeReceiver, open_get, read_inline
 
 __all__ = ["StoreClient", "PutResult", "GetStream"]
 
-Alloc = Sequence[Sequence[tuple[int | str, int, int]]]
+#: The metadata server's placement of an object: per chunk index (one entry for an
+#: uncoded slice, d+p for a coded object), ``(function, block, offset, length)``: where
+#: the chunk starts and how many bytes are reserved for it there (the daemon lays the
+#: stripes' chunks end to end in them and refuses a layout that does not fit).
+Alloc = Sequence[tuple[str | int, int, int, int]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,9 +127,10 @@ class StoreClient:
 
     # -- operations -------------------------------------------------------------
     def put(self, key: str, data: bytes | bytearray | memoryview, alloc: Alloc | None = None) -> PutResult:
-        """Store ``data`` as a new version of ``key``. ``alloc`` (optional) is
-        the metadata server's placement: per stripe, per chunk,
-        (function, block, offset); without it the daemon places chunks."""
+        """Store ``data`` as a new version of ``key``. ``alloc`` is the metadata
+        server's placement (see :data:`Alloc`); a daemon whose placement authority
+        is the metadata server refuses a PUT without it, a standalone daemon places
+        chunks itself."""
         size = len(memoryview(data).cast("B")) if not isinstance(data, (bytes, bytearray)) else len(data)
         self._check_size(key, size)
         return self._call(self._put, key, self.codec.stripes(data), size, alloc)  # type: ignore[no-any-return]
@@ -155,7 +160,7 @@ class StoreClient:
         plan = self.codec.plan(size)
         meta: dict[str, Any] = {"n": len(plan), "size": size}
         if alloc is not None:
-            meta["alloc"] = [[list(a) for a in stripe] for stripe in alloc]
+            meta["alloc"] = [list(a) for a in alloc]
         send_frame(sock, Op.PUT, key=key, meta=meta)
         coded = False
         for info, frags in stripes:
@@ -318,6 +323,15 @@ class StoreClient:
     def stats(self) -> dict[str, Any]:
         def op(sock: socket.socket) -> dict[str, Any]:
             send_frame(sock, Op.STAT)
+            return dict(self._reply(sock).meta)
+        return self._call(op)  # type: ignore[no-any-return]
+
+    def memory(self, run_id: str) -> dict[str, Any]:
+        """What the storage functions physically held for ``run_id``: allocated and live
+        bytes now, their peaks and MB-seconds, and a series of ``[t, allocated, live]``
+        (the daemon's ``MemoryLedger``; store token only)."""
+        def op(sock: socket.socket) -> dict[str, Any]:
+            send_frame(sock, Op.STAT, meta={"run": run_id})
             return dict(self._reply(sock).meta)
         return self._call(op)  # type: ignore[no-any-return]
 

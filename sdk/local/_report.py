@@ -63,10 +63,26 @@ def object_rows(st: Mapping[str, Any], t0: float) -> dict[str, Any]:
             for n, s in st.items()}
 
 
-def memory_figures(summary: Mapping[str, Any] | None, leaked: int | None) -> dict[str, Any]:
-    """``summary``: the metadata server's run summary (None: the run could not be ended)."""
+def memory_figures(summary: Mapping[str, Any] | None, leaked: int | None,
+                   physical: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The report's ``memory``. ``summary``: the metadata server's run summary (None: the run
+    could not be ended); ``physical``: what the storage functions held for the run (the
+    daemon's ledger; None: the daemon could not be asked, then the model's figures stand in
+    and ``source`` says so). ``mb_s``/``peak_bytes`` are allocated blocks, except under
+    ``oracle``, which is byte-granular by definition: there the bytes held."""
     s = summary or {}
-    return {"peak_bytes": int(s.get("peak_allocated_bytes", 0)), "peak_live_bytes": int(s.get("peak_live_bytes", 0)),
-            "mb_s": round(float(s.get("allocated_mb_s", 0.0)), 6),
-            "live_mb_s": round(float(s.get("live_mb_s", 0.0)), 6),
+    model = {"model_mb_s": round(float(s.get("allocated_mb_s", 0.0)), 6),
+             "model_peak_bytes": int(s.get("peak_allocated_bytes", 0)),
+             "model_live_mb_s": round(float(s.get("live_mb_s", 0.0)), 6)}
+    if physical is None:
+        return {"peak_bytes": model["model_peak_bytes"], "peak_live_bytes": int(s.get("peak_live_bytes", 0)),
+                "mb_s": model["model_mb_s"], "live_mb_s": model["model_live_mb_s"], **model,
+                "source": "model", "series": [], "leaked_bytes": leaked}
+    exact = s.get("policy") == "oracle"
+    p = physical
+    return {"peak_bytes": int(p["peak_live_bytes" if exact else "peak_allocated_bytes"]),
+            "peak_live_bytes": int(p["peak_live_bytes"]),
+            "mb_s": round(float(p["live_mb_s" if exact else "allocated_mb_s"]), 6),
+            "live_mb_s": round(float(p["live_mb_s"]), 6), **model,
+            "source": "storage functions", "series": [list(x) for x in p.get("series", [])],
             "leaked_bytes": leaked}

@@ -173,16 +173,27 @@ class _Driver:
         if not_ended is not None:
             error = (f"{error}; " if error else "") + (f"the run could not be ended ({not_ended}); its TTL of "
                                                        f"{self.config.run_ttl_s:g} s will end it")
-            leaked = None
+            leaked = physical = None
         else:
             leaked = _leaked(self.run.run_id, self.run.endpoints, self.stack, summary or {})
+            physical = _physical(self.run.run_id, self.run.endpoints) if leaked is not None else None
         return RunReport(
             status=status, run_id=self.run.run_id, workflow=self.key,
             policy=str((summary or {}).get("policy", policy)), wall_s=wall, outputs=self.outputs,
             tasks=task_rows(self.prep.graph, result.tasks, statuses, t0) if result else {},
-            objects=object_rows(statuses, t0), memory=memory_figures(summary, leaked),
+            objects=object_rows(statuses, t0), memory=memory_figures(summary, leaked, physical),
             failed_task=result.failed_task if result and not cause else None, error=error,
             billing=result.billing if result else {}, persisted=persisted, plan=self.run.plan)
+
+
+def _physical(run_id: str, endpoints: Endpoints) -> dict[str, Any] | None:
+    """What the storage functions held for the run over its life (the daemon's ledger), asked
+    once the daemon dropped everything; None when the daemon cannot be asked."""
+    try:
+        with StoreClient(parse_addr(endpoints.daemon), endpoints.store_token) as store:
+            return store.memory(run_id)
+    except Exception:  # noqa: BLE001 - an older daemon or one that is gone: the model stands in
+        return None
 
 
 def _leaked(run_id: str, endpoints: Endpoints, stack: Stack | None, summary: Mapping[str, Any]) -> int | None:

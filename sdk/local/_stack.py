@@ -6,7 +6,8 @@ The metadata server decides when objects expire; the daemon holds their
 bytes. The pump carries the server's storage instructions to the daemon
 (``drop`` -> ``Daemon.free``, or a COS delete for an object of the COS tier;
 ``scale_out`` -> capacity for as many more function groups as the blocks asked
-for is registered, and those functions are warmed up) and acknowledges them, so
+for is registered, and those functions are warmed up; ``release_function`` -> the
+function, none of whose blocks is in use, leaves the pool at once) and acknowledges them, so
 nothing stays in function memory after its object is freed. Capacity: each
 storage function of the daemon's pool offers ``DaemonConfig.capacity //
 block_size`` blocks to the allocator.
@@ -97,13 +98,16 @@ class Stack:
             kill_functions="sion-*", log_dir=str(self.root / "logs")))
         dcfg = DaemonConfig(host=cfg.host, port=self.daemon_port, block_size=cfg.block_size,
                             function_memory_mb=cfg.function_memory_mb, max_object_bytes=cfg.max_object_size,
-                            cos_url=cfg.resolved_cos_url, buffer_dir=str(self.root / "buffer"))
+                            cos_url=cfg.resolved_cos_url, buffer_dir=str(self.root / "buffer"),
+                            placement="metadata")  # the metadata server decides where every chunk lives
         self.store = LocalStore(str(self.root / "store"), config=dcfg, platform=self.platform).start()
         self.daemon_config = self.store.config
         self._started = True
         self._admin = Client(self.endpoints)
         self._cos = open_cos(cfg.resolved_cos_url)
-        self._register_group()
+        # the first group is up before the first put (as a warm pool would be): a put never waits
+        # for a cold start, and memory is held from the moment the allocator hands it out
+        self.store.daemon.wait_warm(self.store.daemon.prewarm(self._register_group()), timeout_s=20.0)
         self._sweep()
         self._pump = threading.Thread(target=self._pump_loop, name="funcsion-pump", daemon=True)
         self._pump.start()
@@ -220,6 +224,9 @@ class Stack:
         want = sum(i.blocks for i in batch if i.kind == "scale_out")
         if want:
             self._scale_out(want)
+        for i in batch:
+            if i.kind == "release_function":  # scale-in: every block of it is free
+                self.store.daemon.release_function(i.function_name)
         if batch:
             self.instructions_done = batch[-1].seq
             md.fetch_instructions(self.instructions_done, 0)  # acknowledge

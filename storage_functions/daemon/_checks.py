@@ -11,10 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..exceptions import ProtocolError
+from ..exceptions import ProtocolError, StoreError
 from ..protocol import Frame
 
-__all__ = ["meta_int", "meta_keys", "StripeShape", "stripe_shape", "alloc_places", "MAX_CHUNKS", "CHUNK_SLACK"]
+__all__ = ["meta_int", "meta_keys", "StripeShape", "stripe_shape", "alloc_chunks", "stripe_places", "MAX_CHUNKS",
+           "CHUNK_SLACK"]
 
 #: Chunks a stripe may have (d + p); every chunk of a stripe goes to its own function.
 MAX_CHUNKS = 64
@@ -88,18 +89,41 @@ def stripe_shape(key: str, sf: Frame, s: int, left: int) -> StripeShape:
     return StripeShape(d, p, fs, ol, cl, crcs)
 
 
-def alloc_places(key: str, alloc: Any, s: int, n: int) -> list[tuple[Any, int, int]]:
-    """Stripe ``s``'s entries of a PUT's ``alloc``: ``n`` of (function, block,
-    offset), the function as the metadata server names it (an index or
-    ``<prefix>-<i>``), block and offset integers. Ranges are
-    ``PlaceChunk.check``'s."""
-    what = f"PUT {key!r} stripe {s}"
-    if not isinstance(alloc, list) or s >= len(alloc) or not isinstance(alloc[s], list) or len(alloc[s]) != n:
-        raise ProtocolError(f"{what}: meta field 'alloc' must give {n} places for every stripe")
+def alloc_chunks(key: str, alloc: Any, n: int) -> list[tuple[Any, int, int, int]]:
+    """A PUT's ``alloc``, the metadata server's placement of the object: for each of
+    its ``n`` chunks (1 for an uncoded slice, d+p for a coded object) ``(function,
+    block, offset, length)``: where chunk ``i`` starts, the function as the metadata
+    server names it (an index or ``<prefix>-<i>``), and the bytes reserved for it
+    there. Shapes only; whether the stripes fit is :func:`stripe_places`', whether the
+    places are inside the pool ``PlaceChunk.check``'s."""
+    what = f"PUT {key!r}"
+    if not isinstance(alloc, list) or len(alloc) != n:
+        raise ProtocolError(f"{what}: meta field 'alloc' must give one place for each of its {n} chunks")
     out = []
-    for a in alloc[s]:
-        if (not isinstance(a, list) or len(a) != 3 or isinstance(a[0], bool) or not isinstance(a[0], (int, str))
-                or not all(isinstance(x, int) and not isinstance(x, bool) for x in a[1:])):
-            raise ProtocolError(f"{what}: allocation entry {a!r} is not [function, block, offset]")
-        out.append((a[0], a[1], a[2]))
+    for a in alloc:
+        if (not isinstance(a, list) or len(a) != 4 or isinstance(a[0], bool) or not isinstance(a[0], (int, str))
+                or not all(isinstance(x, int) and not isinstance(x, bool) for x in a[1:]) or a[3] < 0):
+            raise ProtocolError(f"{what}: allocation entry {a!r} is not [function, block, offset, length]")
+        out.append((a[0], a[1], a[2], a[3]))
     return out
+
+
+def stripe_places(key: str, chunks: list[tuple[Any, int, int, int]], used: list[int], cl: int,
+                  block_size: int) -> list[tuple[Any, int, int]]:
+    """Where each chunk of the next stripe goes: chunk ``i`` continues where chunk
+    ``i`` of the stripes before it ended (``used[i]`` bytes into its reservation),
+    so an object's chunk ``i`` lies end to end in the blocks the metadata server
+    gave it. Advances ``used``; a stripe that does not fit raises ``StoreError``."""
+    places = []
+    for i, (fn, block, off, length) in enumerate(chunks):
+        if not 0 <= off < block_size:
+            raise StoreError(f"PUT {key!r}: the allocation cannot be used: offset {off} is outside a block of "
+                             f"{block_size} bytes")
+        if used[i] + cl > length:
+            raise StoreError(f"PUT {key!r}: chunk {i} needs {used[i] + cl} bytes, the metadata server reserved "
+                             f"{length} (client and server disagree on the erasure code or block size)")
+        start = off + used[i]
+        places.append((fn, block + start // block_size, start % block_size))
+    for i in range(len(chunks)):
+        used[i] += cl
+    return places

@@ -47,11 +47,16 @@ class Waiter:
             self.outstanding -= 1
             self.cond.notify_all()
 
-    def callback(self, s: int, i: int) -> Callable[[Frame | None, socket.socket | None], None]:
+    def callback(self, s: int, i: int, on_ok: Callable[[], None] | None = None
+                 ) -> Callable[[Frame | None, socket.socket | None], None]:
+        """The reply callback of chunk ``i`` of stripe ``s``; ``on_ok`` runs when the
+        function stored it."""
         def cb(f: Frame | None, fsock: socket.socket | None) -> None:
             if f is not None and f.paylen and fsock is not None:
                 drain(fsock, f.paylen)
             ok = f is not None and f.status == Status.OK
+            if ok and on_ok is not None:
+                on_ok()
             with self.cond:
                 if not ok:
                     self.failed.append((s, i))

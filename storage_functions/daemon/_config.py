@@ -45,6 +45,10 @@ class DaemonConfig:
     # what the storage functions dial: "HOST" or "HOST:PORT"; "" = the bound address. Lambdas
     # dial OUT to the daemon, so on AWS this is an address of the daemon's VM they can reach
     advertise: str = ""
+    # who decides where chunks live: "metadata" (the metadata server's allocator: every PUT
+    # carries its placement, the daemon never invents one) or "daemon" (its own PlaceChunk;
+    # a standalone daemon with no metadata server). Never both on one pool.
+    placement: str = "daemon"
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -57,6 +61,8 @@ class DaemonConfig:
             raise ValueError("DaemonConfig.max_functions must be >= group_size >= 1")
         if self.capacity < self.block_size:
             raise ValueError(f"DaemonConfig.function_memory_mb={self.function_memory_mb} leaves no room for one block")
+        if self.placement not in ("metadata", "daemon"):
+            raise ValueError(f"DaemonConfig.placement must be 'metadata' or 'daemon', got {self.placement!r}")
         if not 0 < self.hardcap_fraction <= 1:
             raise ValueError(f"DaemonConfig.hardcap_fraction must be in (0, 1], got {self.hardcap_fraction}")
         if self.advertise:

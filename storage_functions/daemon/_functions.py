@@ -320,6 +320,26 @@ class FunctionHandle:
             if ok:
                 c.closed = True
 
+    def release(self) -> bool:
+        """Scale-in: end the current invocation now if the function is idle (as if it had
+        said BYE and been acknowledged), so an instance that holds nothing stops running
+        and billing at once; a later request invokes it again. Returns whether it ended one."""
+        with self.cond:
+            if self.state != "active" or self.inflight or self.backlog:
+                return False
+            self.state = "sleeping"
+            self.last_bye = time.monotonic()
+            conns = list(self.conns.values())
+            self.conns = {}
+        for c in conns:
+            with c.wlock:
+                try:
+                    send_frame(c.sock, Op.BYE_ACK)
+                except OSError:
+                    pass
+            c.closed = True
+        return True
+
     def _conn_lost(self, conn: _Conn) -> None:
         with conn.wlock:
             pending, conn.pending = conn.pending, {}

@@ -66,6 +66,8 @@ class ObjectVersion:
     uploaded: bool = False
     uploading: bool = False
     cos_key: str = ""
+    # the metadata server's placement, per chunk: (function, block, offset, length reserved)
+    alloc: list[tuple[Any, int, int, int]] | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
     _head_json: tuple[bytes, bytes] | None = field(default=None, repr=False, compare=False)
 

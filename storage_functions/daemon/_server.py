@@ -23,10 +23,11 @@ from typing import Any, Callable, Iterable
 from ..exceptions import NotEnoughChunks, ObjectTooLarge, ProtocolError, StorageError, StoreError, UnknownKey
 from ..protocol import Frame, Op, Status, drain, pack_header, recv_frame, send_frame, status_for
 from ._buffer import PersistentBuffer
-from ._checks import StripeShape, alloc_places, meta_int, stripe_shape
+from ._checks import StripeShape, alloc_chunks, meta_int, stripe_places, stripe_shape
 from ._collect import Collector, NullSock, Waiter
 from ._config import DaemonConfig
 from ._functions import FunctionHandle
+from ._ledger import MemoryLedger
 from ._objects import ObjectTable, ObjectVersion, Stripe, chunk_key, cos_object_key, trailer
 from ._outbox import BufferPool, Outbox
 from ._placement import BadPlacement, PlaceChunk, PoolExhausted
@@ -76,6 +77,8 @@ class Daemon:
                                                  capacity=config.capacity)
         self.on_new_function = on_new_function
         self.table = ObjectTable()
+        self.ledger = MemoryLedger(config.block_size)  # what the functions physically hold, per run
+        self._ledger_lock = threading.Lock()
         self._own_buffer_dir = config.buffer_dir is None
         self.buffer_dir = config.buffer_dir or tempfile.mkdtemp(prefix="sion-buffer-")
         self.buffer = PersistentBuffer(self.buffer_dir, cos, workers=config.upload_workers,
@@ -167,11 +170,75 @@ class Daemon:
                             self.placement.free(fn, block, off, st.cl)
                             per_fn.setdefault(fn, []).append(chunk_key(obj.key, obj.version, s, i))
                             st.places[i] = None
+        self._forget_chunks(per_fn)
+        return n
+
+    def _forget_chunks(self, per_fn: dict[int, list[str]]) -> None:
+        """Delete chunks from their functions and from the memory ledger."""
+        now = time.monotonic()
         for fn, ckeys in per_fn.items():
             h = self.handles[fn]
+            with self._ledger_lock:
+                for k in ckeys:
+                    self.ledger.released(now, h.name, k)
             h.chunks -= len(ckeys)
             h.delete(ckeys)
-        return n
+
+    def _stored(self, fn: int, ckey: str, block: int, offset: int, length: int) -> Callable[[], None]:
+        """What to note when function ``fn`` acknowledges a chunk: the ledger gains it."""
+        def note() -> None:
+            with self._ledger_lock:
+                self.ledger.stored(time.monotonic(), self.handles[fn].name, ckey, block, offset, length)
+        return note
+
+    def memory(self, run_id: str | None = None) -> dict[str, Any]:
+        """Physically held memory: one run's figures (``MemoryLedger.run_summary``), or per
+        function the bytes of blocks the ledger counts and the bytes its runtime reported."""
+        now = time.monotonic()
+        with self._ledger_lock:
+            if run_id is not None:
+                return self.ledger.run_summary(run_id, now) or {"run_id": run_id, "allocated_bytes": 0,
+                                                                 "live_bytes": 0, "allocated_mb_s": 0.0,
+                                                                 "live_mb_s": 0.0, "peak_allocated_bytes": 0,
+                                                                 "peak_live_bytes": 0, "series": []}
+            return {"allocated_bytes": self.ledger.allocated_bytes(),
+                    "functions": {h.name: {"ledger_bytes": self.ledger.function_bytes(h.name), "reported": h.mem}
+                                  for h in self.handles}}
+
+    def function_memory(self, name: str, prefix: str = "", timeout_s: float = 10.0) -> dict[str, Any]:
+        """Ask function ``name``'s instance what it holds: ``blocks`` (the block numbers it
+        has allocated) and ``entries`` (chunk key -> [block, offset, length]) of store keys
+        under ``prefix``. Invokes it if it is not running (then it holds nothing)."""
+        h = self._by_name.get(name)
+        if h is None:
+            raise UnknownKey(f"no storage function {name!r} in the pool")
+        done = threading.Event()
+        got: list[dict[str, Any]] = []
+
+        def cb(f: Frame | None, s: socket.socket | None) -> None:
+            if f is not None and f.status == Status.OK:
+                got.append(dict(f.meta))
+            done.set()
+
+        h.request(Op.STAT, prefix, cb)
+        if not done.wait(timeout_s) or not got:
+            raise StoreError(f"function {name} did not answer STAT within {timeout_s:g} s")
+        return got[0]
+
+    def release_function(self, name: str) -> bool:
+        """Scale-in (the metadata server's ``release_function``): a function none of whose
+        blocks are in use leaves the pool at once: its invocation ends (no more billing, no
+        warm-ups: it holds no chunks) until a placement needs it again. A function that
+        still holds chunks (the instruction raced a new placement) is left alone."""
+        h = self._by_name.get(name)
+        if h is None:
+            return False
+        with self._ledger_lock:
+            held = self.ledger.function_bytes(name)
+        if held or h.chunks > 0:
+            return False
+        self.counters["released_functions"] = self.counters.get("released_functions", 0) + 1
+        return h.release()
 
     def drop_run(self, run_id: str) -> int:
         """Drop everything this daemon holds for ``run_id`` (the run ended or expired): every
@@ -195,6 +262,17 @@ class Daemon:
             self._handle(i).warm()
         self.counters["prewarmed"] += n
         return n
+
+    def wait_warm(self, count: int, timeout_s: float) -> bool:
+        """Wait until the first ``count`` functions have an instance up (connected now, or
+        connected and gone idle since ``prewarm``); False when ``timeout_s`` ran out first."""
+        deadline = time.monotonic() + timeout_s
+        for h in self.handles[:count]:
+            with h.cond:
+                if not h.cond.wait_for(lambda: h.state == "active" or h.instance is not None,
+                                       max(0.0, deadline - time.monotonic())):
+                    return False
+        return True
 
     def stats(self) -> dict[str, Any]:
         objs = self.table.all()
@@ -267,6 +345,8 @@ class Daemon:
                         if place is not None and place[0] == h.index:
                             st.places[i] = None
             h.chunks = 0
+        with self._ledger_lock:
+            self.ledger.function_lost(time.monotonic(), h.name)
 
     def _warm_loop(self) -> None:
         while not self._stopping.wait(max(0.05, self.config.warm_interval_s / 4)):
@@ -313,6 +393,7 @@ class Daemon:
         path = self.buffer.path_for(obj)
         waiter = Waiter()
         fh = self.buffer.create(path)
+        used: list[int] = []
         try:
             file_off = 0
             left = size
@@ -324,8 +405,19 @@ class Daemon:
                     drain(sock, sf.paylen, scratch)
                     continue
                 try:
-                    stripe = self._stripe(f.key, shape, file_off,
-                                          alloc_places(f.key, alloc, s, shape.n) if alloc else None)
+                    places = None
+                    if alloc is not None:
+                        if obj.alloc is None:
+                            obj.alloc = alloc_chunks(f.key, alloc, shape.n)
+                            used = [0] * shape.n
+                        elif len(obj.alloc) != shape.n:
+                            raise ProtocolError(f"PUT {f.key!r}: stripe {s} has {shape.n} chunks, the allocation "
+                                                f"{len(obj.alloc)}")
+                        places = stripe_places(f.key, obj.alloc, used, shape.cl, self.config.block_size)
+                    elif self.config.placement == "metadata":
+                        raise StoreError(f"PUT {f.key!r} carries no placement: this daemon stores chunks only where "
+                                         "the metadata server placed them (sdk.Client passes its begin_put grant)")
+                    stripe = self._stripe(f.key, shape, file_off, places)
                 except StorageError as exc:
                     error = exc
                     drain(sock, sf.paylen, scratch)
@@ -350,7 +442,8 @@ class Daemon:
         failed = waiter.wait(self.config.put_timeout_s)
         if failed:
             failed = self._retry_chunks(obj, failed)
-        if failed:
+        if failed and obj.alloc is not None and self._degraded_ok(obj, failed):
+            failed = []  # every stripe has d chunks in memory; parity, the buffer and COS cover the rest
             obj.buffer_path = None
             os.unlink(path)
             self._abandon(obj)
@@ -432,22 +525,63 @@ class Daemon:
             waiter.fail(s, i)
             return
         fn, block, off = place
+        ckey = chunk_key(obj.key, obj.version, s, i)
         try:
-            self._handle(fn).request_put_stream(chunk_key(obj.key, obj.version, s, i), block, off, st.crcs[i], cl,
-                                                write, waiter.callback(s, i),
+            self._handle(fn).request_put_stream(ckey, block, off, st.crcs[i], cl, write,
+                                                waiter.callback(s, i, self._stored(fn, ckey, block, off, cl)),
                                                 large=cl >= self.config.large_threshold)
         except TimeoutError:
             write(NullSock())  # keep the client stream in step; the chunk is retried
             waiter.fail(s, i)
 
+    def _degraded_ok(self, obj: ObjectVersion, failed: list[tuple[int, int]]) -> bool:
+        """Whether an object whose chunks ``failed`` twice on their placed functions can
+        still be readable from memory (at least d chunks of every stripe stored); if so
+        the failed chunks' places are given up."""
+        if (-1, -1) in failed:
+            return False
+        lost: dict[int, int] = {}
+        for s, _ in failed:
+            lost[s] = lost.get(s, 0) + 1
+        if any(st.n - lost.get(s, 0) < st.d for s, st in enumerate(obj.stripes)):
+            return False
+        with self._place_lock:
+            for s, i in failed:
+                st = obj.stripes[s]
+                place = st.places[i]
+                if place is not None:
+                    self.placement.free(place[0], place[1], place[2], st.cl)
+                    self.handles[place[0]].chunks -= 1
+                    st.places[i] = None
+        self.counters["degraded_puts"] = self.counters.get("degraded_puts", 0) + 1
+        return True
+
+    def _planned(self, obj: ObjectVersion, s: int, i: int) -> tuple[int, int, int]:
+        """Where the metadata server placed chunk ``i`` of stripe ``s``."""
+        assert obj.alloc is not None
+        fn, block, off, _ = obj.alloc[i]
+        start = off + sum(obj.stripes[k].cl for k in range(s))
+        bs = self.config.block_size
+        return self._index_of(fn), block + start // bs, start % bs
+
     def _retry_chunks(self, obj: ObjectVersion, failed: list[tuple[int, int]]) -> list[tuple[int, int]]:
-        """Place chunks whose function failed on another function, from the buffer file."""
+        """Store again, from the buffer file, chunks whose function failed: where the
+        metadata server placed them (the function's next instance) when it is the
+        placement authority, else on another function."""
         waiter = Waiter()
         assert obj.buffer_path is not None
         with open(obj.buffer_path, "rb") as fh:
             for s, i in failed:
                 st = obj.stripes[s]
                 old = st.places[i]
+                if obj.alloc is not None:
+                    new = self._planned(obj, s, i)
+                    if old is None:
+                        with self._place_lock:
+                            self.placement.reserve(new[0], new[1], new[2], st.cl)
+                        self._handle(new[0]).chunks += 1
+                    self._resend(fh, obj, s, i, new, waiter)
+                    continue
                 with self._place_lock:
                     if old is not None:
                         self.placement.free(old[0], old[1], old[2], st.cl)
@@ -458,16 +592,23 @@ class Daemon:
                     except PoolExhausted:
                         st.places[i] = None
                         continue
-                st.places[i] = new
                 self._handle(new[0]).chunks += 1
-                fh.seek(obj.chunk_offset(s, i))
-                data = fh.read(st.cl)
-                self.counters["chunk_retries"] += 1
-                waiter.add()
-                self._handle(new[0]).request(Op.PUT, chunk_key(obj.key, obj.version, s, i), waiter.callback(s, i),
-                                             a=new[1], b=new[2], crc=st.crcs[i], payload=data,
-                                             large=st.cl >= self.config.large_threshold)
+                self._resend(fh, obj, s, i, new, waiter)
         return waiter.wait(self.config.put_timeout_s)
+
+    def _resend(self, fh: Any, obj: ObjectVersion, s: int, i: int, place: tuple[int, int, int],
+                waiter: Waiter) -> None:
+        st = obj.stripes[s]
+        st.places[i] = place
+        fh.seek(obj.chunk_offset(s, i))
+        data = fh.read(st.cl)
+        self.counters["chunk_retries"] += 1
+        waiter.add()
+        fn, block, off = place
+        ckey = chunk_key(obj.key, obj.version, s, i)
+        self._handle(fn).request(Op.PUT, ckey, waiter.callback(s, i, self._stored(fn, ckey, block, off, st.cl)),
+                                 a=block, b=off, crc=st.crcs[i], payload=data,
+                                 large=st.cl >= self.config.large_threshold)
 
     def _abandon(self, obj: ObjectVersion) -> None:
         obj.state = "failed"
@@ -480,9 +621,7 @@ class Daemon:
                         self.placement.free(place[0], place[1], place[2], st.cl)
                         per_fn.setdefault(place[0], []).append(chunk_key(obj.key, obj.version, s, i))
                         st.places[i] = None
-        for fn, keys in per_fn.items():
-            self.handles[fn].chunks -= len(keys)
-            self.handles[fn].delete(keys)
+        self._forget_chunks(per_fn)
 
     # -- GET ----------------------------------------------------------------------
     def _get(self, sock: socket.socket, out: Outbox, f: Frame) -> None:

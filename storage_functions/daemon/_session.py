@@ -182,7 +182,10 @@ class ClientSession:
             if self.scope:
                 raise AuthError(f"STAT needs the store token; this client's run token reaches only "
                                 f"{self.scope} keys")
-            send_frame(sock, Op.REPLY, reqid=f.reqid, meta=d.stats())
+            run = f.meta.get("run")
+            if run is not None and not isinstance(run, str):
+                raise ProtocolError("STAT: meta field 'run' must be a run id")
+            send_frame(sock, Op.REPLY, reqid=f.reqid, meta=d.stats() if run is None else d.memory(run))
         elif f.op == Op.PING:
             send_frame(sock, Op.PONG, reqid=f.reqid)
         elif f.op in (Op.COS_PUT, Op.COS_GET, Op.COS_DEL):

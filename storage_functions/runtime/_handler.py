@@ -37,6 +37,10 @@ __all__ = ["handler", "leave_at", "FunctionState", "reset_state"]
 DEFAULT_BLOCK = 1 << 20
 
 
+#: entries a STAT reply lists at most
+STAT_ENTRIES = 4096
+
+
 class FunctionState:
     """Everything a warm instance keeps between invocations."""
 
@@ -256,6 +260,12 @@ class _Invocation:
             send_frame(sock, Op.REPLY, reqid=f.reqid, a=mem.used(), b=n)
         elif f.op == Op.PING:
             send_frame(sock, Op.PONG, reqid=f.reqid, a=mem.used(), b=len(mem.index))
+        elif f.op == Op.STAT:  # what this instance holds: its blocks, and the entries under a key prefix
+            drain(sock, f.paylen)
+            entries = {e.key: [e.block, e.offset, e.length] for e in list(mem.index.values())
+                       if e.key.split("/", 3)[-1].startswith(f.key)}
+            send_frame(sock, Op.REPLY, reqid=f.reqid, a=mem.used(),
+                       meta={"blocks": sorted(mem.blocks), "entries": dict(list(entries.items())[:STAT_ENTRIES])})
         elif f.op == Op.CORRUPT and self.debug:
             got = mem.get(f.key)
             if got is not None and got[0].length:

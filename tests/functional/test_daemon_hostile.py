@@ -243,15 +243,16 @@ BLOCKS = (256 - 64)  # function_memory_mb - runtime_overhead_mb, in 1 MiB blocks
 def test_allocations_outside_the_pool_are_refused(daemon: Daemon, place: tuple[object, int, int], why: str) -> None:
     with StoreClient(daemon.addr, daemon.token, codec=Codec(2, 1), timeout=30) as c:
         with pytest.raises(StoreError, match="the allocation cannot be used: .*" + re.escape(why)):
-            c.put("alloc/x", b"y" * 100, alloc=[[place]])  # type: ignore[list-item]
-        c.put("alloc/x", b"z" * 100, alloc=[[(1, BLOCKS - 1, 0)]])  # the last block is fine; same connection
+            c.put("alloc/x", b"y" * 100, alloc=[(*place, 100)])  # type: ignore[list-item]
+        c.put("alloc/x", b"z" * 100, alloc=[(1, BLOCKS - 1, 0, 100)])  # the last block is fine; same connection
         assert c.get("alloc/x") == b"z" * 100
         c.delete("alloc/x")
 
 
 def test_malformed_allocations_and_stripes_are_protocol_errors(daemon: Daemon) -> None:
-    for meta, stripe in (({"n": 1, "size": 3, "alloc": [[["sion-0", "a", 0]]]}, {"d": 1, "crcs": [0]}),
-                         ({"n": 1, "size": 3, "alloc": [[[0, 0, 0], [1, 0, 0]]]}, {"d": 1, "crcs": [0]}),
+    for meta, stripe in (({"n": 1, "size": 3, "alloc": [["sion-0", "a", 0, 3]]}, {"d": 1, "crcs": [0]}),
+                         ({"n": 1, "size": 3, "alloc": [[0, 0, 0, 3], [1, 0, 0, 3]]}, {"d": 1, "crcs": [0]}),
+                         ({"n": 1, "size": 3, "alloc": [[0, 0, 0]]}, {"d": 1, "crcs": [0]}),
                          ({"n": 1, "size": 3}, {"d": 0, "crcs": [0]}),
                          ({"n": 1, "size": 3}, {"d": 1, "crcs": ["x"]}),
                          ({"n": "1", "size": 3}, {"d": 1, "crcs": [0]}),
@@ -264,7 +265,7 @@ def test_malformed_allocations_and_stripes_are_protocol_errors(daemon: Daemon) -
             assert closed_within(sock, 5)
     with pytest.raises(ProtocolError):
         with StoreClient(daemon.addr, daemon.token) as c:
-            c.put("m/x", b"abc", alloc=[[("sion-0", None, 0)]])  # type: ignore[list-item]
+            c.put("m/x", b"abc", alloc=[("sion-0", None, 0, 3)])  # type: ignore[list-item]
     assert_served(daemon)
 
 

@@ -1132,6 +1132,7 @@ class GetResult(object):
      - placement
      - recorded
      - already_committed
+     - freed_by_read
 
     """
 
@@ -1142,16 +1143,18 @@ class GetResult(object):
         'placement',
         'recorded',
         'already_committed',
+        'freed_by_read',
     )
 
 
-    def __init__(self, object_name=None, size=None, checksum=None, placement=None, recorded=None, already_committed=None,):
+    def __init__(self, object_name=None, size=None, checksum=None, placement=None, recorded=None, already_committed=None, freed_by_read=None,):
         self.object_name = object_name
         self.size = size
         self.checksum = checksum
         self.placement = placement
         self.recorded = recorded
         self.already_committed = already_committed
+        self.freed_by_read = freed_by_read
 
     def read(self, iprot):
         if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
@@ -1193,6 +1196,11 @@ class GetResult(object):
                     self.already_committed = iprot.readBool()
                 else:
                     iprot.skip(ftype)
+            elif fid == 7:
+                if ftype == TType.BOOL:
+                    self.freed_by_read = iprot.readBool()
+                else:
+                    iprot.skip(ftype)
             else:
                 iprot.skip(ftype)
             iprot.readFieldEnd()
@@ -1226,6 +1234,10 @@ class GetResult(object):
         if self.already_committed is not None:
             oprot.writeFieldBegin('already_committed', TType.BOOL, 6)
             oprot.writeBool(self.already_committed)
+            oprot.writeFieldEnd()
+        if self.freed_by_read is not None:
+            oprot.writeFieldBegin('freed_by_read', TType.BOOL, 7)
+            oprot.writeBool(self.freed_by_read)
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
         oprot.writeStructEnd()
@@ -2128,6 +2140,7 @@ GetResult.thrift_spec = (
     (4, TType.STRUCT, 'placement', [Placement, None], None, ),  # 4
     (5, TType.BOOL, 'recorded', None, None, ),  # 5
     (6, TType.BOOL, 'already_committed', None, None, ),  # 6
+    (7, TType.BOOL, 'freed_by_read', None, None, ),  # 7
 )
 all_structs.append(CommitResult)
 CommitResult.thrift_spec = (

@@ -1,0 +1,103 @@
+"""One placement authority (the metadata server's allocator) and memory measured from the
+storage functions: bytes live where the allocator put them, asked of the functions
+themselves; the daemon's ledger agrees with what the functions report; a function whose
+blocks all freed leaves the pool; the report's physical MB-s agrees with the model's."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+import hdag
+import wds
+from metadata_server._policy import HeuristicPredictor, pool_key
+from sdk.local._run import run_workflow
+from sdk.local._stack import Stack
+from storage_functions.daemon import DaemonConfig, LocalStore
+from storage_functions.exceptions import StoreError
+from sdk._store_client import StoreClient
+
+HERE = Path(__file__).parent
+LIFETIME = HERE / "lifetimewf" / "lifetime.wds.json"
+WORDCOUNT = HERE.parents[1] / "examples" / "wordcount" / "wordcount.wds.json"
+
+
+def _physical_place(stack: Stack, run_id: str, name: str) -> tuple[str, int]:
+    """(function, block) that holds ``name``, asked of every function in the pool."""
+    daemon = stack.store.daemon
+    found = []
+    for h in list(daemon.handles):
+        entries = daemon.function_memory(h.name, f"{run_id}/{name}")["entries"]
+        found += [(h.name, e[0]) for k, e in entries.items() if k.endswith(f"/{run_id}/{name}")]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def test_short_and_long_lived_objects_live_in_different_blocks(stack: Stack) -> None:
+    graph = hdag.build(wds.load(LIFETIME))
+    keys = {n: pool_key(HeuristicPredictor().predict(graph.objects[n])) for n in ("short", "long")}
+    assert keys["short"] != keys["long"], keys          # the precondition: two lifetime pools
+    driver = stack.client()
+    run = driver.start_run(driver.register_workflow(LIFETIME.read_text(), {}, str(LIFETIME)))
+    run.put("seed", b"0123456789")
+    writer = run.bind(function="writer")
+    writer.put("short", b"s" * 50_000)
+    writer.put("long", b"l" * 60_000)
+    model = {n: run.lookup(n).placement.extents[0] for n in ("short", "long")}
+    phys = {n: _physical_place(stack, run.run_id, n) for n in ("short", "long")}
+    for n in ("short", "long"):                       # the bytes are where the allocator said
+        assert phys[n] == (model[n].function_name, model[n].block)
+    assert phys["short"] != phys["long"]              # and the two lifetimes do not share a block
+    ledger = stack.store.daemon.memory(run.run_id)             # seed (unread: still live), short, long
+    assert ledger["allocated_bytes"] == 3 * stack.config.block_size
+    run.end_run("aborted")
+    run.close()
+    driver.close()
+
+
+def test_the_ledger_agrees_with_what_each_function_reports(stack: Stack) -> None:
+    driver = stack.client()
+    run = driver.start_run(driver.register_workflow(LIFETIME.read_text(), {}, str(LIFETIME)))
+    run.put("seed", b"x" * 3_000_000)                 # a coded object: 12 chunks on 12 functions
+    run.bind(function="writer").put("short", b"s" * 10)
+    daemon = stack.store.daemon
+    for h in list(daemon.handles):
+        held = daemon.function_memory(h.name)
+        assert len(held["blocks"]) * stack.config.block_size == daemon.ledger.function_bytes(h.name), h.name
+    assert sum(1 for h in daemon.handles if daemon.ledger.function_bytes(h.name)) >= 12
+    run.end_run("aborted")
+    stack.drain()
+    deadline = time.monotonic() + 10
+    while daemon.memory(run.run_id)["allocated_bytes"] and time.monotonic() < deadline:
+        stack.pump_once()
+        time.sleep(0.02)
+    assert daemon.memory(run.run_id)["allocated_bytes"] == 0
+    for h in list(daemon.handles):                     # the functions themselves hold none of it
+        assert not daemon.function_memory(h.name, run.run_id)["entries"]
+    assert daemon.counters.get("released_functions", 0) >= 1   # scale-in: functions left empty were let go
+    run.close()
+    driver.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("policy", ["funcstore", "pocket", "jiffy:5000", "oracle"])
+def test_physical_and_model_memory_agree_on_word_count(stack: Stack, policy: str) -> None:
+    rep = run_workflow(WORDCOUNT, config=stack.config, stack=stack, policy=policy)
+    m = rep.memory
+    assert rep.status == "succeeded" and m["leaked_bytes"] == 0 and m["source"] == "storage functions"
+    assert m["peak_bytes"] == m["model_peak_bytes"]
+    assert m["mb_s"] == pytest.approx(m["model_mb_s"], rel=0.05), m
+    assert m["series"] and m["series"][-1][1] == 0     # the physical series ends with nothing held
+
+
+def test_a_daemon_under_the_metadata_authority_refuses_a_put_without_placement(tmp_path: Path) -> None:
+    with LocalStore(str(tmp_path), config=DaemonConfig(placement="metadata", max_functions=12,
+                                                       function_memory_mb=128)) as st:
+        with StoreClient(st.address, st.token) as c:
+            with pytest.raises(StoreError, match="carries no placement"):
+                c.put("r-1/x", b"abc")
+            c.put("r-1/x", b"abc", alloc=[("sion-0", 0, 0, 3)])   # with one it is stored there
+            assert c.get("r-1/x") == b"abc"
+            assert st.daemon.function_memory("sion-0", "r-1/x")["entries"]["1/0/0/r-1/x"] == [0, 0, 3]
