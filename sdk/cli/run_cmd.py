@@ -43,6 +43,9 @@ def add_parser(sub: Any) -> None:
                    help="crash this task's first attempt at POINT (start, after_commit, end)")
     p.add_argument("--kill-rate", type=float, default=None, metavar="P",
                    help="SIGKILL task workers at random with probability P per invocation")
+    p.add_argument("--kill-storage-rate", type=float, default=None, metavar="P",
+                   help="SIGKILL storage-function instances at random with probability P per invocation (an "
+                        "embedded stack; their chunks are recovered, see the report's recovery)")
     p.add_argument("--seed", type=int, default=None, help="seed for fault injection")
     p.add_argument("--state-dir", default=None, help="where the stack keeps COS, journal and logs (.funcsion)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -84,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         args._parser.error(str(exc))
     cfg = Config.load(state_dir=args.state_dir, policy=args.policy, crash_rate=args.crash_rate,
-                      kill_rate=args.kill_rate)
+                      kill_rate=args.kill_rate, kill_storage_rate=args.kill_storage_rate)
     opts = ExecutorOptions(max_attempts=cfg.max_attempts, task_memory_mb=cfg.task_memory_mb,
                            task_timeout_s=cfg.task_timeout_s, concurrency=cfg.task_concurrency,
                            crash_rate=cfg.crash_rate, crash=crash, kill_rate=cfg.kill_rate, seed=args.seed,

@@ -31,12 +31,13 @@ class RunReport:
     billing: dict[str, Any] = field(default_factory=dict)
     persisted: dict[str, str] = field(default_factory=dict)
     plan: dict[str, Any] = field(default_factory=dict)
+    recovery: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"status": self.status, "run_id": self.run_id, "workflow": self.workflow, "policy": self.policy,
                 "wall_s": round(self.wall_s, 3), "outputs": self.outputs, "persisted": self.persisted,
                 "failed_task": self.failed_task, "error": self.error, "tasks": self.tasks, "objects": self.objects,
-                "memory": self.memory, "plan": self.plan, "billing": self.billing}
+                "memory": self.memory, "plan": self.plan, "billing": self.billing, "recovery": self.recovery}
 
 
 def _rel(t: float, t0: float) -> float | None:
@@ -86,3 +87,19 @@ def memory_figures(summary: Mapping[str, Any] | None, leaked: int | None,
             "live_mb_s": round(float(p["live_mb_s"]), 6), **model,
             "source": "storage functions", "series": [list(x) for x in p.get("series", [])],
             "leaked_bytes": leaked}
+
+
+#: daemon counters the report's ``recovery`` shows, as (report key, counter names summed)
+RECOVERY_COUNTERS = (("functions_lost", ("lost_functions",)), ("chunks_recovered", ("chunks_recovered",)),
+                     ("chunks_unrecovered", ("chunks_unrecovered",)),
+                     ("cos_reads", ("cos_fallbacks", "recovery_cos_reads")),
+                     ("parallel_recoveries", ("parallel_recoveries",)), ("daemon_restarts", ("daemon_restarts",)))
+
+
+def recovery_figures(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> dict[str, Any]:
+    """What the store lived through during the run: the daemon's counters at its end minus at
+    its start (the daemon is shared: concurrent runs' events count in each). Empty when the
+    daemon could not be asked."""
+    if before is None or after is None:
+        return {}
+    return {k: sum(int(after.get(n, 0)) - int(before.get(n, 0)) for n in names) for k, names in RECOVERY_COUNTERS}

@@ -32,7 +32,8 @@ from .._store_client import StoreClient
 from ..exceptions import FuncsionError, RunEnded
 from ._executor import ExecutionResult, ExecutorOptions, LocalExecutor
 from ._inputs import InputError, PreparedRun, default_inputs, prepare_run
-from ._report import RunReport, memory_figures, object_rows, task_rows
+from ._chaos import StorageChaos
+from ._report import RunReport, memory_figures, object_rows, recovery_figures, task_rows
 from ._stack import Stack
 
 __all__ = ["RunReport", "RunHints", "RunInterrupted", "run_workflow", "prepare_run", "PreparedRun",
@@ -101,9 +102,11 @@ class _Driver:
         self.prep, self.config, self.run, self.key, self.stack, self.options = prep, config, run, key, stack, options
         self.executor: LocalExecutor | None = None
         self.outputs: dict[str, str] = {}
+        self.store_before: dict[str, Any] | None = None
 
     def execute(self, policy: str) -> RunReport:
         t0 = time.time()
+        self.store_before = _store_stats(self.run.endpoints)
         result: ExecutionResult | None = None
         cause: str | None = None
         try:
@@ -111,8 +114,11 @@ class _Driver:
             self.executor = LocalExecutor(self.prep.graph, self.run.endpoints, code_dir=self.prep.path.parent,
                                           options=self.options,
                                           log_dir=str(Path(self.config.state_dir).resolve() / "logs"))
+            chaos = StorageChaos(self.stack, self.config.kill_storage_rate if self.stack is not None else 0.0,
+                                 seed=self.options.seed if self.options is not None else None)
             try:
-                result = self.executor.run(self.run.run_id, self.run.token)
+                with chaos:
+                    result = self.executor.run(self.run.run_id, self.run.token)
             finally:
                 self.executor.close()
             if result.succeeded:
@@ -183,7 +189,17 @@ class _Driver:
             tasks=task_rows(self.prep.graph, result.tasks, statuses, t0) if result else {},
             objects=object_rows(statuses, t0), memory=memory_figures(summary, leaked, physical),
             failed_task=result.failed_task if result and not cause else None, error=error,
-            billing=result.billing if result else {}, persisted=persisted, plan=self.run.plan)
+            billing=result.billing if result else {}, persisted=persisted, plan=self.run.plan,
+            recovery=recovery_figures(self.store_before, _store_stats(self.run.endpoints)))
+
+
+def _store_stats(endpoints: Endpoints) -> dict[str, Any] | None:
+    """The daemon's counters (store token), or None when it cannot be asked."""
+    try:
+        with StoreClient(parse_addr(endpoints.daemon), endpoints.store_token) as store:
+            return store.stats()
+    except Exception:  # noqa: BLE001 - no daemon to ask: the report says nothing about recovery
+        return None
 
 
 def _physical(run_id: str, endpoints: Endpoints) -> dict[str, Any] | None:

@@ -94,7 +94,8 @@ class Stack:
                                        default_ttl_s=cfg.run_ttl_s)
         self.metadata_server = MetadataServer(self.handler, cfg.host, self.metadata_port).start()
         self.platform = LocalPlatform(PlatformConfig(
-            idle_reclaim_s=(cfg.idle_reclaim_min_s, cfg.idle_reclaim_max_s), kill_rate=cfg.kill_rate,
+            idle_reclaim_s=(cfg.idle_reclaim_min_s, cfg.idle_reclaim_max_s),
+            kill_rate=cfg.kill_rate,
             kill_functions="sion-*", log_dir=str(self.root / "logs")))
         dcfg = DaemonConfig(host=cfg.host, port=self.daemon_port, block_size=cfg.block_size,
                             function_memory_mb=cfg.function_memory_mb, max_object_bytes=cfg.max_object_size,

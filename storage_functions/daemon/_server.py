@@ -28,6 +28,7 @@ from ._collect import Collector, NullSock, Waiter
 from ._config import DaemonConfig
 from ._functions import FunctionHandle
 from ._ledger import MemoryLedger
+from ._recovery import LostChunk, Recovery
 from ._objects import ObjectTable, ObjectVersion, Stripe, chunk_key, cos_object_key, trailer
 from ._outbox import BufferPool, Outbox
 from ._placement import BadPlacement, PlaceChunk, PoolExhausted
@@ -79,6 +80,7 @@ class Daemon:
         self.table = ObjectTable()
         self.ledger = MemoryLedger(config.block_size)  # what the functions physically hold, per run
         self._ledger_lock = threading.Lock()
+        self.recovery = Recovery(self)
         self._own_buffer_dir = config.buffer_dir is None
         self.buffer_dir = config.buffer_dir or tempfile.mkdtemp(prefix="sion-buffer-")
         self.buffer = PersistentBuffer(self.buffer_dir, cos, workers=config.upload_workers,
@@ -118,6 +120,7 @@ class Daemon:
 
     def stop(self) -> None:
         self._stopping.set()
+        self.recovery.stop()
         if self._listener is not None:
             try:
                 self._listener.shutdown(socket.SHUT_RDWR)
@@ -173,15 +176,17 @@ class Daemon:
         self._forget_chunks(per_fn)
         return n
 
-    def _forget_chunks(self, per_fn: dict[int, list[str]]) -> None:
-        """Delete chunks from their functions and from the memory ledger."""
+    def _forget_chunks(self, per_fn: dict[int, list[str]], *, count: bool = True) -> None:
+        """Delete chunks from their functions and from the memory ledger (``count``: they
+        were counted in ``FunctionHandle.chunks``)."""
         now = time.monotonic()
         for fn, ckeys in per_fn.items():
             h = self.handles[fn]
             with self._ledger_lock:
                 for k in ckeys:
                     self.ledger.released(now, h.name, k)
-            h.chunks -= len(ckeys)
+            if count:
+                h.chunks -= len(ckeys)
             h.delete(ckeys)
 
     def _stored(self, fn: int, ckey: str, block: int, offset: int, length: int) -> Callable[[], None]:
@@ -334,19 +339,25 @@ class Daemon:
                 "cos_url": c.cos_url, "cos_prefix": c.cos_prefix, "warmup": warmup, "debug": c.debug, "spin_us": c.spin_us}
 
     def _function_lost(self, h: FunctionHandle) -> None:
-        """A new instance answered for ``h``: its memory is gone. Forget the
-        chunks it held (GETs use parity or COS; recovery is later work)."""
+        """A new instance answered for ``h``: its memory is gone. Forget the chunks it
+        held (GETs use the other chunks or COS meanwhile) and hand the ones the metadata
+        server placed there to local recovery, which stores them there again."""
         self.counters["lost_functions"] += 1
+        lost: list[LostChunk] = []
         with self._place_lock:
             self.placement.lost(h.index)
             for obj in self.table.all():
-                for st in obj.stripes:
+                for s, st in enumerate(obj.stripes):
                     for i, place in enumerate(st.places):
                         if place is not None and place[0] == h.index:
                             st.places[i] = None
+                            if obj.alloc is not None and obj.state == "ready":
+                                lost.append(LostChunk(obj, s, i, place))
             h.chunks = 0
         with self._ledger_lock:
             self.ledger.function_lost(time.monotonic(), h.name)
+        if lost:
+            self.recovery.lost(lost)
 
     def _warm_loop(self) -> None:
         while not self._stopping.wait(max(0.05, self.config.warm_interval_s / 4)):
