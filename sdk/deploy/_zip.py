@@ -3,9 +3,10 @@
 ``TASK_FILES`` names what a task imports (the handlers' ``sdk.get``/``sdk.put``
 and the cleanup handler ``sdk._cleanup:handler``): the SDK's top-level modules
 (its subpackages ``cli``, ``local`` and ``deploy`` run on a developer's machine),
-the metadata client, the error root, and of ``storage_functions`` only the
-wire protocol, the run tokens and the COS adapters (COS-tier and persisted
-copies). The Python files beside the WDS (handlers, inputs) come first.
+the metadata client, the error root, ``wds`` (the config's limits; stdlib
+only), and of ``storage_functions`` only the wire protocol and the run tokens
+(COS-tier and persisted copies go through the daemon: a task holds no COS
+credentials). The Python files beside the WDS (handlers, inputs) come first.
 Third-party packages come from Lambda layers holding ``TASK_LAYER_PACKAGES``
 (boto3 is in the Lambda runtime). A test unpacks the zip into a bare venv with
 only those packages and imports every module and handler in it.
@@ -22,9 +23,9 @@ __all__ = ["TASK_FILES", "TASK_LAYER_PACKAGES", "build_task_zip"]
 #: Entries relative to the directory holding the packages: a file, a glob, or a directory
 #: ending in "/" (its .py files and py.typed, recursively).
 TASK_FILES = (
-    "funcsion_errors/", "funcsion_rpc/", "sdk/*.py",
+    "funcsion_errors/", "funcsion_rpc/", "sdk/*.py", "wds/",
     "storage_functions/__init__.py", "storage_functions/exceptions.py", "storage_functions/protocol.py",
-    "storage_functions/auth.py", "storage_functions/cos/",
+    "storage_functions/auth.py",
 )
 #: What the task Lambdas' layers must hold (pip names).
 TASK_LAYER_PACKAGES = ("thrift", "pyeclib", "msgpack", "aws-lambda-powertools")

@@ -30,11 +30,12 @@ def test_task_zip_has_handlers_and_sdk_but_no_server_code(example_paths: dict[st
     z = build_task_zip(example_paths["wordcount"].parent)
     names = set(zipfile.ZipFile(io.BytesIO(z)).namelist())
     assert {"handlers.py", "sdk/__init__.py", "sdk/_task.py", "sdk/_cleanup.py", "funcsion_rpc/client.py",
-            "funcsion_errors/__init__.py", "storage_functions/exceptions.py", "storage_functions/cos/_s3.py"} <= names
-    # nothing a task does not import: no server, daemon, storage runtime, platform, invoker or deploy code
+            "funcsion_errors/__init__.py", "storage_functions/exceptions.py", "wds/__init__.py"} <= names
+    # nothing a task does not import: no server, daemon, storage runtime, platform, invoker, deploy or COS
+    # code (COS-tier and persisted copies go through the daemon)
     assert not any(n.startswith(("sdk/cli/", "sdk/local/", "sdk/deploy/", "storage_functions/local/",
                                  "storage_functions/daemon/", "storage_functions/runtime/", "metadata_server/",
-                                 "hdag/", "wds/", "lifetime_model/"))
+                                 "storage_functions/cos/", "hdag/", "lifetime_model/"))
                    or n in ("storage_functions/invoker.py", "storage_functions/deploy.py") for n in names), names
     assert build_task_zip(example_paths["wordcount"].parent) == z  # reproducible
 
