@@ -64,6 +64,24 @@ def _widest_stage(graph: hdag.HDAG) -> int:
     return max(widths.values(), default=1)
 
 
+def _after_end(before: Mapping[str, Any], kept: Mapping[str, Any], summary: Mapping[str, Any]) -> dict[str, Any]:
+    """The object statuses once the run ended: the end frees, in one step at the summary's
+    ``ended``, every object still held (all of them under ``pocket``, those whose lease had not
+    expired under ``jiffy``) and keeps the outputs and persisted copies, the only records the
+    metadata server still lists after it (``kept``). An object a lease freed between the two
+    reads would show the end's time; they are milliseconds apart."""
+    ended = summary.get("ended")
+    out = dict(before)
+    for name, s in before.items():
+        if name in kept:
+            out[name] = kept[name]
+        elif s.state in ("allocated", "readable") and ended:
+            s = copy.copy(s)
+            s.state, s.freed_at, s.freed_reason = "freed", float(ended), f"run {summary.get('state', 'ended')}"
+            out[name] = s
+    return out
+
+
 def run_workflow(wds_path: str | Path | PreparedRun, *, config: Config, stack: Stack | None = None,
                  client: Client | None = None, inputs: Mapping[str, str] | None = None,
                  params: Mapping[str, int] | None = None, policy: str | None = None,
@@ -191,24 +209,6 @@ class _Driver:
             objects=object_rows(statuses, t0), memory=memory_figures(summary, leaked),
             failed_task=result.failed_task if result and not cause else None, error=error,
             billing=result.billing if result else {}, persisted=persisted, plan=self.run.plan)
-
-
-def _after_end(before: Mapping[str, Any], kept: Mapping[str, Any], summary: Mapping[str, Any]) -> dict[str, Any]:
-    """The object statuses once the run ended: the end frees, in one step at the summary's
-    ``ended``, every object still held (all of them under ``pocket``, those whose lease had not
-    expired under ``jiffy``) and keeps the outputs and persisted copies, the only records the
-    metadata server still lists after it (``kept``). An object a lease freed between the two
-    reads would show the end's time; they are milliseconds apart."""
-    ended = summary.get("ended")
-    out = dict(before)
-    for name, s in before.items():
-        if name in kept:
-            out[name] = kept[name]
-        elif s.state in ("allocated", "readable") and ended:
-            s = copy.copy(s)
-            s.state, s.freed_at, s.freed_reason = "freed", float(ended), f"run {summary.get('state', 'ended')}"
-            out[name] = s
-    return out
 
 
 def _leaked(run_id: str, endpoints: Endpoints, stack: Stack | None, summary: Mapping[str, Any]) -> int | None:
