@@ -276,19 +276,20 @@ def concat(segments: list[Path | None], out_path: str | Path) -> dict[str, Any]:
         extradata = template.codec_context.extradata
         with av.open(str(out_path), "w", format="mp4", options=BITEXACT) as out:
             ost = out.add_stream_from_template(template)
-            for k, path in enumerate(present):
+            for path in present:
                 with av.open(str(path)) as c:
                     vs = c.streams.video[0]
                     if vs.codec_context.extradata != extradata:
                         raise ValueError(f"segment {path.name} was encoded with other parameters than the first "
                                          "(its H.264 headers differ); encode every segment with one setting")
-                    fps = vs.average_rate or vs.guessed_rate
+                    fps = vs.average_rate or vs.guessed_rate or Fraction(25)
                     n = 0
                     for pkt in c.demux(vs):
                         if pkt.dts is None:
                             continue
                         shift = int(offset_s / pkt.time_base)
-                        pkt.pts += shift
+                        if pkt.pts is not None:
+                            pkt.pts += shift
                         pkt.dts += shift
                         pkt.stream = ost
                         out.mux(pkt)

@@ -72,7 +72,7 @@ def default_inputs(wds_path: Path, params: Mapping[str, int] | None = None) -> d
         if inspect.signature(fn).parameters:
             return dict(fn(dict(params or {})))
         return dict(fn())
-    except Exception as exc:  # noqa: BLE001 - the example's own code: say where it failed, no traceback
+    except Exception as exc:  # the example's own code: say where it failed, no traceback
         raise InputError(f"{mod_path}: default_inputs() failed: {type(exc).__name__}: {exc}; fix it, or give "
                          "every input with --input NAME=PATH") from exc
 

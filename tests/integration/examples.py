@@ -57,7 +57,8 @@ def funcsion_run(wds_path: Path, state_dir: Path, *args: str, timeout: float = 2
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
     env = {k: v for k, v in env.items() if not k.startswith("FUNCSION_")}
     proc = subprocess.run([sys.executable, "-m", "sdk.cli", "run", str(wds_path), "--json", "--state-dir",
-                           str(state_dir), *args], capture_output=True, text=True, timeout=timeout, env=env)
+                           str(state_dir), *args], capture_output=True, text=True, timeout=timeout, env=env,
+                          check=False)
     lines = proc.stdout.strip().splitlines()
     assert lines, f"no report (exit {proc.returncode}): {proc.stderr[-3000:]}"
     report: dict[str, Any] = json.loads(lines[-1])
