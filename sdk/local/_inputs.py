@@ -1,13 +1,14 @@
 """What a run needs before any stack or run exists, checked up front so bad input is
 refused at once (exit 2) and never leaves a half-started run: the WDS, the
 ``--crash`` targets, and the input files (regular files only: a FIFO would
-block, ``/dev/zero`` would never end) with ``default_inputs()`` of an
-``inputs.py`` beside the WDS for the rest.
+block, ``/dev/zero`` would never end) with ``default_inputs()`` (or
+``default_inputs(params)``) of an ``inputs.py`` beside the WDS for the rest.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import os
 import stat
 from collections.abc import Mapping
@@ -53,17 +54,27 @@ def prepare_run(wds_path: str | Path, *, inputs: Mapping[str, str] | None = None
     return PreparedRun(path, graph, _load_inputs(graph, path, inputs or {}), dict(params or {}), text)
 
 
-def default_inputs(wds_path: Path) -> dict[str, Any]:
-    """``default_inputs()`` of the ``inputs.py`` module next to the WDS file, if there is one."""
+def default_inputs(wds_path: Path, params: Mapping[str, int] | None = None) -> dict[str, Any]:
+    """``default_inputs()`` of the ``inputs.py`` module next to the WDS file, if there is one.
+    A ``default_inputs(params)`` that takes an argument gets the workflow's parameters (the
+    WDS defaults with ``--param`` over them), so the inputs can grow with the fan-out."""
     mod_path = wds_path.parent / "inputs.py"
     if not mod_path.is_file():
         return {}
     spec = importlib.util.spec_from_file_location(f"funcsion_inputs_{abs(hash(mod_path))}", mod_path)
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    fn = getattr(mod, "default_inputs", None)
-    return dict(fn()) if callable(fn) else {}
+    try:
+        spec.loader.exec_module(mod)
+        fn = getattr(mod, "default_inputs", None)
+        if not callable(fn):
+            return {}
+        if inspect.signature(fn).parameters:
+            return dict(fn(dict(params or {})))
+        return dict(fn())
+    except Exception as exc:  # the example's own code: say where it failed, no traceback
+        raise InputError(f"{mod_path}: default_inputs() failed: {type(exc).__name__}: {exc}; fix it, or give "
+                         "every input with --input NAME=PATH") from exc
 
 
 def _read_input(name: str, path: str) -> bytes:
@@ -109,7 +120,7 @@ def _load_inputs(h: hdag.HDAG, wds_path: Path, given: Mapping[str, str]) -> dict
             values[name] = data
     missing = [n for n in h.inputs if n not in values]
     if missing:
-        defaults = default_inputs(wds_path)
+        defaults = default_inputs(wds_path, h.workflow.params)
         for n in missing:
             if n in defaults:
                 values[n] = defaults[n]

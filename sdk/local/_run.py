@@ -17,6 +17,7 @@ when the run could not be ended, e.g. the metadata server is gone).
 
 from __future__ import annotations
 
+import copy
 import time
 from collections import Counter
 from collections.abc import Mapping
@@ -62,6 +63,24 @@ class RunHints:
 def _widest_stage(graph: hdag.HDAG) -> int:
     widths = Counter(f.stage for f in graph.functions.values())
     return max(widths.values(), default=1)
+
+
+def _after_end(before: Mapping[str, Any], kept: Mapping[str, Any], summary: Mapping[str, Any]) -> dict[str, Any]:
+    """The object statuses once the run ended: the end frees, in one step at the summary's
+    ``ended``, every object still held (all of them under ``pocket``, those whose lease had not
+    expired under ``jiffy``) and keeps the outputs and persisted copies, the only records the
+    metadata server still lists after it (``kept``). An object a lease freed between the two
+    reads would show the end's time; they are milliseconds apart."""
+    ended = summary.get("ended")
+    out = dict(before)
+    for name, s in before.items():
+        if name in kept:
+            out[name] = kept[name]
+        elif s.state in ("allocated", "readable") and ended:
+            s = copy.copy(s)
+            s.state, s.freed_at, s.freed_reason = "freed", float(ended), f"run {summary.get('state', 'ended')}"
+            out[name] = s
+    return out
 
 
 def run_workflow(wds_path: str | Path | PreparedRun, *, config: Config, stack: Stack | None = None,
@@ -151,7 +170,9 @@ class _Driver:
 
     def _end(self, status: str) -> tuple[dict[str, Any], dict[str, Any] | None, str | None]:
         """End the run on fresh connections (an interrupted call may have left the run's own
-        mid-message): (object statuses before the end, run summary or None, why not ended)."""
+        mid-message): (object statuses, run summary or None, why not ended). The statuses are
+        read before the end (the metadata server forgets freed objects when a run ends) and
+        completed with what the end did (``_after_end``)."""
         fresh = Client(self.run.endpoints)
         ender = fresh.bind(run_id=self.run.run_id, token=self.run.token)
         try:
@@ -160,12 +181,17 @@ class _Driver:
             except FuncsionError:
                 statuses = {}
             try:
-                return statuses, ender.end_run(status), None
+                summary = ender.end_run(status)
             except RunEnded:  # its TTL ended it first: the summary is in the stats
                 runs = fresh.metadata.stats().get("runs", [])
-                return statuses, next((r for r in runs if r.get("run_id") == self.run.run_id), {}), None
+                summary = next((r for r in runs if r.get("run_id") == self.run.run_id), {})
             except FuncsionError as exc:
                 return statuses, None, str(exc)
+            try:
+                kept = {s.object_name: s for s in ender.list() if s.state == "kept"}
+            except FuncsionError:
+                kept = {}
+            return _after_end(statuses, kept, summary), summary, None
         finally:
             ender.close()
             fresh.close()

@@ -6,7 +6,8 @@
 - Each deployment zip, unpacked into a bare venv holding only the packages
   its Lambda layers must hold (none for storage functions), imports every
   module it carries and every handler entry point, as Lambda would with the
-  zip's directory on ``sys.path``.
+  zip's directory on ``sys.path``; an example's layer also holds what its
+  ``requirements.txt`` declares.
 """
 
 from __future__ import annotations
@@ -130,11 +131,30 @@ def test_storage_zip_imports_with_the_standard_library_alone(tmp_path: Path) -> 
     _import_all(python, root, _modules_in(z.namelist()), [f"{module}:{fn}"])
 
 
+def _requirements(example: Path) -> list[str]:
+    """What an example declares its tasks need beyond the layer (``requirements.txt``)."""
+    req = example / "requirements.txt"
+    lines = req.read_text().splitlines() if req.is_file() else []
+    return [ln.strip() for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
+
+
+def test_examples_extra_holds_every_examples_requirements() -> None:
+    extra = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]["examples"]
+    for example in sorted(EXAMPLES.iterdir()):
+        assert set(_requirements(example)) <= set(extra), example.name
+
+
 def test_task_zips_import_with_only_the_layer_packages(tmp_path: Path) -> None:
     python = _venv(tmp_path / "venv", *TASK_LAYER_PACKAGES)
     examples = [p for p in sorted(EXAMPLES.glob("*/*.wds.json")) if (p.parent / "handlers.py").is_file()]
     assert examples
-    for wds_path in examples:
+    # examples that declare nothing first, in a venv with the layer alone; then each adds its own
+    for wds_path in sorted(examples, key=lambda p: bool(_requirements(p.parent))):
+        extra = _requirements(wds_path.parent)
+        if extra:
+            res = subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *extra],
+                                 capture_output=True, text=True, timeout=600)
+            assert res.returncode == 0, res.stderr[-3000:]
         root = tmp_path / wds_path.parent.name
         z = zipfile.ZipFile(io.BytesIO(build_task_zip(wds_path.parent)))
         z.extractall(root)

@@ -73,8 +73,16 @@ def test_64x64_fan_outs_collapse_into_one_node() -> None:
     assert "g:mapper_{i:02d}" in layout(wordcount(17, 2)).nodes
 
 
-def test_mixed_pipe_gets_one_edge_per_pattern(example_paths: dict[str, Path]) -> None:
-    lay = layout(hdag.build(wds.load(example_paths["gg_compile"])))
+MIXED = """{"app": "mixed", "workflow_id": 1, "category": "compile", "params": {"units": 3}, "spec": {
+  "plan_stage": {"stage_id": 0, "functions": [{"start": true, "name": "plan", "input": ["tree"],
+    "output": ["headers", "src_{0..units:02d}"], "next": ["preprocess_{0..units:02d}"]}]},
+  "pre_stage": {"stage_id": 1, "functions": [{"start": false, "replicas": "units", "name": "preprocess_{i:02d}",
+    "input": ["src_{i:02d}", "headers"], "output": ["pre_{i:02d}"], "next": []}]}}}"""
+
+
+def test_mixed_pipe_gets_one_edge_per_pattern() -> None:
+    """One pipe that broadcasts an object and scatters others to the same readers."""
+    lay = layout(hdag.build(wds.loads(MIXED)))
     to_pre = sorted((e.pattern, e.lane) for e in lay.edges if e.src == "p:f:plan" and e.dst == "f:preprocess_00")
     assert to_pre == [("broadcast", -0.5), ("scatter", 0.5)]
     assert set(lay.patterns) <= set(PATTERNS)

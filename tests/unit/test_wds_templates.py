@@ -104,5 +104,5 @@ def test_errors_in_expanded_functions_name_the_replica() -> None:
 
 def test_examples_expand(example_paths: dict[str, Path]) -> None:
     counts = {name: len(wds.load(p).functions) for name, p in example_paths.items()}
-    assert counts == {"wordcount": 8, "gg_compile": 19, "video": 22}
+    assert counts == {"wordcount": 8, "gg_compile": 27, "video": 22}
     assert len(wds.load(example_paths["wordcount"], params={"mappers": 64}).functions) == 68
