@@ -1,6 +1,8 @@
-"""One workflow run on the local stack, start to report: register the
-workflow, start a run, upload its inputs, execute its tasks, copy its
-outputs to COS, end the run, and measure what it held.
+"""One workflow run on the local stack, start to report: load the handlers
+(one warm worker per entry; a handler that cannot be imported is refused
+before the run starts), register the workflow, start a run, upload its
+inputs, execute its tasks, copy its outputs to COS, end the run, measure what
+it held, and save the report (``<state_dir>/runs/<run_id>.json``).
 
 Every way a run stops ends it. A failed task, an error of the driver's own
 calls (an output that cannot be copied, COS or the metadata server failing)
@@ -32,7 +34,8 @@ from .._store_client import StoreClient
 from ..exceptions import FuncsionError, RunEnded
 from ._executor import ExecutionResult, ExecutorOptions, LocalExecutor
 from ._inputs import InputError, PreparedRun, default_inputs, prepare_run
-from ._report import RunReport, memory_figures, object_rows, task_rows
+from ._report import RunReport, memory_figures, memory_series, object_rows, task_rows
+from ._report_store import save_report
 from ._stack import Stack
 
 __all__ = ["RunReport", "RunHints", "RunInterrupted", "run_workflow", "prepare_run", "PreparedRun",
@@ -79,45 +82,50 @@ def run_workflow(wds_path: str | Path | PreparedRun, *, config: Config, stack: S
     else:
         own_client = False
     hints = hints or RunHints()
+    executor: LocalExecutor | None = None
     try:
+        executor = LocalExecutor(prep.graph, client.endpoints, code_dir=prep.path.parent, options=options,
+                                 log_dir=str(Path(config.state_dir).resolve() / "logs"))
+        executor.load_handlers()  # a handler that cannot be imported: refused before the run starts
         key = client.register_workflow(prep.text, prep.params, str(prep.path))
+        t0 = time.time()  # the report's times count from here: the run starts next
         run = client.start_run(key, policy=policy or config.policy, ttl_s=config.run_ttl_s,
                                max_concurrency=hints.max_concurrency or _widest_stage(prep.graph),
                                capacity_bytes=hints.capacity_bytes, latency_sensitive=hints.latency_sensitive)
         try:
-            return _Driver(prep, config, run, key, stack, options).execute(policy or config.policy)
+            report = _Driver(prep, config, run, key, stack, executor).execute(policy or config.policy, t0)
         finally:
             run.close()
     finally:
+        if executor is not None:
+            executor.close()
         if own_client:
             client.close()
+    report.saved_to = str(save_report(config.state_dir, report.to_dict()))
+    return report
 
 
 class _Driver:
     """One started run: execute it, and end it whatever happens."""
 
     def __init__(self, prep: PreparedRun, config: Config, run: Client, key: str, stack: Stack | None,
-                 options: ExecutorOptions | None) -> None:
-        self.prep, self.config, self.run, self.key, self.stack, self.options = prep, config, run, key, stack, options
-        self.executor: LocalExecutor | None = None
+                 executor: LocalExecutor) -> None:
+        self.prep, self.config, self.run, self.key, self.stack = prep, config, run, key, stack
+        self.executor = executor
         self.outputs: dict[str, str] = {}
+        self.output_codecs: dict[str, str] = {}
+        self.ran = False  # the executor started this run's tasks
 
-    def execute(self, policy: str) -> RunReport:
-        t0 = time.time()
+    def execute(self, policy: str, t0: float) -> RunReport:
         result: ExecutionResult | None = None
         cause: str | None = None
         try:
             self.run.put_many(self.prep.values)
-            self.executor = LocalExecutor(self.prep.graph, self.run.endpoints, code_dir=self.prep.path.parent,
-                                          options=self.options,
-                                          log_dir=str(Path(self.config.state_dir).resolve() / "logs"))
-            try:
-                result = self.executor.run(self.run.run_id, self.run.token)
-            finally:
-                self.executor.close()
+            self.ran = True
+            result = self.executor.run(self.run.run_id, self.run.token)
             if result.succeeded:
                 for name in self.prep.graph.outputs:
-                    self.outputs[name] = self.run.save_output(name)
+                    self.outputs[name], self.output_codecs[name] = self.run.copy_output(name)
             status = "succeeded" if result.succeeded else "failed"
         except BaseException as exc:  # every way a run stops ends it; see the module docstring
             interrupted = isinstance(exc, KeyboardInterrupt)
@@ -126,7 +134,7 @@ class _Driver:
             if not isinstance(exc, Exception | KeyboardInterrupt):  # SystemExit and the like: end, then go on
                 self._end(status)
                 raise
-        if result is None and self.executor is not None and self.executor.schedule is not None:
+        if result is None and self.ran and self.executor.schedule is not None:
             result = self.executor.result()
         return self._report(status, cause, result, t0, policy)
 
@@ -141,11 +149,12 @@ class _Driver:
         return text if text.startswith(name) else f"{name}: {text}"
 
     def _running(self) -> list[str]:
-        return self.executor.interrupted if self.executor is not None else []
+        return self.executor.interrupted if self.ran else []
 
-    def _end(self, status: str) -> tuple[dict[str, Any], dict[str, Any] | None, str | None]:
+    def _end(self, status: str) -> tuple[dict[str, Any], dict[str, Any] | None, str | None, list[Any]]:
         """End the run on fresh connections (an interrupted call may have left the run's own
-        mid-message): (object statuses before the end, run summary or None, why not ended)."""
+        mid-message): (object statuses before the end, run summary or None, why not ended,
+        the metadata server's memory samples)."""
         fresh = Client(self.run.endpoints)
         ender = fresh.bind(run_id=self.run.run_id, token=self.run.token)
         try:
@@ -154,19 +163,25 @@ class _Driver:
             except FuncsionError:
                 statuses = {}
             try:
-                return statuses, ender.end_run(status), None
+                summary = ender.end_run(status)
             except RunEnded:  # its TTL ended it first: the summary is in the stats
-                runs = fresh.metadata.stats().get("runs", [])
-                return statuses, next((r for r in runs if r.get("run_id") == self.run.run_id), {}), None
+                summary = None
             except FuncsionError as exc:
-                return statuses, None, str(exc)
+                return statuses, None, str(exc), []
+            try:
+                stats = fresh.metadata.stats()
+            except FuncsionError:
+                stats = {}
+            if summary is None:
+                summary = next((r for r in stats.get("runs", []) if r.get("run_id") == self.run.run_id), {})
+            return statuses, summary, None, list(stats.get("samples", []))
         finally:
             ender.close()
             fresh.close()
 
     def _report(self, status: str, cause: str | None, result: ExecutionResult | None, t0: float,
                 policy: str) -> RunReport:
-        statuses, summary, not_ended = self._end(status)
+        statuses, summary, not_ended, samples = self._end(status)
         wall = time.time() - t0
         persisted = {n: self.run.persisted_location(n) for n, s in statuses.items() if s.persist}
         error = cause or (result.error if result else None)
@@ -176,13 +191,25 @@ class _Driver:
             leaked = None
         else:
             leaked = _leaked(self.run.run_id, self.run.endpoints, self.stack, summary or {})
+        series: list[list[float]] = []
+        if summary and summary.get("started") is not None and summary.get("ended"):
+            series = memory_series(samples, float(summary["started"]), float(summary["ended"]), t0,
+                                   end=(int(summary.get("allocated_bytes", 0)), int(summary.get("live_bytes", 0))))
         return RunReport(
             status=status, run_id=self.run.run_id, workflow=self.key,
             policy=str((summary or {}).get("policy", policy)), wall_s=wall, outputs=self.outputs,
-            tasks=task_rows(self.prep.graph, result.tasks, statuses, t0) if result else {},
-            objects=object_rows(statuses, t0), memory=memory_figures(summary, leaked),
+            tasks=task_rows(self.prep.graph, result.tasks, statuses, t0, result.attempts, result.logs)
+            if result else {},
+            objects=object_rows(statuses, t0),
+            memory=memory_figures(summary, leaked, series, SERIES_SOURCE if series else None),
             failed_task=result.failed_task if result and not cause else None, error=error,
-            billing=result.billing if result else {}, persisted=persisted, plan=self.run.plan)
+            billing=result.billing if result else {}, persisted=persisted, plan=self.run.plan, started=t0,
+            output_codecs=self.output_codecs)
+
+
+#: Where ``memory.series`` comes from today (the report says so beside the series).
+SERIES_SOURCE = ("metadata server samples: allocated and live bytes of the whole server after an event, "
+                 "at most one per 0.1 s")
 
 
 def _leaked(run_id: str, endpoints: Endpoints, stack: Stack | None, summary: Mapping[str, Any]) -> int | None:
