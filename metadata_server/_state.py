@@ -28,6 +28,7 @@ Semantics (see DESIGN.md "Data path and invariants"):
 
 from __future__ import annotations
 
+import difflib
 import hmac
 from collections import deque
 from typing import Any, Callable
@@ -192,6 +193,16 @@ class MetadataState:
         return (f"workflow {run.workflow_key} of run {run.run_id} declares no object {name!r} "
                 f"({len(run.graph.objects)} objects, e.g. {', '.join(list(run.graph.objects)[:3])}) and no "
                 "ad-hoc object of that name was written (write one with put(..., adhoc=True))")
+
+    @staticmethod
+    def _undeclared_write_msg(run: RunRecord, function: str, name: str, outputs: tuple[str, ...]) -> str:
+        """A task wrote a name its workflow does not declare: most often a typo of one of its outputs."""
+        close = difflib.get_close_matches(name, outputs, n=1, cutoff=0.5)
+        guess = f"; did you mean {close[0]!r}?" if close else "."
+        return (f"task {function} of run {run.run_id} wrote {name!r}, which workflow {run.workflow_key} does not "
+                f"declare (its outputs: {', '.join(outputs) or 'none'}){guess} Write a declared output, add "
+                f"{name!r} to the function's \"output\" list, or, for a key the WDS cannot name, put it with "
+                "adhoc=True")
 
     def _advance(self, run: RunRecord, now: float) -> None:
         dt = now - run.last_t
@@ -366,7 +377,11 @@ class MetadataState:
                                      f"{function!r}", run_id=run.run_id, function=function, object=name)
             return None
         if info is None:
-            raise UnknownObject(self._unknown_msg(run, name), run_id=run.run_id, function=function, object=name)
+            fn_info = run.graph.functions.get(function) if function else None
+            if fn_info is None:
+                raise UnknownObject(self._unknown_msg(run, name), run_id=run.run_id, function=function, object=name)
+            raise UndeclaredOutput(self._undeclared_write_msg(run, function, name, fn_info.outputs),
+                                   run_id=run.run_id, function=function, object=name)
         if function == "":
             if info.producer is not None:
                 raise UndeclaredOutput(f"the client wrote {name!r} in run {run.run_id}, but it is an output of "

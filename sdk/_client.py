@@ -294,9 +294,16 @@ class Client:
     def save_output(self, name: str) -> str:
         """Copy workflow output ``name`` to COS (``outputs/<run_id>/<name>``, the payload
         only); returns its location."""
+        return self.copy_output(name)[0]
+
+    def copy_output(self, name: str) -> tuple[str, str]:
+        """``save_output``, returning (location, the codec the value was written with: what
+        decodes the copy, which holds the payload only)."""
+        frame = self._fetch_frame(name, self._md.lookup(self.run_id, name).placement)
+        codec = _CODEC_NAMES.get(frame[0], "bytes") if frame else "bytes"
         key = output_key(self.run_id, name)
-        self._cos_call("output copy", name, self._store.cos_put, key, self.read_raw(name))
-        return cos_location(self.endpoints.cos_url, key)
+        self._cos_call("output copy", name, self._store.cos_put, key, bytes(memoryview(frame)[1:]))
+        return cos_location(self.endpoints.cos_url, key), codec
 
     def persisted_location(self, name: str) -> str:
         """Where the COS copy of ``put(name, ..., persist=True)`` lives."""

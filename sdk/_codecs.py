@@ -55,8 +55,39 @@ def encode(value: Any, codec: str | None = None) -> tuple[bytes, str]:
     try:
         return enc(value), codec
     except (TypeError, ValueError, OverflowError) as exc:
-        hint = " (use codec='msgpack', or codec='pickle' for arbitrary Python objects)" if codec == "json" else ""
-        raise CodecError(f"cannot encode a {type(value).__name__} with codec {codec!r}: {exc}{hint}") from None
+        raise CodecError(f"cannot encode a {type(value).__name__} with codec {codec!r}: {exc}"
+                         f"{_encode_hint(value, codec)}") from None
+
+
+def _encode_hint(value: Any, codec: str) -> str:
+    """What would encode ``value``: msgpack only when it can (it cannot take a set either), a
+    conversion for sets, and pickle for arbitrary objects."""
+    if codec in ("bytes", "str", "pickle"):
+        return ""
+    tips = []
+    if _holds_a_set(value):
+        tips.append("convert sets to lists first, e.g. sorted(s)")
+    if codec != "msgpack":
+        try:
+            CODECS["msgpack"][0](value)
+        except (TypeError, ValueError, OverflowError):
+            pass
+        else:
+            tips.append("use codec='msgpack'")
+    tips.append("use codec='pickle' for arbitrary Python objects")
+    return f" ({', or '.join(tips)})"
+
+
+def _holds_a_set(value: Any, depth: int = 0) -> bool:
+    if isinstance(value, (set, frozenset)):
+        return True
+    if depth > 20:
+        return False
+    if isinstance(value, dict):
+        return any(_holds_a_set(v, depth + 1) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_holds_a_set(v, depth + 1) for v in value)
+    return False
 
 
 def decode(payload: bytes | memoryview, codec: str) -> Any:

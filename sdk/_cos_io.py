@@ -19,6 +19,8 @@ Covers the key layout and the location strings reports show; not the store.
 
 from __future__ import annotations
 
+from urllib.parse import quote, unquote, urlsplit
+
 from storage_functions.auth import CLIENT_COS_KINDS
 
 __all__ = ["tier_key", "persist_key", "output_key", "cos_location", "TIER_PREFIX", "PERSIST_PREFIX",
@@ -40,5 +42,20 @@ def output_key(run_id: str, name: str) -> str:
 
 
 def cos_location(url: str, key: str) -> str:
-    """Where ``key`` lives in the stack's COS at ``url`` (for reports)."""
+    """Where ``key`` lives in the stack's COS at ``url``, for people and other tools: for a
+    local COS the path of the file that holds it (``LocalCOS``'s layout: segments
+    percent-encoded, the last one ending in ``%obj``; a test pins the two together; tasks
+    import no COS adapter), for S3 ``s3://bucket/prefix/key``."""
+    if not url:
+        return key
+    if url.startswith("/"):
+        url = "file://" + url
+    parts = urlsplit(url)
+    if parts.scheme == "file":
+        segs = [quote(s, safe="") for s in key.split("/")]
+        segs[-1] += "%obj"
+        return "/".join([unquote(parts.path).rstrip("/"), *segs])
+    if parts.scheme == "s3":
+        prefix = unquote(parts.path).strip("/")
+        return f"s3://{parts.netloc}/{prefix + '/' if prefix else ''}{key}"
     return f"{url.rstrip('/')}/{key}"

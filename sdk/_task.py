@@ -10,7 +10,8 @@ with Logger, Tracer and Metrics. Per invocation it:
    of a run pay no connection setup; the endpoints hold the run's own store
    token, so a few recent runs are kept) and learns the function's declared inputs and
    outputs from the metadata server;
-3. adds ``run_id`` and ``function`` to the powertools Logger keys;
+3. adds ``run_id`` and ``function`` to the powertools Logger keys and prints one line
+   naming the task, run and attempt (the local platform tags it with the request id);
 4. runs the handler with ``sdk.get``/``sdk.put`` bound to this task;
 5. afterwards commits explicitly when the function declares no outputs, and
    checks that every declared output was written.
@@ -208,10 +209,13 @@ def _client_for(rc: RunContext) -> Client:
 
 
 def _fail(rc: RunContext, exc: BaseException) -> TaskFailed:
+    """``task F of run R failed: <Error>: <what>``, naming the task once (an error that names
+    it already has that part cut from its text)."""
     text = str(exc)
     name = type(exc).__name__
-    detail = text if text.startswith(name) else f"{name}: {text}"
-    message = f"task {rc.function} of run {rc.run_id} failed: {detail}"
+    who = f"task {rc.function} of run {rc.run_id}"
+    text = text.removeprefix(name + ": ").removeprefix(who + " ")
+    message = f"{who} failed: {name}: {text}"
     if is_retryable(exc):
         return TaskFailed(message, retryable=True, cause=name)
     return FatalTaskError(message, cause=name)
@@ -221,6 +225,8 @@ def _fail(rc: RunContext, exc: BaseException) -> TaskFailed:
 def task(handler: Callable[..., Any], event: Any, context: Any, logger: Logger | None = None) -> Any:
     """Make a Lambda handler a funcsion task (see the module docstring)."""
     rc = RunContext.from_event(event)
+    attempt = event.get("attempt") if isinstance(event, Mapping) else None
+    print(f"[funcsion] task {rc.function} of run {rc.run_id}{f', attempt {attempt}' if attempt else ''}", flush=True)
     base = _client_for(rc)
     client = base.bind(run_id=rc.run_id, token=rc.token, function=rc.function)
     for lg in {id(x): x for x in (globals()["logger"], logger) if x is not None}.values():
@@ -252,6 +258,6 @@ def task(handler: Callable[..., Any], event: Any, context: Any, logger: Logger |
     except TaskFailed:
         raise
     except FuncsionError as exc:  # an SDK error: name the task, and say whether a retry may help
-        raise _fail(rc, exc) from exc
+        raise _fail(rc, exc).with_traceback(exc.__traceback__) from exc  # one traceback: the handler's frames
     finally:
         client.close()  # this invocation's run-scoped metadata connection; the cached base client stays

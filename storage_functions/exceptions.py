@@ -97,7 +97,9 @@ class InvocationFailed(PlatformError):
     killed, e.g. by fault injection), ``"init"`` (the handler could not be
     imported), ``"marshal"`` (the result is not JSON), ``"shutdown"`` (the
     platform stopped). ``error_type``/``error_message``/``stack_trace`` follow
-    Lambda's error payload (``errorType``, ``errorMessage``, ``stackTrace``).
+    Lambda's error payload (``errorType``, ``errorMessage``, ``stackTrace``);
+    the local platform's ``stack_trace`` is the whole formatted traceback (the
+    handler's frames, causes included), AWS's the frames it sent.
     """
 
     def __init__(

@@ -68,8 +68,12 @@ def validate(text: str, *, source: str = "<string>", params: Mapping[str, int] |
         return None, chk.issues
     chk.unknown_keys(doc, _TOP_KEYS, "$")
     app = chk.field(doc, "app", "$", str, "a string", '"app": "word-count"')
-    wid = chk.field(doc, "workflow_id", "$", (int, str), "a number or a string", '"workflow_id": 1704038400')
-    category = chk.field(doc, "category", "$", str, "a string", '"category": "analytics"')
+    wid = chk.field(doc, "workflow_id", "$", (int, str), "a number or a string",
+                    '"workflow_id": 1 (the workflow\'s version: runs, reports and the state machine name it '
+                    '<app>/<workflow_id>; registering the same id again replaces it)')
+    category = chk.field(doc, "category", "$", str, "a string",
+                         '"category": "analytics" (a label for the kind of workflow: lifetime models are trained per '
+                         'category)')
     spec = chk.field(doc, "spec", "$", dict, "an object of named stages", '"spec": {"map_stage": {...}}')
     declared_inputs = chk.string_list(doc, "inputs", "$") if "inputs" in doc else []
     merged = _params(chk, doc, params or {})

@@ -58,7 +58,10 @@ def _env(items: list[str]) -> dict[str, str]:
 
 def run(args: argparse.Namespace, *, client: Any = None) -> int:
     from storage_functions.deploy import (
-        StorageFunctionConfig, build_zip, code_sha256, deploy_storage_functions,
+        StorageFunctionConfig,
+        build_zip,
+        code_sha256,
+        deploy_storage_functions,
     )
     from storage_functions.exceptions import StorageError
 
@@ -92,8 +95,12 @@ def run(args: argparse.Namespace, *, client: Any = None) -> int:
     except StorageError as exc:
         raise DeployStorageError(str(exc)) from exc
     except Exception as exc:  # botocore: no credentials, no region, endpoint unreachable
-        if type(exc).__module__.startswith("botocore"):
-            raise DeployStorageError(f"AWS: {type(exc).__name__}: {exc}") from exc
+        from sdk.deploy._aws_errors import describe_aws_error, is_aws_error
+
+        if is_aws_error(exc):
+            raise DeployStorageError(f"deploying the storage functions: "
+                                     f"{describe_aws_error(exc, region=cfg.region, endpoint_url=args.endpoint_url)}"
+                                     ) from exc
         raise
     for r in results:
         extra = f" ({', '.join(r.changed)})" if r.changed else ""

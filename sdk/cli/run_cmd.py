@@ -6,7 +6,10 @@ embedded stack holds the state directory). Bad input (the WDS, ``--input``
 files, ``--crash`` names) is checked before any stack starts: exit 2. Once
 a run started, every way it stops ends it and prints the report (``--json``:
 one JSON object on the last line): exit 0 when it succeeded, 1 when it
-failed (naming the task, or the driver's error) or was aborted. SIGINT
+failed (naming the task, or the driver's error; for a failed task also the
+handler's traceback and the log file with the attempt's request id) or was
+aborted. The report is saved as ``<state_dir>/runs/<run_id>.json`` (``funcsion
+runs``, ``funcsion report``, ``funcsion get``). SIGINT
 (Ctrl-C) or SIGTERM aborts the run: its tasks are stopped, the run is ended
 and reported; a second signal exits at once (the run's TTL ends it later).
 """
@@ -24,6 +27,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from ._common import add_param_option, parse_params, parse_size, stack_endpoints
+from ._summary import failure_details, failure_line, format_report
 
 __all__ = ["add_parser", "run", "format_report"]
 
@@ -104,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
                 with Client(stack_endpoints(running)) as client:
                     report = run_workflow(prep, config=cfg, client=client, options=opts, hints=hints)
             else:
+                _say_starting(cfg, opts)
                 with Stack(cfg, metadata_port=0, daemon_port=0) as stack:
                     report = run_workflow(prep, config=cfg, stack=stack, options=opts, hints=hints)
     except (StateDirBusy, StoreFailure) as exc:  # no run started: nothing to report
@@ -114,13 +119,21 @@ def run(args: argparse.Namespace) -> int:
         return 1
     doc = report.to_dict()
     print(format_report(doc))
+    print(f"  report saved: {report.saved_to} (funcsion report {report.run_id} [--png FILE])")
     if args.json:
         print(json.dumps(doc), flush=True)
     if report.status != "succeeded":
-        what = f"task {report.failed_task} failed" if report.failed_task else f"run {report.run_id} {report.status}"
-        print(f"funcsion run: {what}: {report.error}", file=sys.stderr)
+        print("\n".join([f"funcsion run: {failure_line(doc)}", *failure_details(doc)]), file=sys.stderr)
         return 1
     return 0
+
+
+def _say_starting(cfg: Any, opts: Any) -> None:
+    """A line while the embedded stack starts (a second or two), where progress bars are shown."""
+    from sdk.local._progress import starting_stack_line
+
+    if sys.stderr.isatty() if opts.progress is None else opts.progress:
+        print(starting_stack_line(str(cfg.state_dir), cfg.storage_functions), file=sys.stderr, flush=True)
 
 
 @contextmanager
@@ -150,28 +163,3 @@ def _interrupts() -> Iterator[None]:
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
-
-
-def format_report(d: dict[str, Any]) -> str:
-    lines = [f"run {d['run_id']} of {d['workflow']}: {d['status']} in {d['wall_s']:.2f} s (policy {d['policy']})"]
-    for name, where in d["outputs"].items():
-        lines.append(f"  output {name}: {where}")
-    for name, where in d.get("persisted", {}).items():
-        lines.append(f"  persisted {name}: {where} (kept until deleted)")
-    retried = {n: t["attempts"] for n, t in d["tasks"].items() if t["attempts"] > 1}
-    lines.append(f"  tasks: {len(d['tasks'])}, retried: "
-                 + (", ".join(f"{n} x{a}" for n, a in retried.items()) if retried else "none"))
-    objs = d["objects"]
-    freed = sum(1 for o in objs.values() if o["state"] == "freed")
-    lines.append(f"  objects: {len(objs)}, freed during the run: {freed}")
-    m = d["memory"]
-    leaked = "unknown" if m["leaked_bytes"] is None else f"{m['leaked_bytes']} bytes"
-    lines.append(f"  memory: peak {m['peak_bytes'] / 2**20:.2f} MiB allocated ({m['peak_live_bytes'] / 2**20:.2f} "
-                 f"MiB live), {m['mb_s']:.3f} MB*s allocated, leaked {leaked}")
-    cost = d.get("billing", {}).get("cost_usd")
-    if cost is not None:
-        lines.append(f"  task Lambda cost at AWS prices: ${cost:.8f}")
-    if d["status"] != "succeeded":
-        lines.append(f"  failed task: {d['failed_task']}: {d['error']}" if d["failed_task"]
-                     else f"  {d['status']}: {d['error']}")
-    return "\n".join(lines)

@@ -6,7 +6,8 @@ store token, mints the run's store token and passes only run-scoped tokens
 in the execution input (the state machine refuses anything else). Tasks
 need no S3 permission: the daemon reads and writes their COS objects.
 
-The task zip (``sdk.deploy._zip``, from an allow-list) holds the Python files
+What gets made is planned without AWS (``sdk.deploy._plan``, also behind
+``--dry-run``). The task zip (``sdk.deploy._zip``, from an allow-list) holds the Python files
 beside the WDS (handlers, inputs) and the code a task imports. Third-party
 packages the SDK needs in a Lambda (``TASK_LAYER_PACKAGES``: thrift, pyeclib,
 msgpack, aws-lambda-powertools) come from Lambda layers named with
@@ -23,13 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import hdag
 import wds
 from storage_functions.deploy import DeployResult, upsert_function
 
 from .._client import Client
+from ._aws_errors import describe_aws_error, is_aws_error
+from ._plan import plan_workflow
 from ._zip import build_task_zip
-from .asl import AslOptions, build_asl, lambda_name
 
 __all__ = ["build_task_zip", "deploy_workflow", "WorkflowDeployment", "CLEANUP_ENTRY", "WorkflowDeployError",
            "execution_input", "start_execution"]
@@ -55,54 +56,46 @@ class WorkflowDeployment:
                 "functions": [{"name": r.name, "action": r.action, "arn": r.arn} for r in self.functions]}
 
 
-def _aws_handler(ref: str) -> str:
-    """``module:function`` -> AWS's ``module.function``."""
-    return ref.replace(":", ".")
-
-
 def deploy_workflow(wds_path: str | Path, *, role_arn: str, state_machine_role_arn: str | None = None,
                     params: Mapping[str, int] | None = None, layers: Sequence[str] = (),
                     memory_mb: int = 512, timeout_s: int = 300, runtime: str = "python3.12",
                     max_concurrency: int = 0, lambda_client: Any = None, sfn_client: Any = None,
-                    region_name: str | None = None, limits: wds.Limits | None = None) -> WorkflowDeployment:
-    """Create or update the workflow's Lambdas and state machine. Idempotent. ``limits``
-    bound the WDS (default ``wds.Limits()``)."""
+                    region_name: str | None = None, limits: wds.Limits | None = None,
+                    endpoint_url: str | None = None) -> WorkflowDeployment:
+    """Create or update the workflow's Lambdas and state machine (``plan_workflow``). Idempotent.
+    ``limits`` bound the WDS (default ``wds.Limits()``). An error of AWS or botocore (no
+    credentials, no region, an unreachable endpoint, a refusal) is a ``WorkflowDeployError``
+    of one line naming the step (``describe_aws_error``)."""
     if not _ARN_ROLE.match(role_arn):
         raise WorkflowDeployError(f"role ARN {role_arn!r} is not an IAM role ARN "
                                   "(arn:aws:iam::<12-digit account>:role/<name>); set role_arn or --role-arn")
-    path = Path(wds_path)
-    graph = hdag.build(wds.load(path, params=params, limits=limits))
-    app = graph.workflow.app
+    plan = plan_workflow(wds_path, role_arn=role_arn, params=params, layers=layers, memory_mb=memory_mb,
+                         timeout_s=timeout_s, runtime=runtime, max_concurrency=max_concurrency, limits=limits)
     import boto3
-    from botocore.exceptions import ClientError
 
-    lam = lambda_client or boto3.client("lambda", region_name=region_name)
-    sfn = sfn_client or boto3.client("stepfunctions", region_name=region_name)
-    code = build_task_zip(path.parent)
-    entries: dict[str, str] = {}
-    for f in graph.functions.values():
-        entries.setdefault(f.template or f.name, f.handler)
-    entries[CLEANUP_ENTRY] = "sdk._cleanup:handler"
+    def failed(step: str, exc: BaseException) -> WorkflowDeployError:
+        return WorkflowDeployError(f"{step}: {describe_aws_error(exc, region=region_name, endpoint_url=endpoint_url)}")
+
+    try:
+        lam = lambda_client or boto3.client("lambda", region_name=region_name, endpoint_url=endpoint_url)
+        sfn = sfn_client or boto3.client("stepfunctions", region_name=region_name, endpoint_url=endpoint_url)
+    except Exception as exc:  # botocore: no region, a bad endpoint URL
+        if is_aws_error(exc):
+            raise failed("creating the AWS clients", exc) from exc
+        raise
     results: list[DeployResult] = []
     arns: dict[str, str] = {}
-    for entry, ref in entries.items():
-        name = lambda_name(app, entry)
-        wanted = {"Role": role_arn, "Handler": _aws_handler(ref), "Runtime": runtime, "MemorySize": memory_mb,
-                  "Timeout": timeout_s, "Description": f"funcsion {graph.key} {entry}",
-                  "Environment": {"Variables": {"FUNCSION_WORKFLOW": graph.key}}}
-        if layers:
-            wanted["Layers"] = list(layers)
+    for f in plan.functions:
         try:
-            r = upsert_function(lam, name, code, wanted)
-        except ClientError as exc:
-            err = exc.response.get("Error", {})
-            raise WorkflowDeployError(f"deploying Lambda {name} (entry {entry!r}): {err.get('Code')}: "
-                                      f"{err.get('Message')}") from exc
+            r = upsert_function(lam, f.name, plan.zip, f.config)
+        except Exception as exc:
+            if is_aws_error(exc):
+                raise failed(f"deploying Lambda {f.name} (entry {f.entry!r})", exc) from exc
+            raise
         results.append(r)
-        arns[entry] = r.arn
-    definition = json.dumps(build_asl(graph, arns.__getitem__, arns[CLEANUP_ENTRY],
-                                      AslOptions(max_concurrency=max_concurrency)))
-    sm_name = re.sub(r"[^A-Za-z0-9_-]", "-", f"funcsion-{app}-{graph.workflow.workflow_id}")[:80]
+        arns[f.entry] = r.arn
+    definition = json.dumps(plan.definition(arns))
+    sm_name = plan.state_machine_name
     sm_role = state_machine_role_arn or role_arn
     try:
         existing = [m for m in sfn.list_state_machines()["stateMachines"] if m["name"] == sm_name]
@@ -113,10 +106,11 @@ def deploy_workflow(wds_path: str | Path, *, role_arn: str, state_machine_role_a
         else:
             arn = sfn.create_state_machine(name=sm_name, definition=definition, roleArn=sm_role)["stateMachineArn"]
             action = "created"
-    except ClientError as exc:
-        err = exc.response.get("Error", {})
-        raise WorkflowDeployError(f"deploying state machine {sm_name}: {err.get('Code')}: {err.get('Message')}") from exc
-    return WorkflowDeployment(graph.key, results, arn, action)
+    except Exception as exc:
+        if is_aws_error(exc):
+            raise failed(f"deploying state machine {sm_name}", exc) from exc
+        raise
+    return WorkflowDeployment(plan.workflow, results, arn, action)
 
 
 def execution_input(run: Client) -> dict[str, Any]:
@@ -131,11 +125,18 @@ def execution_input(run: Client) -> dict[str, Any]:
 
 def start_execution(state_machine_arn: str, run: Client, *, sfn_client: Any = None,
                     region_name: str | None = None) -> str:
-    """Start the workflow's state machine for ``run``; returns the execution ARN."""
-    if sfn_client is None:
-        import boto3
+    """Start the workflow's state machine for ``run``; returns the execution ARN. An AWS
+    error is a ``WorkflowDeployError`` of one line."""
+    try:
+        if sfn_client is None:
+            import boto3
 
-        sfn_client = boto3.client("stepfunctions", region_name=region_name)
-    resp = sfn_client.start_execution(stateMachineArn=state_machine_arn, name=run.run_id,
-                                      input=json.dumps(execution_input(run)))
+            sfn_client = boto3.client("stepfunctions", region_name=region_name)
+        resp = sfn_client.start_execution(stateMachineArn=state_machine_arn, name=run.run_id,
+                                          input=json.dumps(execution_input(run)))
+    except Exception as exc:
+        if is_aws_error(exc):
+            raise WorkflowDeployError(f"starting an execution of {state_machine_arn} for run {run.run_id}: "
+                                      f"{describe_aws_error(exc, region=region_name)}") from exc
+        raise
     return str(resp["executionArn"])

@@ -9,9 +9,14 @@ templated entry share warm worker processes. Fault injection: ``crash_rate``
 makes an attempt exit abruptly at a random crash point (``sdk._task``);
 ``crash`` names tasks (``mapper_01`` or ``mapper_01:after_commit``) whose
 first attempt crashes; ``kill_rate`` lets the platform SIGKILL task workers at
-random. A handler whose module cannot be imported fails the run at once; an
-error no retry can fix (``sdk.exceptions.NON_RETRYABLE_ERRORS``) fails its task
-on the first attempt.
+random. ``load_handlers`` starts one worker per entry before the run and
+raises ``HandlerImportError`` naming the entry and its tasks when a handler
+cannot be imported; an error no retry can fix
+(``sdk.exceptions.NON_RETRYABLE_ERRORS``) fails its task on the first attempt.
+
+Every attempt gets its own Lambda request id (``AttemptLog``): the task's log
+file (``<log_dir>/<app>-<entry>.log``) tags its lines with it, and the report
+lists each attempt with it, and each failure with the handler's traceback.
 """
 
 from __future__ import annotations
@@ -20,8 +25,10 @@ import concurrent.futures as cf
 import difflib
 import os
 import random
+import re
 import sys
 import time
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +41,8 @@ from wds import lambda_name, lambda_prefix
 from .._client import Endpoints
 from .._task import CRASH_POINTS, FAULT_KEY
 from ..exceptions import FuncsionError, TaskError, is_retryable, retryable_error_name
+from ._attempts import AttemptLog
+from ._progress import StageProgress, TqdmSink
 from ._schedule import RetryPolicy, RunSchedule, TaskRecord
 
 __all__ = ["LocalExecutor", "ExecutorOptions", "ExecutionResult", "HandlerImportError", "FaultSpecError",
@@ -72,6 +81,8 @@ class ExecutionResult:
     started: float
     finished: float
     billing: dict[str, Any]
+    attempts: AttemptLog = field(default_factory=AttemptLog)
+    logs: dict[str, str] = field(default_factory=dict)  # task -> its log file (when the platform keeps logs)
 
 
 def parse_crash_specs(items: list[str]) -> dict[str, str]:
@@ -106,30 +117,6 @@ def check_crash_targets(h: HDAG, crash: Mapping[str, str]) -> None:
         raise FaultSpecError(f"--crash {fn}: workflow {h.key} has no task {fn!r}; {hint}")
 
 
-class _Progress:
-    """One tqdm bar per stage (why tqdm: per-bar positions and rates for free)."""
-
-    def __init__(self, h: HDAG, enabled: bool) -> None:
-        self.bars: dict[int, Any] = {}
-        self.stage_of = {f.name: f.stage for f in h.functions.values()}
-        if not enabled:
-            return
-        from tqdm import tqdm
-
-        for pos, (sid, name, fns) in enumerate(h.stages()):
-            self.bars[sid] = tqdm(total=len(fns), desc=f"{name:<16}", position=pos, leave=True, file=sys.stderr,
-                                  unit="task", dynamic_ncols=True)
-
-    def done(self, fn: str) -> None:
-        bar = self.bars.get(self.stage_of[fn])
-        if bar is not None:
-            bar.update(1)
-
-    def close(self) -> None:
-        for bar in self.bars.values():
-            bar.close()
-
-
 class LocalExecutor:
     def __init__(self, h: HDAG, endpoints: Endpoints, *, code_dir: str | Path,
                  options: ExecutorOptions | None = None, platform: Any = None, log_dir: str | None = None) -> None:
@@ -141,6 +128,7 @@ class LocalExecutor:
         self.opts = options or ExecutorOptions()
         check_crash_targets(h, self.opts.crash)
         self.schedule: RunSchedule | None = None  # of the last run, also while it runs
+        self.attempts = AttemptLog()  # of the last run
         self.interrupted: list[str] = []  # tasks that were running when the last run was stopped
         self._started = 0.0
         self.rng = random.Random(self.opts.seed)
@@ -156,6 +144,37 @@ class LocalExecutor:
     def close(self) -> None:
         if self._own_platform:
             self.platform.shutdown()
+
+    def load_handlers(self) -> None:
+        """Start one worker per entry now, each importing its handler (provisioned concurrency:
+        the first tasks find them warm). Raises ``HandlerImportError`` naming the entry, its
+        tasks and where the import failed, before any task runs."""
+        names = list(dict.fromkeys(self.names.values()))  # the workflow's order: the first broken one is named
+        with cf.ThreadPoolExecutor(max_workers=max(1, min(len(names), os.cpu_count() or 2)),
+                                   thread_name_prefix="funcsion-load") as pool:
+            futures = [(n, pool.submit(self.platform.prewarm, n)) for n in names]
+            failures = [(n, exc) for n, f in futures if (exc := f.exception()) is not None]
+        for name, exc in failures:
+            if isinstance(exc, InvocationFailed) and exc.reason == "init":
+                others = len(failures) - 1
+                more = f" (and {others} other entr{'y' if others == 1 else 'ies'})" if others else ""
+                raise HandlerImportError(self._cannot_load(name, exc) + more) from None
+            raise exc
+
+    def _cannot_load(self, platform_name: str, exc: InvocationFailed) -> str:
+        tasks = [f for f, n in self.names.items() if n == platform_name]
+        info = self.h.functions[tasks[0]]
+        entry = info.template or tasks[0]
+        shown = ", ".join(tasks[:3]) + (f", ... ({len(tasks)} tasks)" if len(tasks) > 3 else "")
+        who = f"{entry} (task{'s' if len(tasks) > 1 else ''} {shown})" if entry != tasks[0] else f"task {entry}"
+        where = _last_frame(exc.stack_trace, self.code_dir)
+        return (f"handler {info.handler!r} of {who} cannot be loaded from {self.code_dir}: "
+                f"{_import_error_text(exc)}{f' ({where})' if where else ''}")
+
+    def log_path(self, fn: str) -> str | None:
+        """The log file of task ``fn``'s worker processes (None: the platform keeps no logs)."""
+        log_dir = getattr(getattr(self.platform, "config", None), "log_dir", None)
+        return str(Path(log_dir) / f"{self.names[fn]}.log") if log_dir else None
 
     def _event(self, run_id: str, token: str, fn: str, attempt: int) -> dict[str, Any]:
         # a task holds its run's tokens only: a run-scoped store token, never the store-wide one
@@ -175,11 +194,12 @@ class LocalExecutor:
                                         interval_s=self.opts.retry_interval_s, backoff_rate=self.opts.backoff_rate),
                             rng=self.rng)
         workers = self.opts.concurrency or max(2, os.cpu_count() or 2)
-        progress = _Progress(self.h, sys.stderr.isatty() if self.opts.progress is None else self.opts.progress)
+        show = sys.stderr.isatty() if self.opts.progress is None else self.opts.progress
+        progress = StageProgress(self.h.stages(), TqdmSink() if show else None)
+        attempts = self.attempts = AttemptLog()
         started = time.time()
         self.schedule, self._started = sched, started
-        fatal: str | None = None
-        futures: dict[cf.Future[Any], str] = {}
+        futures: dict[cf.Future[Any], tuple[str, str]] = {}
         with cf.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="funcsion-task") as pool:
             try:
                 while not sched.finished:
@@ -189,7 +209,10 @@ class LocalExecutor:
                             break
                         attempt = sched.started(fn, now)
                         ev = self._event(run_id, token, fn, attempt)
-                        futures[pool.submit(self.platform.invoke, self.names[fn], ev)] = fn
+                        rid = str(uuid.uuid4())
+                        attempts.begin(fn, attempt, rid, now)
+                        progress.started(fn, attempt, now)
+                        futures[pool.submit(self.platform.invoke, self.names[fn], ev, request_id=rid)] = (fn, rid)
                     if not futures:
                         wake = sched.next_wakeup()
                         time.sleep(max(0.0, min(0.5, (wake or now) - time.time())))
@@ -198,34 +221,39 @@ class LocalExecutor:
                     timeout = None if wake is None else max(0.0, wake - time.time())
                     done, _ = cf.wait(futures, timeout=timeout, return_when=cf.FIRST_COMPLETED)
                     for fut in done:
-                        fn = futures.pop(fut)
+                        fn, rid = futures.pop(fut)
                         exc = fut.exception()
                         t = time.time()
                         if exc is None:
                             sched.succeeded_task(fn, t, fut.result())
-                            progress.done(fn)
+                            attempts.end(rid, t, "ok")
+                            progress.succeeded(fn, t)
                             continue
                         msg = self._describe(fn, exc)
-                        if isinstance(exc, InvocationFailed) and exc.reason == "init":
-                            fatal = msg  # the code itself cannot load: nothing else will run either
-                        sched.failed_task(fn, t, msg, retryable=_retryable(exc))
+                        retry_at = sched.failed_task(fn, t, msg, retryable=_retryable(exc))
+                        attempts.end(rid, t, "error", msg, getattr(exc, "stack_trace", None))
+                        progress.failed(fn, t, retrying=retry_at is not None)
             except BaseException as exc:  # Ctrl-C, or a bug: stop the tasks so the pool's threads return
-                self._stop_tasks(set(futures.values()))
-                self.interrupted = sched.abort(time.time(), f"aborted: the run stopped ({type(exc).__name__})")
+                self._stop_tasks({fn for fn, _ in futures.values()})
+                reason = f"aborted: the run stopped ({type(exc).__name__})"
+                self.interrupted = sched.abort(time.time(), reason)
+                attempts.abort(time.time(), reason)
                 raise
             finally:
-                progress.close()
-        return self.result(fatal)
+                progress.finish(time.time())
+        return self.result()
 
-    def result(self, error: str | None = None) -> ExecutionResult:
+    def result(self) -> ExecutionResult:
         """What the last ``run`` did so far (also after it was interrupted)."""
         sched = self.schedule
         assert sched is not None, "result() before run()"
         failed = sched.first_failure
+        self.attempts.add_platform_records(self.platform.records())
+        logs = {fn: path for fn in sched.tasks if (path := self.log_path(fn)) is not None}
         return ExecutionResult(
             tasks=sched.tasks, succeeded=sched.succeeded, failed_task=failed.name if failed else None,
-            error=error or (failed.errors[-1] if failed else None), started=self._started, finished=time.time(),
-            billing=self.platform.billing().to_dict())
+            error=failed.errors[-1] if failed else None, started=self._started, finished=time.time(),
+            billing=self.platform.billing().to_dict(), attempts=self.attempts, logs=logs)
 
     def _stop_tasks(self, running: set[str]) -> None:
         """End the running attempts now: their callers see ``InvocationFailed``."""
@@ -238,9 +266,32 @@ class LocalExecutor:
     def _describe(self, fn: str, exc: BaseException) -> str:
         if isinstance(exc, InvocationFailed):
             if exc.reason == "init":
-                return (f"handler {self.h.functions[fn].handler!r} of task {fn} cannot be loaded from "
-                        f"{self.code_dir}: {exc.error_type}: {exc.error_message}")
+                return self._cannot_load(self.names[fn], exc)
+            if exc.error_type in _SDK_WRAPPERS:  # "task F of run R failed: <Error>: ..." says it all
+                return exc.error_message or str(exc)
             if exc.reason in ("error", "marshal"):
                 return f"{exc.error_type}: {exc.error_message}"
             return f"the task's process ended ({exc.reason}): {exc}"
         return f"{type(exc).__name__}: {exc}"
+
+
+#: Error names of ``sdk.exceptions.TaskFailed`` and its subclass: transport for the retry
+#: decision; their message names the task, the run and the error that caused them.
+_SDK_WRAPPERS = ("TaskFailed", "FatalTaskError")
+
+
+def _import_error_text(exc: InvocationFailed) -> str:
+    """``ModuleNotFoundError: No module named 'x'`` from the traceback's last line when it has
+    one (Lambda's error names, ``Runtime.ImportModuleError``, hide the Python error)."""
+    lines = [ln for ln in (exc.stack_trace or "").strip().splitlines() if ln and not ln.startswith(" ")]
+    last = lines[-1] if lines else ""
+    return last if last.endswith(exc.error_message or "") and ":" in last else f"{exc.error_type}: {exc.error_message}"
+
+
+def _last_frame(trace: str, code_dir: str) -> str | None:
+    """``handlers.py, line 3`` of the last frame of ``trace`` in the workflow's own code."""
+    frames = re.findall(r'File "([^"]+)", line (\d+)', trace or "")
+    for path, line in reversed(frames):
+        if path.startswith(code_dir + os.sep):
+            return f"{os.path.relpath(path, code_dir)}, line {line}"
+    return None

@@ -1,18 +1,25 @@
 """The run report (``RunReport``, documented in README "The run report") and
-what goes into it: per-task attempts and times, per-object sizes and
+what goes into it: per-task attempts and times (each attempt with its Lambda
+request id, each failure with the handler's traceback), per-object sizes and
 lifetimes (all times in seconds from the run's start), and the memory figures
-from the metadata server's run summary. Pure: no I/O.
+from the metadata server's run summary, with allocated and live bytes over
+time (``memory.series``). Pure: no I/O.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import hdag
 
-__all__ = ["RunReport", "task_rows", "object_rows", "memory_figures"]
+from ._attempts import AttemptLog
+
+__all__ = ["RunReport", "task_rows", "object_rows", "memory_figures", "memory_series", "MAX_SERIES_POINTS"]
+
+#: Most points ``memory.series`` keeps (longer series keep each stretch's peaks).
+MAX_SERIES_POINTS = 2000
 
 
 @dataclass
@@ -32,10 +39,14 @@ class RunReport:
     persisted: dict[str, str] = field(default_factory=dict)
     plan: dict[str, Any] = field(default_factory=dict)
     recovery: dict[str, Any] = field(default_factory=dict)
+    started: float = 0.0  # wall clock (Unix time) of the run's start; report times count from here
+    output_codecs: dict[str, str] = field(default_factory=dict)  # codec each saved output was written with
+    saved_to: str | None = None  # the file the report was saved to (not part of the report)
 
     def to_dict(self) -> dict[str, Any]:
         return {"status": self.status, "run_id": self.run_id, "workflow": self.workflow, "policy": self.policy,
-                "wall_s": round(self.wall_s, 3), "outputs": self.outputs, "persisted": self.persisted,
+                "started": round(self.started, 3), "wall_s": round(self.wall_s, 3), "outputs": self.outputs,
+                "output_codecs": self.output_codecs, "persisted": self.persisted,
                 "failed_task": self.failed_task, "error": self.error, "tasks": self.tasks, "objects": self.objects,
                 "memory": self.memory, "plan": self.plan, "billing": self.billing, "recovery": self.recovery}
 
@@ -44,15 +55,26 @@ def _rel(t: float, t0: float) -> float | None:
     return round(t - t0, 4) if t else None
 
 
-def task_rows(graph: hdag.HDAG, tasks: Mapping[str, Any], st: Mapping[str, Any], t0: float) -> dict[str, Any]:
+def task_rows(graph: hdag.HDAG, tasks: Mapping[str, Any], st: Mapping[str, Any], t0: float,
+              attempts: AttemptLog | None = None, logs: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Per task: state, times, ``tries`` (each attempt: request id, times, outcome, billed ms,
+    peak memory), ``errors`` (each failed attempt: its error, the handler's traceback and
+    request id) and ``log`` (the file its worker wrote; None when no logs are kept)."""
+    per_task = attempts.rows(t0) if attempts is not None else {}
     out = {}
     for name, rec in tasks.items():
-        last = graph.functions[name].last_output
+        info = graph.functions[name]
+        last = info.last_output
         committed = st[last].readable_at if last and last in st else 0.0
-        out[name] = {"state": rec.state, "attempts": rec.attempts,
+        mine = per_task.get(name)
+        errors = mine["errors"] if mine is not None else [
+            {"attempt": None, "at": None, "error": e, "traceback": None, "request_id": None} for e in rec.errors]
+        out[name] = {"stage": info.stage, "stage_name": info.stage_name, "state": rec.state,
+                     "attempts": rec.attempts,
                      "duration_s": round(rec.duration_s, 4) if rec.duration_s is not None else None,
                      "started_at": _rel(rec.started_at or 0, t0), "finished_at": _rel(rec.finished_at or 0, t0),
-                     "committed_at": _rel(committed, t0), "errors": rec.errors}
+                     "committed_at": _rel(committed, t0), "errors": errors,
+                     "tries": mine["tries"] if mine is not None else [], "log": (logs or {}).get(name)}
     return out
 
 
@@ -65,12 +87,15 @@ def object_rows(st: Mapping[str, Any], t0: float) -> dict[str, Any]:
 
 
 def memory_figures(summary: Mapping[str, Any] | None, leaked: int | None,
-                   physical: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                   physical: Mapping[str, Any] | None = None, *, first_write: float = 0.0,
+                   series: list[list[float]] | None = None, series_source: str | None = None) -> dict[str, Any]:
     """The report's ``memory``. ``summary``: the metadata server's run summary (None: the run
     could not be ended); ``physical``: what the storage functions held for the run (the
-    daemon's ledger; None: the daemon could not be asked, then the model's figures stand in
-    and ``source`` says so). ``mb_s``/``peak_bytes`` are allocated blocks, except under
-    ``oracle``, which is byte-granular by definition: there the bytes held."""
+    daemon's ledger; None: the daemon could not be asked, then the model's figures stand in,
+    with ``series`` from ``memory_series``, and ``source`` says so). ``mb_s``/``peak_bytes`` are
+    allocated blocks, except under ``oracle``, which is byte-granular by definition: there the
+    bytes held. The physical series starts at the run's first stored byte, placed at
+    ``first_write`` (seconds from the run's start, as every report time)."""
     s = summary or {}
     model = {"model_mb_s": round(float(s.get("allocated_mb_s", 0.0)), 6),
              "model_peak_bytes": int(s.get("peak_allocated_bytes", 0)),
@@ -78,14 +103,17 @@ def memory_figures(summary: Mapping[str, Any] | None, leaked: int | None,
     if physical is None:
         return {"peak_bytes": model["model_peak_bytes"], "peak_live_bytes": int(s.get("peak_live_bytes", 0)),
                 "mb_s": model["model_mb_s"], "live_mb_s": model["model_live_mb_s"], **model,
-                "source": "model", "series": [], "leaked_bytes": leaked}
+                "source": "model", "series": series or [], "series_source": series_source,
+                "leaked_bytes": leaked}
     exact = s.get("policy") == "oracle"
     p = physical
     return {"peak_bytes": int(p["peak_live_bytes" if exact else "peak_allocated_bytes"]),
             "peak_live_bytes": int(p["peak_live_bytes"]),
             "mb_s": round(float(p["live_mb_s" if exact else "allocated_mb_s"]), 6),
             "live_mb_s": round(float(p["live_mb_s"]), 6), **model,
-            "source": "storage functions", "series": [list(x) for x in p.get("series", [])],
+            "source": "storage functions", "series_source": "storage functions (the daemon's ledger)",
+            "series": [[round(t - float(p.get("first_t", t)) + first_write, 4), int(a), int(v)]
+                       for t, a, v in p.get("series", [])],
             "leaked_bytes": leaked}
 
 
@@ -103,3 +131,27 @@ def recovery_figures(before: Mapping[str, Any] | None, after: Mapping[str, Any] 
     if before is None or after is None:
         return {}
     return {k: sum(int(after.get(n, 0)) - int(before.get(n, 0)) for n in names) for k, names in RECOVERY_COUNTERS}
+
+
+def memory_series(samples: Sequence[Sequence[float]], started: float, ended: float, t0: float,
+                  end: tuple[int, int] | None = None, max_points: int = MAX_SERIES_POINTS) -> list[list[float]]:
+    """The run's memory over time as ``[t, allocated_bytes, live_bytes]`` (``t`` in seconds from
+    ``t0``), a step function: each point holds until the next. ``samples`` are the metadata
+    server's ``(time, live_bytes, allocated_bytes)``; the run is ``[started, ended]`` on the same
+    clock. The value at ``started`` is the last sample before it (or 0); a point at ``ended``
+    closes the series with ``end`` (allocated, live: what the run held once ended) or the last
+    sample. Past ``max_points`` each stretch keeps its highest point."""
+    before = [p for p in samples if p[0] < started]
+    inside = [p for p in samples if started <= p[0] <= ended]
+    first = before[-1] if before else (started, 0, 0)
+    pts = [[started, first[2], first[1]]] + [[p[0], p[2], p[1]] for p in inside]
+    last = inside[-1] if inside else first
+    if end is not None:
+        pts.append([max(ended, pts[-1][0]), end[0], end[1]])
+    elif ended > pts[-1][0]:
+        pts.append([ended, last[2], last[1]])
+    if len(pts) > max_points:
+        step = len(pts) / max_points
+        buckets = [pts[int(k * step):int((k + 1) * step)] for k in range(max_points)]
+        pts = [[b[0][0], max(p[1] for p in b), max(p[2] for p in b)] for b in buckets if b]
+    return [[round(t - t0, 4), int(a), int(v)] for t, a, v in pts]

@@ -1,6 +1,8 @@
-"""One workflow run on the local stack, start to report: register the
-workflow, start a run, upload its inputs, execute its tasks, copy its
-outputs to COS, end the run, and measure what it held.
+"""One workflow run on the local stack, start to report: load the handlers
+(one warm worker per entry; a handler that cannot be imported is refused
+before the run starts), register the workflow, start a run, upload its
+inputs, execute its tasks, copy its outputs to COS, end the run, measure what
+it held, and save the report (``<state_dir>/runs/<run_id>.json``).
 
 Every way a run stops ends it. A failed task, an error of the driver's own
 calls (an output that cannot be copied, COS or the metadata server failing)
@@ -34,7 +36,8 @@ from ..exceptions import FuncsionError, RunEnded
 from ._executor import ExecutionResult, ExecutorOptions, LocalExecutor
 from ._inputs import InputError, PreparedRun, default_inputs, prepare_run
 from ._chaos import StorageChaos
-from ._report import RunReport, memory_figures, object_rows, recovery_figures, task_rows
+from ._report import RunReport, memory_figures, memory_series, object_rows, recovery_figures, task_rows
+from ._report_store import save_report
 from ._stack import Stack
 
 __all__ = ["RunReport", "RunHints", "RunInterrupted", "run_workflow", "prepare_run", "PreparedRun",
@@ -99,50 +102,55 @@ def run_workflow(wds_path: str | Path | PreparedRun, *, config: Config, stack: S
     else:
         own_client = False
     hints = hints or RunHints()
+    executor: LocalExecutor | None = None
     try:
+        executor = LocalExecutor(prep.graph, client.endpoints, code_dir=prep.path.parent, options=options,
+                                 log_dir=str(Path(config.state_dir).resolve() / "logs"))
+        executor.load_handlers()  # a handler that cannot be imported: refused before the run starts
         key = client.register_workflow(prep.text, prep.params, str(prep.path))
+        t0 = time.time()  # the report's times count from here: the run starts next
         run = client.start_run(key, policy=policy or config.policy, ttl_s=config.run_ttl_s,
                                max_concurrency=hints.max_concurrency or _widest_stage(prep.graph),
                                capacity_bytes=hints.capacity_bytes, latency_sensitive=hints.latency_sensitive)
         try:
-            return _Driver(prep, config, run, key, stack, options).execute(policy or config.policy)
+            report = _Driver(prep, config, run, key, stack, executor).execute(policy or config.policy, t0)
         finally:
             run.close()
     finally:
+        if executor is not None:
+            executor.close()
         if own_client:
             client.close()
+    report.saved_to = str(save_report(config.state_dir, report.to_dict()))
+    return report
 
 
 class _Driver:
     """One started run: execute it, and end it whatever happens."""
 
     def __init__(self, prep: PreparedRun, config: Config, run: Client, key: str, stack: Stack | None,
-                 options: ExecutorOptions | None) -> None:
-        self.prep, self.config, self.run, self.key, self.stack, self.options = prep, config, run, key, stack, options
-        self.executor: LocalExecutor | None = None
+                 executor: LocalExecutor) -> None:
+        self.prep, self.config, self.run, self.key, self.stack = prep, config, run, key, stack
+        self.executor = executor
         self.outputs: dict[str, str] = {}
+        self.output_codecs: dict[str, str] = {}
+        self.ran = False  # the executor started this run's tasks
         self.store_before: dict[str, Any] | None = None
 
-    def execute(self, policy: str) -> RunReport:
-        t0 = time.time()
+    def execute(self, policy: str, t0: float) -> RunReport:
         self.store_before = _store_stats(self.run.endpoints)
         result: ExecutionResult | None = None
         cause: str | None = None
         try:
             self.run.put_many(self.prep.values)
-            self.executor = LocalExecutor(self.prep.graph, self.run.endpoints, code_dir=self.prep.path.parent,
-                                          options=self.options,
-                                          log_dir=str(Path(self.config.state_dir).resolve() / "logs"))
+            self.ran = True
             chaos = StorageChaos(self.stack, self.config.kill_storage_rate if self.stack is not None else 0.0,
-                                 seed=self.options.seed if self.options is not None else None)
-            try:
-                with chaos:
-                    result = self.executor.run(self.run.run_id, self.run.token)
-            finally:
-                self.executor.close()
+                                 seed=self.executor.opts.seed)
+            with chaos:
+                result = self.executor.run(self.run.run_id, self.run.token)
             if result.succeeded:
                 for name in self.prep.graph.outputs:
-                    self.outputs[name] = self.run.save_output(name)
+                    self.outputs[name], self.output_codecs[name] = self.run.copy_output(name)
             status = "succeeded" if result.succeeded else "failed"
         except BaseException as exc:  # every way a run stops ends it; see the module docstring
             interrupted = isinstance(exc, KeyboardInterrupt)
@@ -151,7 +159,7 @@ class _Driver:
             if not isinstance(exc, Exception | KeyboardInterrupt):  # SystemExit and the like: end, then go on
                 self._end(status)
                 raise
-        if result is None and self.executor is not None and self.executor.schedule is not None:
+        if result is None and self.ran and self.executor.schedule is not None:
             result = self.executor.result()
         return self._report(status, cause, result, t0, policy)
 
@@ -166,13 +174,13 @@ class _Driver:
         return text if text.startswith(name) else f"{name}: {text}"
 
     def _running(self) -> list[str]:
-        return self.executor.interrupted if self.executor is not None else []
+        return self.executor.interrupted if self.ran else []
 
-    def _end(self, status: str) -> tuple[dict[str, Any], dict[str, Any] | None, str | None]:
+    def _end(self, status: str) -> tuple[dict[str, Any], dict[str, Any] | None, str | None, list[Any]]:
         """End the run on fresh connections (an interrupted call may have left the run's own
-        mid-message): (object statuses, run summary or None, why not ended). The statuses are
-        read before the end (the metadata server forgets freed objects when a run ends) and
-        completed with what the end did (``_after_end``)."""
+        mid-message): (object statuses, run summary or None, why not ended, the metadata server's
+        memory samples). The statuses are read before the end (the metadata server forgets freed
+        objects when a run ends) and completed with what the end did (``_after_end``)."""
         fresh = Client(self.run.endpoints)
         ender = fresh.bind(run_id=self.run.run_id, token=self.run.token)
         try:
@@ -183,22 +191,27 @@ class _Driver:
             try:
                 summary = ender.end_run(status)
             except RunEnded:  # its TTL ended it first: the summary is in the stats
-                runs = fresh.metadata.stats().get("runs", [])
-                summary = next((r for r in runs if r.get("run_id") == self.run.run_id), {})
+                summary = None
             except FuncsionError as exc:
-                return statuses, None, str(exc)
+                return statuses, None, str(exc), []
+            try:
+                stats = fresh.metadata.stats()
+            except FuncsionError:
+                stats = {}
+            if summary is None:
+                summary = next((r for r in stats.get("runs", []) if r.get("run_id") == self.run.run_id), {})
             try:
                 kept = {s.object_name: s for s in ender.list() if s.state == "kept"}
             except FuncsionError:
                 kept = {}
-            return _after_end(statuses, kept, summary), summary, None
+            return _after_end(statuses, kept, summary), summary, None, list(stats.get("samples", []))
         finally:
             ender.close()
             fresh.close()
 
     def _report(self, status: str, cause: str | None, result: ExecutionResult | None, t0: float,
                 policy: str) -> RunReport:
-        statuses, summary, not_ended = self._end(status)
+        statuses, summary, not_ended, samples = self._end(status)
         wall = time.time() - t0
         persisted = {n: self.run.persisted_location(n) for n, s in statuses.items() if s.persist}
         error = cause or (result.error if result else None)
@@ -209,14 +222,35 @@ class _Driver:
         else:
             leaked = _leaked(self.run.run_id, self.run.endpoints, self.stack, summary or {})
             physical = _physical(self.run.run_id, self.run.endpoints) if leaked is not None else None
+        series: list[list[float]] = []
+        if physical is None and summary and summary.get("started") is not None and summary.get("ended"):
+            series = memory_series(samples, float(summary["started"]), float(summary["ended"]), t0,
+                                   end=(int(summary.get("allocated_bytes", 0)), int(summary.get("live_bytes", 0))))
+        objects = object_rows(statuses, t0)
         return RunReport(
             status=status, run_id=self.run.run_id, workflow=self.key,
             policy=str((summary or {}).get("policy", policy)), wall_s=wall, outputs=self.outputs,
-            tasks=task_rows(self.prep.graph, result.tasks, statuses, t0) if result else {},
-            objects=object_rows(statuses, t0), memory=memory_figures(summary, leaked, physical),
+            tasks=task_rows(self.prep.graph, result.tasks, statuses, t0, result.attempts, result.logs)
+            if result else {},
+            objects=objects,
+            memory=memory_figures(summary, leaked, physical, first_write=_first_write(objects),
+                                  series=series, series_source=SERIES_SOURCE if series else None),
             failed_task=result.failed_task if result and not cause else None, error=error,
-            billing=result.billing if result else {}, persisted=persisted, plan=self.run.plan,
+            billing=result.billing if result else {}, persisted=persisted, plan=self.run.plan, started=t0,
+            output_codecs=self.output_codecs,
             recovery=recovery_figures(self.store_before, _store_stats(self.run.endpoints)))
+
+
+#: Where ``memory.series`` comes from when the daemon cannot be asked (the report says so).
+SERIES_SOURCE = ("metadata server samples: allocated and live bytes of the whole server after an event, "
+                 "at most one per 0.1 s")
+
+
+def _first_write(objects: Mapping[str, Any]) -> float:
+    """When the run's first object was written (seconds from its start): where the physical
+    series, which counts from the first stored byte, begins."""
+    times = [o["written_at"] for o in objects.values() if o.get("written_at") is not None]
+    return min(times) if times else 0.0
 
 
 def _store_stats(endpoints: Endpoints) -> dict[str, Any] | None:

@@ -149,7 +149,7 @@ class Instance:
         self._req_fd, self._resp_fd = req_w, resp_r
         self.send({
             "op": "init", "handler": spec.handler, "code_paths": list(spec.code_paths), "sys_path": sys.path,
-            "max_payload_bytes": max_payload_bytes,
+            "max_payload_bytes": max_payload_bytes, "log": log_dir is not None,
             "function": {"function_name": spec.name, "invoked_function_arn": spec.arn,
                          "memory_mb": spec.memory_mb, "log_stream_name": f"local/{self.instance_id}"},
         })

@@ -194,13 +194,28 @@ class LocalPlatform:
 
     # -- invoke -----------------------------------------------------------------
 
-    def invoke(self, name: str, event: Any) -> Any:
+    def invoke(self, name: str, event: Any, *, request_id: str | None = None) -> Any:
         """Run ``name`` on ``event`` and return the handler's (JSON) result.
         Raises ``InvocationFailed`` (error, timeout, oom, killed, init,
         marshal, shutdown), ``FunctionNotDeployed``, ``InvalidPayload``,
-        ``ConcurrencyLimit``."""
+        ``ConcurrencyLimit``. ``request_id`` (default: a new UUID) names the
+        invocation in its record and log lines, so a caller can find them."""
         text = self._encode(name, event)
-        return self._invoke(name, text, str(uuid.uuid4()), queue=self.config.on_limit == "queue")
+        return self._invoke(name, text, request_id or str(uuid.uuid4()), queue=self.config.on_limit == "queue")
+
+    def prewarm(self, name: str) -> float:
+        """Start an instance of ``name`` now and load its handler (what provisioned
+        concurrency does), so the first invocation finds it warm and a handler that cannot
+        be imported fails here: ``InvocationFailed(reason="init")``. Returns the seconds the
+        cold start took (0 when an idle instance was there already)."""
+        inst, cold = self._acquire(name, queue=True)
+        healthy = False
+        try:
+            init_s = self._cold_start(inst, "prewarm") if cold else 0.0
+            healthy = True
+            return init_s
+        finally:
+            self._release(inst, healthy=healthy)
 
     def invoke_async(self, name: str, event: Any) -> InvocationHandle:
         """Start ``name`` on ``event`` and return at once, like
@@ -261,7 +276,8 @@ class LocalPlatform:
                 inst.last_invoked_at = started_at
             frame: dict[str, Any] | None = None
             if inst.send({"op": "invoke", "request_id": request_id, "event": json.loads(text),
-                          "deadline_ms": int((time.time() + spec.timeout_s) * 1000)}):
+                          "deadline_ms": int((time.time() + spec.timeout_s) * 1000),
+                          "init_s": init_s, "bill_init": bool(self.config.bill_init)}):
                 try:
                     frame = inst.recv(min(deadline, kill_at))
                 except TimeoutError:
@@ -281,7 +297,7 @@ class LocalPlatform:
                     function_name=name, request_id=request_id,
                     reason="marshal" if frame["errorType"] == "Runtime.MarshalError" else "error",
                     error_type=frame["errorType"], error_message=frame["errorMessage"],
-                    stack_trace="".join(frame.get("stackTrace") or ()),
+                    stack_trace=frame.get("traceback") or "".join(frame.get("stackTrace") or ()),
                 )
             return json.loads(frame["result"])
         except InvocationFailed as exc:
@@ -315,7 +331,8 @@ class LocalPlatform:
                 f"{name} (request {request_id}): cannot load handler {inst.spec.handler!r}: "
                 f"{frame['errorType']}: {frame['errorMessage']}",
                 function_name=name, request_id=request_id, reason="init", error_type=frame["errorType"],
-                error_message=frame["errorMessage"], stack_trace="".join(frame.get("stackTrace") or ()),
+                error_message=frame["errorMessage"],
+                stack_trace=frame.get("traceback") or "".join(frame.get("stackTrace") or ()),
             )
         return time.monotonic() - t0
 

@@ -111,6 +111,7 @@ def test_cli_hints_reach_the_run_and_bad_sizes_are_refused(tmp_path: Path, src: 
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout.splitlines()[-1])
     assert doc["plan"]["budget_bytes"] == 3 << 20 and doc["plan"]["functions"] >= 2
-    assert "persisted summary: file://" in proc.stdout
+    where = doc["persisted"]["summary"]  # the file that holds the copy (codec byte + payload)
+    assert f"persisted summary: {where} (kept until deleted)" in proc.stdout and Path(where).is_file()
     bad = cli("--capacity", "lots")
     assert bad.returncode == 2 and "'lots' is not a size" in bad.stderr and "Traceback" not in bad.stderr

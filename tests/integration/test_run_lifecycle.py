@@ -151,7 +151,9 @@ def test_an_output_copy_that_fails_ends_the_run_with_a_report(workflow: Path, tm
 @pytest.mark.slow
 def test_kill_9_of_a_run_and_its_stack_leaves_nothing_after_a_restart(workflow: Path, tmp_path: Path) -> None:
     state = tmp_path / "state"
-    env = {**os.environ, "FUNCSION_RUN_TTL_S": "3"}
+    # short, but longer than the producer's first put may take while the run's storage functions warm up
+    # (handlers load before the run starts, so that put comes at once); a put in flight is no activity
+    env = {**os.environ, "FUNCSION_RUN_TTL_S": "6"}
     proc = start_run(workflow, state, env=env)  # the embedded stack lives in this process
     try:
         run_id = started(workflow, proc)

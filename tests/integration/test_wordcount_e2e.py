@@ -81,7 +81,7 @@ def test_named_crash_points(stack: Stack, spec: str) -> None:
                           options=ExecutorOptions(crash={fn: point}, retry_interval_s=0.05, progress=False))
     assert report.status == "succeeded", report.error
     assert report.tasks[fn]["attempts"] == 2
-    assert "process ended" in report.tasks[fn]["errors"][0]
+    assert "process ended" in report.tasks[fn]["errors"][0]["error"]
     check_freeing(report)
 
 

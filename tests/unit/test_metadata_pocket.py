@@ -66,7 +66,7 @@ def test_client_get_with_delete_frees_at_once(d):
 def test_adhoc_rules(d):
     r = d.start(d.key)
     inputs(d, r)
-    with pytest.raises(E.UnknownObject, match="adhoc=True"):
+    with pytest.raises(E.UndeclaredOutput, match="adhoc=True"):
         d.put(r, "F1", "undeclared", 10)
     with pytest.raises(E.InvalidRequest, match="'a' is declared"):
         d.begin(r, "F1", "a", 10, adhoc=True)

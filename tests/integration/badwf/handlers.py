@@ -9,9 +9,16 @@ import sdk
 MODE = (Path(__file__).parent / "BAD_MODE").read_text().strip()
 
 
+def _divide(x: int) -> float:
+    return 1 / x
+
+
 @sdk.task
 def producer(event: dict, context: object) -> dict:
     data = sdk.get("src")
+    if MODE == "raises":  # an error of the handler's own code
+        print("about to divide", flush=True)
+        _divide(0)
     if MODE == "undeclared_write":
         sdk.put("not_declared", "x")
     if MODE == "missing_output":

@@ -1,0 +1,54 @@
+"""``funcsion runs``: the saved run reports of a state directory, one line each
+(``<state_dir>/runs/<run_id>.json``, written by every ``funcsion run``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from typing import Any
+
+__all__ = ["add_parser", "run", "format_runs"]
+
+
+def add_parser(sub: Any) -> None:
+    p: argparse.ArgumentParser = sub.add_parser(
+        "runs", help="list the saved run reports (funcsion report RUN shows one)",
+        description="List the runs whose reports are saved in the state directory, oldest first.")
+    p.add_argument("--state-dir", default=None, help="the state directory the runs used (.funcsion)")
+    p.add_argument("--json", action="store_true", help="print one JSON array of run summaries")
+    p.set_defaults(run=run, _parser=p)
+
+
+def _summary(r: dict[str, Any]) -> dict[str, Any]:
+    m = r.get("memory") or {}
+    return {"run_id": r["run_id"], "workflow": r.get("workflow"), "status": r.get("status"),
+            "started": r.get("started"), "wall_s": r.get("wall_s"), "tasks": len(r.get("tasks") or {}),
+            "peak_bytes": m.get("peak_bytes"), "mb_s": m.get("mb_s"), "failed_task": r.get("failed_task"),
+            "report": r.get("_path")}
+
+
+def format_runs(rows: list[dict[str, Any]]) -> str:
+    table = [("run", "started", "workflow", "status", "wall s", "tasks", "peak MiB", "MB*s", "failed task")]
+    for s in rows:
+        started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s["started"])) if s.get("started") else "-"
+        table.append((s["run_id"], started, str(s["workflow"]), str(s["status"]),
+                      f"{s['wall_s']:.2f}" if s.get("wall_s") is not None else "-", str(s["tasks"]),
+                      f"{(s['peak_bytes'] or 0) / 2**20:.2f}", f"{s['mb_s'] or 0:.3f}", s.get("failed_task") or ""))
+    widths = [max(len(r[k]) for r in table) for k in range(len(table[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in table)
+
+
+def run(args: argparse.Namespace) -> int:
+    from sdk._config import Config
+    from sdk.local._report_store import list_reports, runs_dir
+
+    cfg = Config.load(state_dir=args.state_dir)
+    rows = [_summary(r) for r in list_reports(cfg.state_dir)]
+    if args.json:
+        print(json.dumps(rows))
+    elif not rows:
+        print(f"no saved runs in {runs_dir(cfg.state_dir)}; `funcsion run WDS` saves one report per run")
+    else:
+        print(format_runs(rows))
+    return 0
