@@ -43,7 +43,7 @@ def test_the_report_is_saved_with_memory_over_time(stack: Stack, wordcount: RunR
     assert 0 < max(p[1] for p in series) <= saved["memory"]["peak_bytes"]  # allocated, sampled
     assert 0 < max(p[2] for p in series) <= saved["memory"]["peak_live_bytes"]  # live
     assert series[-1][1:] == [0, 0]  # the run ended: nothing held
-    assert saved["memory"]["series_source"].startswith("metadata server samples")
+    assert saved["memory"]["series_source"].startswith("storage functions")  # the daemon's ledger: physical
     assert {t["stage_name"] for t in saved["tasks"].values()} == {"split_stage", "map_stage", "reduce_stage",
                                                                   "merge_stage"}
     assert all(t["tries"] and t["tries"][0]["request_id"] for t in saved["tasks"].values())
