@@ -143,10 +143,10 @@ class MetadataClient:
         return self._call(lambda c: c.start_run(self.admin_token, workflow_key, policy, ttl_ms, hints))
 
     def register_capacity(self, function: str, blocks: int) -> int:
-        return self._call(lambda c: c.register_capacity(self.admin_token, function, blocks))
+        return int(self._call(lambda c: c.register_capacity(self.admin_token, function, blocks)))
 
     def unregister_capacity(self, function: str) -> int:
-        return self._call(lambda c: c.unregister_capacity(self.admin_token, function))
+        return int(self._call(lambda c: c.unregister_capacity(self.admin_token, function)))
 
     def stats(self) -> dict[str, Any]:
         doc: dict[str, Any] = json.loads(self._call(lambda c: c.stats(self.admin_token)))

@@ -170,22 +170,22 @@ def figure(h: HDAG, *, collapse_above: int = 16) -> Any:
                     bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.85})
 
     # nodes and their labels
-    for n in lay.nodes.values():
-        x, yy = xs[n.column], y(n.row)
-        if n.kind == "function":
-            if n.members > 1:  # a collapsed fan-out: a small stack of boxes
+    for node in lay.nodes.values():
+        x, yy = xs[node.column], y(node.row)
+        if node.kind == "function":
+            if node.members > 1:  # a collapsed fan-out: a small stack of boxes
                 for d in (0.06, 0.03):
                     ax.plot([x + d], [yy - d], marker="s", ms=9, mfc="#c6dbef", mec="#3182bd", mew=0.8, zorder=3)
             ax.plot([x], [yy], marker="s", ms=9, mfc="#9ecae1", mec="#3182bd", mew=0.8, zorder=3)
-            ax.text(x + (0.2 if n.members > 1 else 0.13), yy - 0.05, n.label, ha="left", va="bottom", fontsize=8,
-                    zorder=4, fontweight="bold" if n.members > 1 else "normal", bbox=box)
+            ax.text(x + (0.2 if node.members > 1 else 0.13), yy - 0.05, node.label, ha="left", va="bottom", fontsize=8,
+                    zorder=4, fontweight="bold" if node.members > 1 else "normal", bbox=box)
         else:
-            ax.plot([x], [yy], marker="o", ms=8, mfc=n.colour, mec="white", mew=0.8, zorder=3)
-            if n.column == 0:
-                ax.text(x - 0.13, yy, n.label, ha="right", va="center", fontsize=7, color="#333333", zorder=4,
+            ax.plot([x], [yy], marker="o", ms=8, mfc=node.colour, mec="white", mew=0.8, zorder=3)
+            if node.column == 0:
+                ax.text(x - 0.13, yy, node.label, ha="right", va="center", fontsize=7, color="#333333", zorder=4,
                         bbox=box)
             else:
-                ax.text(x - 0.13, yy + 0.05, n.label, ha="right", va="top", fontsize=7, color="#333333", zorder=4,
+                ax.text(x - 0.13, yy + 0.05, node.label, ha="right", va="top", fontsize=7, color="#333333", zorder=4,
                         bbox=box)
 
     handles = [Line2D([], [], ls="", marker="s", ms=7, mfc="#9ecae1", mec="#3182bd", label="function")]

@@ -96,6 +96,6 @@ def decode(payload: bytes | memoryview, codec: str) -> Any:
     except KeyError:
         raise CodecError(f"object was stored with unknown codec {codec!r}") from None
     try:
-        return dec(payload)
+        return dec(bytes(payload) if isinstance(payload, memoryview) else payload)
     except Exception as exc:  # noqa: BLE001 - every codec failure becomes one clear error
         raise CodecError(f"cannot decode {len(payload)} bytes with codec {codec!r}: {exc}") from None

@@ -98,7 +98,7 @@ class Codec:
             return
         whole = isinstance(data, bytes) and len(plan) == 1
         for start, n in plan:
-            yield self._encode(data if whole else bytes(view[start:start + n]))
+            yield self._encode(data if whole and isinstance(data, bytes) else bytes(view[start:start + n]))
 
     def stripes_from(self, read: Callable[[int], Any] | Any, size: int, *,
                      prefix: bytes | bytearray | memoryview = b"") -> Iterator[tuple[StripeInfo, list[bytes | memoryview]]]:
@@ -172,5 +172,5 @@ def _read_exactly(read: Callable[[int], Any], n: int, done: int, size: int) -> b
         parts.append(more)
         got += len(more)
     if len(parts) == 1 and isinstance(parts[0], bytes):
-        return parts[0]  # type: ignore[no-any-return]
+        return parts[0]
     return b"".join(parts)

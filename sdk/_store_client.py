@@ -191,8 +191,8 @@ class StoreClient:
         scratch = self._take_scratch()
         try:
             out, size = self._call(self._get_into, key, version, scratch)
-            if out is scratch:
-                with memoryview(out) as v:
+            if out is scratch and scratch is not None:
+                with memoryview(scratch) as v:
                     return bytes(v[:size])
             return bytes(out)
         finally:

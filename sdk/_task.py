@@ -72,6 +72,7 @@ class RunContext:
             raise NoRunContext(
                 f"the event has no funcsion run context (missing {', '.join(missing)}); invoke this handler "
                 "through `funcsion run` or the generated state machine, or use sdk.Client(...) in scripts")
+        assert isinstance(ctx, Mapping) and isinstance(event, Mapping)
         ep = Endpoints(str(ctx["metadata"]), str(ctx["daemon"]), str(ctx["store_token"]),
                        cos_url=str(ctx.get("cos_url") or ""))
         return cls(ep, str(event["run_id"]), str(ctx["token"]), str(event["function"]))
@@ -133,7 +134,8 @@ class TaskSession:
 
     def get_many(self, names: Iterable[str]) -> dict[str, Any]:
         names = list(names)
-        return self._read(names, lambda: self.client.get_many(names))
+        got: dict[str, Any] = self._read(names, lambda: self.client.get_many(names))
+        return got
 
     def put_many(self, values: Mapping[str, Any], **kw: Any) -> bool:
         if kw.get("adhoc"):

@@ -63,7 +63,7 @@ class Upload:
 
     def read_all(self) -> bytes:
         """``prefix`` + the whole value, in memory (for the COS paths, which take bytes)."""
-        return self.prefix + self.read_from_start()(self.size)
+        return self.prefix + bytes(self.read_from_start()(self.size))
 
     def close(self) -> None:
         if self._spool is not None:

@@ -87,7 +87,7 @@ class TaskFailed(TaskError):
 
     def __init__(self, message: str, *, retryable: bool, cause: str) -> None:
         super().__init__(message)
-        self.retryable = retryable  # type: ignore[misc]  # per instance here, per class elsewhere
+        self.retryable = retryable  # per instance here, per class elsewhere
         self.cause = cause
 
 

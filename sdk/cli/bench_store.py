@@ -72,9 +72,9 @@ def _summ(prefix: str, size: int, put: list[float] | None, get: list[float]) -> 
     return out
 
 
-def _timed(fn: Callable[[], Any]) -> float:
+def _timed(fn: Callable[..., Any], *args: Any) -> float:
     t = time.perf_counter()
-    fn()
+    fn(*args)
     return time.perf_counter() - t
 
 
@@ -95,9 +95,9 @@ def _bench_store(sizes: list[int], base: int, d: int, p: int) -> dict[int, dict[
             c.get(f"warm-{size}")
             st.daemon.wait_uploads(120)
             assert c.get(f"warm-{size}") == data
-            puts = [_timed(lambda i=i: c.put(f"b-{size}-{i}", data)) for i in range(n)]
+            puts = [_timed(lambda i: c.put(f"b-{size}-{i}", data), i) for i in range(n)]
             st.daemon.wait_uploads(300)  # GETs from function memory, not the buffer
-            gets = [_timed(lambda i=i: c.get(f"b-{size}-{i % n}")) for i in range(n)]
+            gets = [_timed(lambda i: c.get(f"b-{size}-{i % n}"), i) for i in range(n)]
             res[size] = _summ("", size, puts, gets)
             c.free([f"b-{size}-{i}" for i in range(n)] + [f"warm-{size}"])
     return res
@@ -134,8 +134,8 @@ def _bench_redis(sizes: list[int], base: int) -> tuple[str, dict[int, dict[str, 
         for size in sizes:
             n = _iters(size, base)
             data = os.urandom(size)
-            puts = [_timed(lambda i=i: r.set(f"b-{i}", data)) for i in range(n)]
-            gets = [_timed(lambda i=i: r.get(f"b-{i}")) for i in range(n)]
+            puts = [_timed(lambda i: r.set(f"b-{i}", data), i) for i in range(n)]
+            gets = [_timed(lambda i: r.get(f"b-{i}"), i) for i in range(n)]
             res[size] = _summ("redis_", size, puts, gets)
             r.flushall()
         r.close()
@@ -166,8 +166,8 @@ def _bench_s3(sizes: list[int], base: int) -> tuple[str, dict[int, dict[str, flo
         for size in sizes:
             n = max(3, _iters(size, base) // 2)
             data = os.urandom(size)
-            puts = [_timed(lambda i=i: s3.put_object(Bucket="bench", Key=f"b-{i}", Body=data)) for i in range(n)]
-            gets = [_timed(lambda i=i: s3.get_object(Bucket="bench", Key=f"b-{i}")["Body"].read()) for i in range(n)]
+            puts = [_timed(lambda i: s3.put_object(Bucket="bench", Key=f"b-{i}", Body=data), i) for i in range(n)]
+            gets = [_timed(lambda i: s3.get_object(Bucket="bench", Key=f"b-{i}")["Body"].read(), i) for i in range(n)]
             res[size] = _summ("s3_", size, puts, gets)
             for i in range(n):
                 s3.delete_object(Bucket="bench", Key=f"b-{i}")
@@ -228,9 +228,9 @@ def _bench_ec(raw: dict[int, dict[str, float]], d: int, p: int) -> dict[str, dic
     out: dict[str, dict[str, float]] = {}
     for size in (16 * 1024, 65536, 256 * 1024, MiB, 4 * MiB):
         data = os.urandom(size)
-        enc = min(_timed(lambda: drv.encode(data)) for _ in range(5))
+        enc = min(_timed(drv.encode, data) for _ in range(5))
         frags = drv.encode(data)
-        dec = min(_timed(lambda: drv.decode(frags[p:])) for _ in range(5))
+        dec = min(_timed(drv.decode, frags[p:]) for _ in range(5))
         out[str(size)] = {"encode_us": round(enc * 1e6, 1), "decode_us": round(dec * 1e6, 1),
                           "raw_xfer_us": round(size / (mbps * 1e6) * 1e6, 1)}
     return out

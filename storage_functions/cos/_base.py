@@ -16,6 +16,8 @@ both exist in every backend.
 
 from __future__ import annotations
 
+import builtins
+
 import random
 import threading
 import time
@@ -197,7 +199,7 @@ class COS(ABC):
     def _delete(self, key: str) -> None: ...
 
     @abstractmethod
-    def _list(self, prefix: str) -> list[str]: ...
+    def _list(self, prefix: str) -> builtins.list[str]: ...
 
     @abstractmethod
     def _exists(self, key: str) -> bool: ...
@@ -206,7 +208,7 @@ class COS(ABC):
     def _is_transient(self, exc: BaseException) -> bool:
         """True if retrying the same call may succeed."""
 
-    def _delete_many(self, keys: list[str]) -> int:
+    def _delete_many(self, keys: builtins.list[str]) -> int:
         for key in keys:
             self._delete(key)
         return len(keys)

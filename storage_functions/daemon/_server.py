@@ -542,7 +542,7 @@ class Daemon:
                                                 waiter.callback(s, i, self._stored(fn, ckey, block, off, cl)),
                                                 large=cl >= self.config.large_threshold)
         except TimeoutError:
-            write(NullSock())  # keep the client stream in step; the chunk is retried
+            write(NullSock())  # type: ignore[arg-type]  # keep the client stream in step; the chunk is retried
             waiter.fail(s, i)
 
     def _degraded_ok(self, obj: ObjectVersion, failed: list[tuple[int, int]]) -> bool:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
-from typing import Literal
+from typing import Any, Literal
 
 from ..exceptions import PlatformConfigError
 
@@ -86,7 +86,7 @@ class PlatformConfig:
         """Every unset field from ``environ`` (default ``os.environ``), then
         from the defaults; raise ``PlatformConfigError`` naming a bad one."""
         env = os.environ if environ is None else environ
-        values = {}
+        values: dict[str, Any] = {}
         for f in fields(self):
             value = getattr(self, f.name)
             source = f"PlatformConfig.{f.name}"
