@@ -38,15 +38,12 @@ import struct
 import threading
 import time
 
-from thrift.protocol.TBinaryProtocol import TBinaryProtocolAccelerated
-from thrift.transport.TTransport import TMemoryBuffer
-
 from funcsion_rpc.errors import InvalidRequest
-from funcsion_rpc.gen.metadata import Metadata
 from funcsion_rpc.limits import DEFAULT_MAX_FRAME_BYTES, HANDSHAKE_BYTES, MAX_WDS_BYTES, MIN_MAX_FRAME_BYTES
 
 from ._frames import NEED_MORE, LogLimiter, fault_frame, peek_head
 from ._handler import MetadataHandler
+from ._process import FrameProcessor
 
 __all__ = ["MetadataServer"]
 
@@ -81,7 +78,8 @@ class MetadataServer:
             raise ValueError(f"max_frame_bytes must be {MIN_MAX_FRAME_BYTES:,} to {_HARD_MAX_FRAME:,} (a register "
                              f"call with the largest WDS, {MAX_WDS_BYTES:,} bytes, must fit), got {max_frame_bytes:,}")
         self.handler = handler
-        self.processor = Metadata.Processor(handler)
+        self._frames = FrameProcessor(handler, string_length_limit=max_frame_bytes)
+        self.processor = self._frames.processor
         self.tick_interval_s = tick_interval_s
         self.max_frame_bytes = max_frame_bytes
         self.bad_peers = 0          # connections closed for breaking the protocol
@@ -172,7 +170,7 @@ class MetadataServer:
                         self._flush(conn)
                 ready.clear()
         finally:
-            self.handler.flush_journal()
+            self.handler.flush_journal(touches=True)
             self.handler.defer_journal = False
             self._close_all()
 
@@ -235,6 +233,11 @@ class MetadataServer:
             self._drop(conn)
             return
         buf = conn.inbuf
+        if not buf and not conn.skip and len(data) >= 4:
+            (n,) = _LEN.unpack_from(data, 0)
+            if 0 <= n <= HANDSHAKE_BYTES and len(data) == 4 + n:   # the usual case: one whole small frame
+                conn.outbuf += self._process(data[4:])
+                return
         buf += data
         pos = 0
         while True:
@@ -292,16 +295,12 @@ class MetadataServer:
         return reply
 
     def _process(self, frame: bytes) -> bytes:
-        itrans = TMemoryBuffer(frame)
-        otrans = TMemoryBuffer()
         try:
-            self.processor.process(TBinaryProtocolAccelerated(itrans, string_length_limit=self.max_frame_bytes),
-                                   TBinaryProtocolAccelerated(otrans))
+            out = self._frames.process(frame)
         except Exception as exc:                    # a frame that does not decode
             text = str(exc)
             raise _BadPeer(f"a {len(frame):,}-byte frame that does not decode ({type(exc).__name__}"
                            f"{': ' + text[:200] if text else ''})") from None
-        out = otrans.getvalue()
         return _LEN.pack(len(out)) + out
 
     def _flush(self, conn: _Conn) -> None:
