@@ -156,8 +156,9 @@ class MetadataServer:
                                 self._bad(conn, f"server error {exc!r}")
                         if conn.outbuf:
                             ready.append(conn)
-                if time.monotonic() >= next_tick:
-                    next_tick = time.monotonic() + self.tick_interval_s
+                now = time.monotonic()
+                if now >= next_tick:
+                    next_tick = now + self.tick_interval_s
                     try:
                         self.handler.tick()
                     except Exception:  # pragma: no cover - a bug in the core
