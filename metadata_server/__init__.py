@@ -20,7 +20,7 @@ from ._driver import CoreDriver, reply
 from ._handler import MetadataHandler
 from ._journal import Journal, JournalCorrupt
 from ._policy import HeuristicPredictor, LifetimePredictor, ReleasePolicy, parse_policy, pool_key
-from ._server import MetadataServer
+from ._server import MetadataServer, tune_gc_for_serving
 from ._state import MetadataState
 from ._tokens import token_digest
 
@@ -30,5 +30,5 @@ __all__ = [
     "HeuristicPredictor", "Instruction", "Journal", "JournalCorrupt", "LifetimePredictor", "MIB", "MetadataHandler", "MetadataServer", "MetadataState", "Placed", "Placement",
     "PutFinished", "ReadRecorded", "RegisterCapacity", "RegisterWorkflow", "ReleaseFunction", "ReleasePolicy",
     "RunFinished", "RunStarted", "ScaleOut", "StartRun", "StorageInstruction", "Tick", "Touch", "UnregisterCapacity",
-    "WorkflowRegistered", "parse_policy", "pool_key", "reply", "token_digest",
+    "WorkflowRegistered", "parse_policy", "pool_key", "reply", "token_digest", "tune_gc_for_serving",
 ]

@@ -108,6 +108,8 @@ def run(args: argparse.Namespace) -> int:
     if generated:
         args.admin_token = secrets.token_hex(16)
     server, journal = build(args)
+    from metadata_server import tune_gc_for_serving
+    tune_gc_for_serving()                     # this process is the server: the replayed state stays put
     previous = signal.signal(signal.SIGTERM, lambda *_: server.stop())
     try:
         if generated:
