@@ -18,7 +18,7 @@ from ._events import (EVENT_TYPES, AckInstructions, BeginPut, CapacityChanged, C
                       Touch, UnregisterCapacity, WorkflowRegistered)
 from ._driver import CoreDriver, reply
 from ._handler import MetadataHandler
-from ._journal import Journal, JournalCorrupt
+from ._journal import Journal, JournalBusy, JournalCorrupt
 from ._policy import HeuristicPredictor, LifetimePredictor, ReleasePolicy, parse_policy, pool_key
 from ._server import MetadataServer, tune_gc_for_serving
 from ._state import MetadataState
@@ -27,7 +27,7 @@ from ._tokens import token_digest
 __all__ = [
     "AckInstructions", "Allocator", "BeginPut", "CapacityChanged", "Commit", "Committed", "CoreDriver", "Delete",
     "DeregisterWorkflow", "DropObject", "EVENT_TYPES", "EndRun", "Event", "Extent", "FinishPut", "Freed", "Get",
-    "HeuristicPredictor", "Instruction", "Journal", "JournalCorrupt", "LifetimePredictor", "MIB", "MetadataHandler", "MetadataServer", "MetadataState", "Placed", "Placement",
+    "HeuristicPredictor", "Instruction", "Journal", "JournalBusy", "JournalCorrupt", "LifetimePredictor", "MIB", "MetadataHandler", "MetadataServer", "MetadataState", "Placed", "Placement",
     "PutFinished", "ReadRecorded", "RegisterCapacity", "RegisterWorkflow", "ReleaseFunction", "ReleasePolicy",
     "RunFinished", "RunStarted", "ScaleOut", "StartRun", "StorageInstruction", "Tick", "Touch", "UnregisterCapacity",
     "WorkflowRegistered", "parse_policy", "pool_key", "reply", "token_digest", "tune_gc_for_serving",

@@ -35,15 +35,7 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
-from ._events import (
-    BeginPut,
-    Commit,
-    FinishPut,
-    Get,
-    RegisterCapacity,
-    RegisterWorkflow,
-    StartRun,
-)
+from ._events import BeginPut, Commit, FinishPut, Get, RegisterCapacity, RegisterWorkflow, StartRun
 from ._state import MetadataState
 from ._tokens import token_digest
 

@@ -27,12 +27,15 @@ journal file the server creates is mode 0600, in directories it creates with
 mode 0700; existing files and directories keep theirs (a converted journal
 keeps the old file's mode).
 
-Not covered: snapshots/compaction (a long-lived server's journal grows with
+One writer: the journal holds an exclusive ``flock`` on its file while open, so
+a second server on the same file gets ``JournalBusy`` instead of interleaving
+records. Not covered: snapshots/compaction (a long-lived server's journal grows with
 its history; start a fresh journal between deployments).
 """
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import mmap
 import os
@@ -42,32 +45,24 @@ import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from ._events import Event
-from ._journal_format import (
-    MAGIC,
-    JournalCorrupt,
-    current_schema,
-    decode_record,
-    encode_record,
-    encode_schema,
-    records,
-    scan,
-)
-from ._journal_format import _packer as new_packer
-from ._journal_legacy import (
-    SQLITE_MAGIC,
-    is_sqlite,
-    open_legacy,
-    read_events,
-    scrub_clear_tokens,
-)
+from funcsion_errors import FuncsionError
 
-__all__ = ["Journal", "JournalCorrupt", "SYNC_MODES"]
+from ._events import Event
+from ._journal_format import (MAGIC, JournalCorrupt, current_schema, decode_record, encode_record, encode_schema,
+                              records, scan)
+from ._journal_format import _packer as new_packer
+from ._journal_legacy import SQLITE_MAGIC, is_sqlite, open_legacy, read_events, scrub_clear_tokens
+
+__all__ = ["Journal", "JournalBusy", "JournalCorrupt", "SYNC_MODES"]
 
 log = logging.getLogger("funcsion.metadata")
 SYNC_MODES = ("off", "normal", "full")
 OFF_BUFFER = 1 << 20                # sync="off": bytes of groups held in the process at most
 _CONVERTING = ".converting"
+
+
+class JournalBusy(FuncsionError):
+    """The journal file is open for writing elsewhere."""
 
 
 def _create_private(path: Path) -> None:
@@ -116,15 +111,24 @@ class Journal:
         _create_private(self.path)
         self._schema = current_schema()
         with open(self.path, "rb") as f:
+            self._lock_file(f.fileno())
             head = f.read(len(SQLITE_MAGIC))
-        tmp = self.path.with_name(self.path.name + _CONVERTING)
-        if tmp.exists():            # a conversion that did not finish: the old file is intact
-            tmp.unlink()
-        if is_sqlite(head):
-            self._convert(tmp)
-        else:
-            self._drop_sidecars()
+            tmp = self.path.with_name(self.path.name + _CONVERTING)
+            if tmp.exists():        # a conversion that did not finish: the old file is intact
+                tmp.unlink()
+            if is_sqlite(head):
+                self._convert(tmp)
+            else:
+                self._drop_sidecars()
         self._open()
+
+    def _lock_file(self, fd: int) -> None:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise JournalBusy(f"journal {self.path} is open already (another metadata server, or twice in "
+                              "this process): a journal has one writer; stop the other server or give this "
+                              "one its own --journal") from None
 
     # -- opening --------------------------------------------------------------------
     def _where(self, exc: Exception) -> JournalCorrupt:
@@ -134,6 +138,7 @@ class Journal:
     def _open(self) -> None:
         fd = os.open(self.path, os.O_RDWR)
         try:
+            self._lock_file(fd)     # held until close (the file may be a new one after a conversion)
             size = os.fstat(fd).st_size
             if size and size < len(MAGIC) and MAGIC.startswith(os.pread(fd, size, 0)):
                 os.ftruncate(fd, 0)    # a crash while the file was being started

@@ -16,19 +16,8 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from metadata_server import (
-    AckInstructions,
-    BeginPut,
-    EndRun,
-    FinishPut,
-    Get,
-    MetadataState,
-    RegisterCapacity,
-    RegisterWorkflow,
-    StartRun,
-    Tick,
-    token_digest,
-)
+from metadata_server import (AckInstructions, BeginPut, EndRun, FinishPut, Get, MetadataState, RegisterCapacity,
+                             RegisterWorkflow, StartRun, Tick, token_digest)
 
 HERE = Path(__file__).resolve().parent
 

@@ -14,13 +14,7 @@ from thrift.transport.TTransport import TMemoryBuffer
 
 from funcsion_rpc import MetadataClient, PutRequest
 from funcsion_rpc.gen.metadata import Metadata
-from metadata_server import (
-    Event,
-    Journal,
-    MetadataHandler,
-    MetadataServer,
-    MetadataState,
-)
+from metadata_server import Event, Journal, MetadataHandler, MetadataServer, MetadataState
 from metadata_server._bench import wide_wds
 
 ADMIN = "group-admin"

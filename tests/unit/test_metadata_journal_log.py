@@ -16,30 +16,10 @@ import msgpack
 import pytest
 
 from funcsion_rpc import errors as E
-from metadata_server import (
-    EVENT_TYPES,
-    BeginPut,
-    FinishPut,
-    Get,
-    Journal,
-    JournalCorrupt,
-    MetadataHandler,
-    MetadataState,
-    RegisterCapacity,
-    RegisterWorkflow,
-    StartRun,
-    Tick,
-    Touch,
-    token_digest,
-)
-from metadata_server._journal_format import (
-    HEADER,
-    MAGIC,
-    SCHEMA_KIND,
-    current_schema,
-    encode_record,
-    scan,
-)
+from metadata_server import (EVENT_TYPES, BeginPut, FinishPut, Get, Journal, JournalBusy, JournalCorrupt,
+                             MetadataHandler, MetadataState, RegisterCapacity, RegisterWorkflow, StartRun, Tick,
+                             Touch, token_digest)
+from metadata_server._journal_format import HEADER, MAGIC, SCHEMA_KIND, current_schema, encode_record, scan
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -260,3 +240,13 @@ def test_reads_that_change_the_state_are_journaled_and_nothing_else_is(tmp_path:
         h.tick()                                        # no new touches: nothing more
         assert j.seq == seq + 2
         assert not any(isinstance(e, Tick) for e in j.replay())
+
+
+def test_one_writer_per_journal(tmp_path: Path):
+    path = tmp_path / "j"
+    with Journal(path) as j:
+        with pytest.raises(JournalBusy, match=f"journal {path} is open already"):
+            Journal(path)
+        j.append(events(1))
+    with Journal(path) as j:                            # closed: the next server may open it
+        assert j.seq == 1
