@@ -3,7 +3,7 @@ workflow registrations, run lifecycle, read counters, commit buffers, the
 lifetime-aware allocator, expiry and a journal.
 
 Layers: ``MetadataState`` (pure core, ``handle(event) -> list[Instruction]``),
-``Allocator`` and the release policies (pure), ``Journal`` (SQLite WAL),
+``Allocator`` and the release policies (pure), ``Journal`` (an append-only log with group commit),
 ``MetadataHandler`` (thin Thrift handler), ``MetadataServer`` (the socket loop).
 Run tokens are kept as digests only (``token_digest``).
 """
@@ -15,20 +15,20 @@ from ._events import (EVENT_TYPES, AckInstructions, BeginPut, CapacityChanged, C
                       DeregisterWorkflow, DropObject, EndRun, Event, Extent, Freed, FinishPut, Get, Instruction,
                       Placed, Placement, PutFinished, ReadRecorded, RegisterCapacity, RegisterWorkflow,
                       ReleaseFunction, RunFinished, RunStarted, ScaleOut, StartRun, StorageInstruction, Tick,
-                      UnregisterCapacity, WorkflowRegistered)
+                      Touch, UnregisterCapacity, WorkflowRegistered)
 from ._driver import CoreDriver, reply
 from ._handler import MetadataHandler
-from ._journal import Journal
+from ._journal import Journal, JournalBusy, JournalCorrupt
 from ._policy import HeuristicPredictor, LifetimePredictor, ReleasePolicy, parse_policy, pool_key
-from ._server import MetadataServer
+from ._server import MetadataServer, tune_gc_for_serving
 from ._state import MetadataState
 from ._tokens import token_digest
 
 __all__ = [
     "AckInstructions", "Allocator", "BeginPut", "CapacityChanged", "Commit", "Committed", "CoreDriver", "Delete",
     "DeregisterWorkflow", "DropObject", "EVENT_TYPES", "EndRun", "Event", "Extent", "FinishPut", "Freed", "Get",
-    "HeuristicPredictor", "Instruction", "Journal", "LifetimePredictor", "MIB", "MetadataHandler", "MetadataServer", "MetadataState", "Placed", "Placement",
+    "HeuristicPredictor", "Instruction", "Journal", "JournalBusy", "JournalCorrupt", "LifetimePredictor", "MIB", "MetadataHandler", "MetadataServer", "MetadataState", "Placed", "Placement",
     "PutFinished", "ReadRecorded", "RegisterCapacity", "RegisterWorkflow", "ReleaseFunction", "ReleasePolicy",
-    "RunFinished", "RunStarted", "ScaleOut", "StartRun", "StorageInstruction", "Tick", "UnregisterCapacity",
-    "WorkflowRegistered", "parse_policy", "pool_key", "reply", "token_digest",
+    "RunFinished", "RunStarted", "ScaleOut", "StartRun", "StorageInstruction", "Tick", "Touch", "UnregisterCapacity",
+    "WorkflowRegistered", "parse_policy", "pool_key", "reply", "token_digest", "tune_gc_for_serving",
 ]

@@ -25,7 +25,7 @@ __all__ = [
     "ObjectStateName", "RunStateName", "Tier",
     "Extent", "Placement",
     "Event", "RegisterWorkflow", "DeregisterWorkflow", "StartRun", "EndRun", "BeginPut", "FinishPut",
-    "Get", "Commit", "Delete", "RegisterCapacity", "UnregisterCapacity", "Tick", "AckInstructions",
+    "Get", "Commit", "Delete", "RegisterCapacity", "UnregisterCapacity", "Tick", "AckInstructions", "Touch",
     "EVENT_TYPES",
     "Instruction", "WorkflowRegistered", "RunStarted", "RunFinished", "Placed", "PutFinished",
     "ReadRecorded", "Committed", "Freed", "CapacityChanged",
@@ -170,10 +170,23 @@ class AckInstructions(Event):
     upto: int
 
 
+@dataclass(slots=True)
+class Touch(Event):
+    """Lease-only reads, coalesced: ``runs`` maps a run to the time of its latest such read
+    (its TTL clock), ``objects`` maps a run to ``{object: time}`` (the objects' lease clocks).
+    A ``Get`` that recorded nothing (a repeat, an undeclared reader, a read after the commit)
+    changes only these clocks and some counters; the handler journals one ``Touch`` per tick
+    instead of each such read, before any ``Tick`` that could read those clocks. Applying it
+    moves each clock forward to the given time, never back."""
+
+    runs: dict[str, float]
+    objects: dict[str, dict[str, float]]
+
+
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.__name__: cls
     for cls in (RegisterWorkflow, DeregisterWorkflow, StartRun, EndRun, BeginPut, FinishPut, Get, Commit,
-                Delete, RegisterCapacity, UnregisterCapacity, Tick, AckInstructions)
+                Delete, RegisterCapacity, UnregisterCapacity, Tick, AckInstructions, Touch)
 }
 
 

@@ -1,9 +1,21 @@
 """The Thrift handler: decode, stamp, apply, journal, reply. Nothing else.
 
 Every call checks its token, builds events stamped with the injected clock,
-applies them to ``MetadataState`` under one lock, appends the applied events
-to the journal in one transaction, hands storage instructions to listeners,
-and turns the reply instructions into Thrift structs. A ``MetadataError`` from
+applies them to ``MetadataState`` under one lock, journals the applied events
+(the server writes everything one loop round applied as one group, before any
+of its replies goes out), hands storage instructions to listeners, and turns
+the reply instructions into Thrift structs.
+
+Lease-only reads are not journaled one by one: a ``Get`` that recorded
+nothing (a repeated read, an undeclared reader, a read after the reader
+committed) moves only the run's TTL clock, the object's lease clock and some
+counters. The handler notes its time and journals one coalesced ``Touch`` per
+``tick``, before the ``Tick`` that could read those clocks, so a replay takes
+every TTL and lease decision the live server took. A crash forgets at most one
+tick interval of such reads (as if the server had been down that much longer)
+and the counters of lease-only reads (``reads_deduplicated``,
+``reads_undeclared``, ``reads_adhoc``, ``reads_after_commit``) count again
+from the replay. A ``MetadataError`` from
 the core becomes a ``MetadataFault`` with its code; anything else becomes
 ``MetadataFault(INTERNAL)`` so a client never sees a raw transport error for a
 server bug.
@@ -17,6 +29,7 @@ everything up to it).
 from __future__ import annotations
 
 import functools
+import hmac
 import itertools
 import json
 import logging
@@ -27,7 +40,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import wds
-from funcsion_rpc.errors import InvalidRequest, MetadataError, Unauthorized
+from funcsion_rpc.errors import InvalidRequest, MetadataError, Unauthorized, UnknownRun
 from funcsion_rpc.gen.metadata import ttypes as T
 from funcsion_rpc.limits import MAX_WDS_BYTES
 
@@ -40,6 +53,7 @@ __all__ = ["CONTROL_CALLS", "MetadataHandler", "RUN_CALLS", "to_thrift_placement
 
 log = logging.getLogger("funcsion.metadata")
 F = TypeVar("F", bound=Callable[..., Any])
+_Get, _ReadRecorded = ev.Get, ev.ReadRecorded
 #: Service methods by the token their first argument carries (``health`` takes none).
 CONTROL_CALLS = frozenset({"register_workflow", "deregister_workflow", "start_run", "register_capacity",
                            "unregister_capacity", "stats", "fetch_instructions"})
@@ -96,12 +110,16 @@ class MetadataHandler:
         self.default_ttl_s = default_ttl_s
         self.lock = threading.RLock()
         self.started = clock()
-        self._rid = itertools.count(1)
+        self._rids = map("m{}".format, itertools.count(1))     # request ids m1, m2, ...
         self._listeners: list[Listener] = []
         # group commit: the server loop sets this, applies every ready request, then calls
         # flush_journal() before it sends any reply, so no reply leaves before its events are durable
         self.defer_journal = False
         self._unflushed: list[ev.Event] = []
+        # lease-only reads not journaled yet (see the module docstring): run -> time, run -> object -> time
+        self._touched_runs: dict[str, float] = {}
+        self._touched_objects: dict[str, dict[str, float]] = {}
+        self._placements: dict[int, tuple[ev.Placement, T.Placement]] = {}
         if journal is not None:
             self.replay()
 
@@ -124,15 +142,83 @@ class MetadataHandler:
 
     def _journal(self, events: Sequence[ev.Event]) -> None:
         assert self.journal is not None
+        if not events:
+            return
         if self.defer_journal:
             self._unflushed.extend(events)
         else:
             self.journal.append(events)
 
-    def flush_journal(self) -> None:
-        """Write every deferred event in one transaction (group commit)."""
+    @staticmethod
+    def _lease_only(e: ev.Event, out: list[ev.Instruction]) -> ev.ReadRecorded | None:
+        """The reply of a ``Get`` that changed only clocks and counters, else None."""
+        if type(e) is _Get and len(out) == 1 and not e.delete:
+            r = out[0]
+            if type(r) is _ReadRecorded and not r.recorded:
+                return r
+        return None
+
+    def _durable(self, events: Sequence[ev.Event], outs: list[list[ev.Instruction]]) -> Sequence[ev.Event]:
+        """The applied events to journal: all but lease-only reads, which are noted as touches
+        (``_lease_only`` and ``_note_touch``, inline: a batch of reads runs this per object)."""
+        keep: list[ev.Event] | None = None
+        runs, objects = self._touched_runs, self._touched_objects
+        for i, e in enumerate(events):
+            out = outs[i]
+            if type(e) is _Get and len(out) == 1 and not e.delete:
+                r = out[0]
+                if type(r) is _ReadRecorded and not r.recorded:
+                    if keep is None:
+                        keep = list(events[:i])
+                    t, run_id = e.now, e.run_id
+                    if t > runs.get(run_id, -1.0):
+                        runs[run_id] = t
+                    if not r.already_committed:
+                        names = objects.get(run_id)
+                        if names is None:
+                            names = objects[run_id] = {}
+                        if t > names.get(e.object, -1.0):
+                            names[e.object] = t
+                    continue
+            if keep is not None:
+                keep.append(e)
+        return events if keep is None else keep
+
+    def _note_touch(self, e: ev.Get, run_only: bool) -> None:
+        runs = self._touched_runs
+        if e.now > runs.get(e.run_id, -1.0):
+            runs[e.run_id] = e.now
+        if not run_only:          # a read after the reader's commit does not touch the object's lease
+            objs = self._touched_objects.get(e.run_id)
+            if objs is None:
+                objs = self._touched_objects[e.run_id] = {}
+            if e.now > objs.get(e.object, -1.0):
+                objs[e.object] = e.now
+
+    def _journal_touches(self) -> None:
+        """Journal the lease-only reads noted since the last call as one ``Touch`` (under the lock)."""
+        if not self._touched_runs:
+            return
+        touch = ev.Touch(self.clock(), self._rid_next(), self._touched_runs, self._touched_objects)
+        self._touched_runs, self._touched_objects = {}, {}
+        self.state.handle(touch)              # a no-op for the live state: its clocks are there already
+        self._journal([touch])
+
+    def flush_journal(self, *, touches: bool = False) -> None:
+        """Write every deferred event as one group; ``touches``: also the lease-only reads
+        noted since the last tick (the server does at shutdown)."""
+        if not (self._unflushed or touches):
+            return                    # nothing deferred (the server asks every round)
         with self.lock:
-            if self._unflushed and self.journal is not None:
+            if self.journal is None:
+                return
+            if touches:
+                was, self.defer_journal = self.defer_journal, True
+                try:
+                    self._journal_touches()
+                finally:
+                    self.defer_journal = was
+            if self._unflushed:
                 events, self._unflushed = self._unflushed, []
                 self.journal.append(events)
 
@@ -149,7 +235,7 @@ class MetadataHandler:
                     outs.append(self.state.handle(e))
             finally:
                 if self.journal is not None and outs:
-                    self._journal(events[:len(outs)])
+                    self._journal(self._durable(events[:len(outs)], outs))
         if self._listeners:
             for out in outs:
                 for i in out:
@@ -159,10 +245,26 @@ class MetadataHandler:
         return outs
 
     def _one(self, event: ev.Event) -> list[ev.Instruction]:
-        return self.apply([event])[0]
+        """``apply([event])[0]``, without the lists (the path of every single call)."""
+        with self.lock:
+            out = self.state.handle(event)
+            if self.journal is not None:
+                r = self._lease_only(event, out)
+                if r is not None:
+                    self._note_touch(event, r.already_committed)  # type: ignore[arg-type]
+                elif self.defer_journal:
+                    self._unflushed.append(event)
+                else:
+                    self.journal.append((event,))
+        if self._listeners:
+            for i in out:
+                if isinstance(i, ev.StorageInstruction):
+                    for listener in self._listeners:
+                        listener(i)
+        return out
 
     def _rid_next(self) -> str:
-        return f"m{next(self._rid)}"
+        return next(self._rids)
 
     def _admin(self, token: str) -> None:
         if not self.admin_token or not same_token(self.admin_token, token or ""):
@@ -170,12 +272,26 @@ class MetadataHandler:
                                "server's admin token (funcsion serve metadata --admin-token / "
                                "FUNCSION_ADMIN_TOKEN)")
 
+    @property
+    def admin_token(self) -> str:
+        return self._admin_token
+
+    @admin_token.setter
+    def admin_token(self, token: str) -> None:
+        self._admin_token = token
+        self._admin_bytes = token.encode("utf-8", "surrogatepass")
+
     def _run(self, token: str, run_id: str) -> None:
-        """A run's token, or the admin token (drivers manage every run, e.g. persisted objects)."""
-        if self.admin_token and token and same_token(self.admin_token, token):
-            self.state.run_record(run_id)
-            return
-        self.state.authorize(run_id, token)
+        """A run's token, or the admin token (drivers manage every run, e.g. persisted objects).
+        The run's token is tried first: it is what almost every call carries."""
+        try:
+            self.state.authorize(run_id, token)
+        except (Unauthorized, UnknownRun):
+            if self._admin_bytes and token and hmac.compare_digest(self._admin_bytes,
+                                                                   token.encode("utf-8", "surrogatepass")):
+                self.state.run_record(run_id)   # UnknownRun for a run this server does not have
+                return
+            raise
 
     def check_caller(self, method: str, token: str, run_id: str) -> MetadataError | None:
         """The refusal a call of ``method`` with ``token`` (and ``run_id``) would get from its
@@ -195,6 +311,8 @@ class MetadataHandler:
     def tick(self) -> list[ev.Instruction]:
         """Let time pass (TTL, leases); journaled only when it changed something."""
         with self.lock:
+            if self.journal is not None:
+                self._journal_touches()       # before a Tick that reads the clocks they moved
             event = ev.Tick(self.clock(), self._rid_next())
             out = self.state.handle(event)
             if out and self.journal is not None:
@@ -290,20 +408,41 @@ class MetadataHandler:
         self._one(ev.EndRun(self.clock(), self._rid_next(), run_id, outcome or "succeeded"))
         return json.dumps(self.state.runs[run_id].summary())
 
-    def _grant(self, p: ev.Placed) -> T.PutGrant:
-        return T.PutGrant(p.object, p.size, to_thrift_placement(p.placement), p.existing, p.freed,
-                          p.already_committed)
+    def _grant(self, p: ev.Placed, run_id: str) -> T.PutGrant:
+        readable = False
+        if p.existing and not p.freed:        # a retried write: did the earlier attempt finish it?
+            with self.lock:
+                run = self.state.runs.get(run_id)
+                rec = run.objects.get(p.object) if run is not None else None
+                readable = rec is not None and rec.state == "readable"
+        return T.PutGrant(p.object, p.size, self._placement(p.placement), p.existing, p.freed,
+                          p.already_committed, readable)
 
     def _put_result(self, out: list[ev.Instruction]) -> T.PutResult:
         r = out[0]
         assert isinstance(r, ev.PutFinished)
         return T.PutResult(r.object, r.committed, r.already_committed, _freed(out))
 
+    def _placement(self, p: ev.Placement) -> T.Placement:
+        """``to_thrift_placement``, cached per placement object (an object's placement is built
+        once and read many times; the cache holds the placement, so its id stays unique)."""
+        hit = self._placements.get(id(p))
+        if hit is not None and hit[0] is p:
+            return hit[1]
+        tp = to_thrift_placement(p)
+        if len(self._placements) >= 100_000:
+            self._placements.clear()
+        self._placements[id(p)] = (p, tp)
+        return tp
+
     def _get_result(self, out: list[ev.Instruction]) -> T.GetResult:
         r = out[0]
-        assert isinstance(r, ev.ReadRecorded)
-        return T.GetResult(r.object, r.size, r.checksum, to_thrift_placement(r.placement), r.recorded,
-                           r.already_committed, r.object in _freed(out) or None)
+        assert type(r) is _ReadRecorded
+        p = r.placement
+        hit = self._placements.get(id(p))     # self._placement(p), inline: the hottest path
+        return T.GetResult(r.object, r.size, r.checksum, hit[1] if hit is not None and hit[0] is p
+                           else self._placement(p), r.recorded, r.already_committed,
+                           (len(out) > 1 and r.object in _freed(out)) or None)  # oracle: the read freed it
 
     @_boundary
     def begin_put(self, token: str, run_id: str, function_name: str, request: T.PutRequest) -> T.PutGrant:
@@ -311,7 +450,7 @@ class MetadataHandler:
         out = self._one(ev.BeginPut(self.clock(), self._rid_next(), run_id, function_name, request.object_name,
                                     request.size, request.checksum or "", bool(request.persist),
                                     bool(request.adhoc), int(request.chunk_bytes or 0)))
-        return self._grant(out[0])  # type: ignore[arg-type]
+        return self._grant(out[0], run_id)  # type: ignore[arg-type]
 
     @_boundary
     def finish_put(self, token: str, run_id: str, function_name: str, object_name: str) -> T.PutResult:
@@ -382,7 +521,7 @@ class MetadataHandler:
         now, rid = self.clock(), self._rid_next()
         outs = self.apply([ev.BeginPut(now, rid, run_id, function_name, r.object_name, r.size, r.checksum or "",
                                        bool(r.persist), bool(r.adhoc), int(r.chunk_bytes or 0)) for r in requests])
-        return [self._grant(o[0]) for o in outs]  # type: ignore[arg-type]
+        return [self._grant(o[0], run_id) for o in outs]  # type: ignore[arg-type]
 
     @_boundary
     def finish_put_batch(self, token: str, run_id: str, function_name: str, object_names: list[str]

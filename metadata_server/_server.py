@@ -2,9 +2,9 @@
 
 One thread accepts connections, reads 4-byte length-prefixed frames
 (TFramedTransport), runs each through the generated processor with the
-accelerated binary protocol over memory buffers, and writes the reply frame.
-Replies of one round of ready
-connections wait for one journal transaction (group commit) and then go out.
+accelerated binary protocol over memory buffers (``_process``), and writes the
+reply frame. Replies of one round of ready connections wait for one journal
+write of everything the round applied (group commit) and then go out.
 One thread means no lock convoy on the GIL and no per-connection threads; the
 core is single-writer anyway. The same loop calls ``handler.tick()`` every
 ``tick_interval_s`` (TTLs, leases). Any standard Thrift client with framed
@@ -31,6 +31,7 @@ processes (the state lives in one process), a cap on the number of connections.
 
 from __future__ import annotations
 
+import gc
 import logging
 import selectors
 import socket
@@ -38,23 +39,33 @@ import struct
 import threading
 import time
 
-from thrift.protocol.TBinaryProtocol import TBinaryProtocolAccelerated
-from thrift.transport.TTransport import TMemoryBuffer
-
 from funcsion_rpc.errors import InvalidRequest
-from funcsion_rpc.gen.metadata import Metadata
 from funcsion_rpc.limits import DEFAULT_MAX_FRAME_BYTES, HANDSHAKE_BYTES, MAX_WDS_BYTES, MIN_MAX_FRAME_BYTES
 
 from ._frames import NEED_MORE, LogLimiter, fault_frame, peek_head
 from ._handler import MetadataHandler
+from ._process import FrameProcessor
 
-__all__ = ["MetadataServer"]
+__all__ = ["MetadataServer", "tune_gc_for_serving"]
 
 log = logging.getLogger("funcsion.metadata")
 _LEN = struct.Struct("!i")
 RECV_BYTES = 64 << 10               # one recv: what a connection may add to its buffer per round
 OUT_HIGH = 1 << 20                  # replies waiting for a peer past which it is not read
 _HARD_MAX_FRAME = (1 << 31) - 1
+_WAKE = "wake"                      # the selector data of the wake-up socket (compared by identity)
+
+
+def tune_gc_for_serving() -> None:
+    """For a process that is a metadata server (``funcsion serve metadata``), once its journal
+    is replayed: what exists now (the replayed state, the imported code) is moved out of the
+    cyclic collector's reach (``gc.freeze``), and young objects are collected every 50,000
+    allocations instead of 700, so the temporaries of a large batch are seldom promoted and
+    rarely trigger a full scan of the state. Process-wide: not for processes that embed the
+    server among other work."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 10)
 
 
 class _BadPeer(Exception):
@@ -81,7 +92,8 @@ class MetadataServer:
             raise ValueError(f"max_frame_bytes must be {MIN_MAX_FRAME_BYTES:,} to {_HARD_MAX_FRAME:,} (a register "
                              f"call with the largest WDS, {MAX_WDS_BYTES:,} bytes, must fit), got {max_frame_bytes:,}")
         self.handler = handler
-        self.processor = Metadata.Processor(handler)
+        self._frames = FrameProcessor(handler, string_length_limit=max_frame_bytes)
+        self.processor = self._frames.processor
         self.tick_interval_s = tick_interval_s
         self.max_frame_bytes = max_frame_bytes
         self.bad_peers = 0          # connections closed for breaking the protocol
@@ -131,7 +143,7 @@ class MetadataServer:
     def serve_forever(self) -> None:
         sel = self._sel
         sel.register(self._listen, selectors.EVENT_READ, None)
-        sel.register(self._wake_r, selectors.EVENT_READ, "wake")
+        sel.register(self._wake_r, selectors.EVENT_READ, _WAKE)
         next_tick = time.monotonic() + self.tick_interval_s
         self.handler.defer_journal = True
         ready: list[_Conn] = []
@@ -141,7 +153,7 @@ class MetadataServer:
                 for key, mask in sel.select(timeout):
                     if key.data is None:
                         self._accept()
-                    elif key.data == "wake":
+                    elif key.data is _WAKE:
                         try:
                             self._wake_r.recv(4096)
                         except BlockingIOError:
@@ -158,8 +170,9 @@ class MetadataServer:
                                 self._bad(conn, f"server error {exc!r}")
                         if conn.outbuf:
                             ready.append(conn)
-                if time.monotonic() >= next_tick:
-                    next_tick = time.monotonic() + self.tick_interval_s
+                now = time.monotonic()
+                if now >= next_tick:
+                    next_tick = now + self.tick_interval_s
                     try:
                         self.handler.tick()
                     except Exception:  # pragma: no cover - a bug in the core
@@ -172,9 +185,13 @@ class MetadataServer:
                         self._flush(conn)
                 ready.clear()
         finally:
-            self.handler.flush_journal()
-            self.handler.defer_journal = False
-            self._close_all()
+            try:
+                self.handler.flush_journal(touches=True)
+            except Exception:  # the journal failed (disk full?): no reply of the round went out
+                log.exception("metadata server: could not write the journal while stopping")
+            finally:
+                self.handler.defer_journal = False
+                self._close_all()
 
     def _close_all(self) -> None:
         if self._closed:
@@ -235,6 +252,11 @@ class MetadataServer:
             self._drop(conn)
             return
         buf = conn.inbuf
+        if not buf and not conn.skip and len(data) >= 4:
+            (n,) = _LEN.unpack_from(data, 0)
+            if 0 <= n <= HANDSHAKE_BYTES and len(data) == 4 + n:   # the usual case: one whole small frame
+                conn.outbuf += self._process(data[4:])
+                return
         buf += data
         pos = 0
         while True:
@@ -292,16 +314,12 @@ class MetadataServer:
         return reply
 
     def _process(self, frame: bytes) -> bytes:
-        itrans = TMemoryBuffer(frame)
-        otrans = TMemoryBuffer()
         try:
-            self.processor.process(TBinaryProtocolAccelerated(itrans, string_length_limit=self.max_frame_bytes),
-                                   TBinaryProtocolAccelerated(otrans))
+            out = self._frames.process(frame)
         except Exception as exc:                    # a frame that does not decode
             text = str(exc)
             raise _BadPeer(f"a {len(frame):,}-byte frame that does not decode ({type(exc).__name__}"
                            f"{': ' + text[:200] if text else ''})") from None
-        out = otrans.getvalue()
         return _LEN.pack(len(out)) + out
 
     def _flush(self, conn: _Conn) -> None:

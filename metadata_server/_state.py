@@ -42,7 +42,7 @@ from ._allocator import MAX_FUNCTION_BLOCKS, MIB, Allocator
 from ._events import (AckInstructions, BeginPut, CapacityChanged, Commit, Committed, Delete, DeregisterWorkflow,
                       DropObject, EndRun, Event, Freed, FinishPut, Get, Instruction, Placed, Placement,
                       PutFinished, ReadRecorded, RegisterCapacity, RegisterWorkflow, ReleaseFunction, RunFinished,
-                      RunStarted, ScaleOut, StartRun, StorageInstruction, Tick, UnregisterCapacity,
+                      RunStarted, ScaleOut, StartRun, StorageInstruction, Tick, Touch, UnregisterCapacity,
                       WorkflowRegistered)
 from ._policy import HeuristicPredictor, LifetimePredictor, parse_policy, pool_key
 from ._records import ObjectRecord, RunRecord, WorkflowEntry
@@ -88,7 +88,7 @@ class MetadataState:
             StartRun: self._start_run, EndRun: self._end_run, BeginPut: self._begin_put,
             FinishPut: self._finish_put, Get: self._get, Commit: self._commit_event, Delete: self._delete,
             RegisterCapacity: self._register_capacity, UnregisterCapacity: self._unregister_capacity,
-            Tick: self._tick, AckInstructions: self._ack,
+            Tick: self._tick, AckInstructions: self._ack, Touch: self._touch,
         }
 
     # -- entry point ----------------------------------------------------------------
@@ -359,6 +359,22 @@ class MetadataState:
                         self._free(run, rec, "lease expired", out, keep=rec.keep or rec.persist)
                 self._refresh(run)
         return out
+
+    def _touch(self, ev: Touch) -> list[Instruction]:
+        """Lease-only reads, coalesced (see ``Touch``): clocks only move forward."""
+        for run_id, t in ev.runs.items():
+            run = self.runs.get(run_id)
+            if run is not None and t > run.last_activity:
+                run.last_activity = t
+        for run_id, names in ev.objects.items():
+            run = self.runs.get(run_id)
+            if run is None:
+                continue
+            for name, t in names.items():
+                rec = run.objects.get(name)
+                if rec is not None and t > rec.last_access:
+                    rec.last_access = t
+        return []
 
     # -- puts -------------------------------------------------------------------------
     def _check_writer(self, run: RunRecord, function: str, name: str, adhoc: bool = False) -> hdag.ObjectInfo | None:

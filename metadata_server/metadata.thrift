@@ -90,7 +90,8 @@ struct PutRequest {
 }
 
 // existing: the same write again (a retry); freed: that object is gone already, send no data;
-// already_committed: the writing function committed in an earlier attempt
+// already_committed: the writing function committed in an earlier attempt;
+// readable: an existing write that was finished (its bytes reached the store), send no data
 struct PutGrant {
   1: string object_name,
   2: i64 size,
@@ -98,6 +99,7 @@ struct PutGrant {
   4: bool existing,
   5: bool freed,
   6: bool already_committed,
+  7: optional bool readable,
 }
 
 // committed: this put was the function's last declared output and committed its reads

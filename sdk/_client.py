@@ -181,7 +181,8 @@ class Client:
 
     def put_many(self, values: Mapping[str, Any], *, codec: str | None = None, persist: bool = False,
                  adhoc: bool = False) -> bool:
-        """Write several objects with two batched metadata calls; the data goes in between, in order.
+        """Write several objects with two batched metadata calls (also when retried); the data goes
+        in between, in order.
         A file-like value (``open(path, "rb")``, ``io.BytesIO``) is stored as its bytes and streamed
         one stripe at a time instead of being read into memory."""
         frames: dict[str, bytes | Upload] = {}
@@ -211,7 +212,8 @@ class Client:
         for g in grants:
             if g.freed:
                 continue  # a retry of a write whose object was already read and freed
-            if g.existing and self._md.lookup(self.run_id, g.object_name).state == "readable":
+            if g.existing and (g.readable if g.readable is not None  # None: a server that does not say
+                               else self._md.lookup(self.run_id, g.object_name).state == "readable"):
                 continue  # the same write reached the store in an earlier attempt
             frame, name = frames[g.object_name], g.object_name
             cos_tier = g.placement is not None and g.placement.tier == "cos"

@@ -4,7 +4,8 @@ Binds the config's ``host`` and ``metadata_port`` (127.0.0.1:7917) unless told
 otherwise; every option left unset takes its config field (``FUNCSION_<FIELD>``,
 funcsion.toml, default), as ``funcsion up`` does. Prints one line ``metadata
 server listening on HOST:PORT`` once it accepts connections. With ``--journal`` every
-change is journaled to SQLite and replayed at the next start. SIGTERM or
+change is journaled (an append-only log, one write per server round) and replayed at the
+next start. SIGTERM or
 Ctrl-C stops it cleanly (sockets closed, journal closed).
 """
 
@@ -46,9 +47,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--admin-token", default=os.environ.get(ENV_ADMIN_TOKEN, ""),
                    help=f"token for control calls (env {ENV_ADMIN_TOKEN}; default: a random one, printed)")
     p.add_argument("--journal", metavar="PATH", default=os.environ.get(ENV_METADATA_JOURNAL, ""),
-                   help=f"SQLite journal replayed at start (env {ENV_METADATA_JOURNAL}; default: none)")
+                   help=f"journal replayed at start; an older SQLite journal is converted (env "
+                        f"{ENV_METADATA_JOURNAL}; default: none)")
     p.add_argument("--journal-sync", choices=["off", "normal", "full"], default="normal",
-                   help="normal survives a killed server, full also power loss (default normal)")
+                   help="normal survives a killed server, full also power loss (an fdatasync per round), "
+                        "off holds up to 1 MiB in the process (benchmarks) (default normal)")
     p.add_argument("--block-size", type=_positive, default=None,
                    help=f"bytes per block (default: config block_size, {d.block_size})")
     p.add_argument("--data-chunks", type=_positive, default=None,
@@ -105,6 +108,8 @@ def run(args: argparse.Namespace) -> int:
     if generated:
         args.admin_token = secrets.token_hex(16)
     server, journal = build(args)
+    from metadata_server import tune_gc_for_serving
+    tune_gc_for_serving()                     # this process is the server: the replayed state stays put
     previous = signal.signal(signal.SIGTERM, lambda *_: server.stop())
     try:
         if generated:

@@ -31,8 +31,11 @@ def test_bench_core_only_json(capsys):
 @pytest.mark.slow
 def test_bench_end_to_end_json():
     res = subprocess.run([sys.executable, "-m", "sdk.cli", "bench", "metadata", "--json", "--seconds", "0.3",
-                          "--clients", "1,2", "--batch", "50", "--objects", "500"], cwd=ROOT, capture_output=True, text=True,
+                          "--clients", "1,2", "--batch", "50", "--objects", "500", "--rounds", "2"], cwd=ROOT, capture_output=True, text=True,
                          timeout=120)
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout.strip().splitlines()[-1])
     assert KEYS <= set(doc) and doc["single_op_rps"] > 0 and doc["batched_ops_per_s"] > 0
+    # the peer from the same run, and how the server compares (issue 12)
+    assert doc["thrift_baseline_rps"] > 0 and doc["one_client_rps"] > 0 and doc["journaled_one_client_rps"] > 0
+    assert doc["one_client_vs_thrift"] == pytest.approx(doc["one_client_rps"] / doc["thrift_baseline_rps"], rel=0.5)

@@ -168,10 +168,9 @@ def test_a_new_journal_is_private_and_existing_modes_are_kept(tmp_path: Path):
         path = shared / "a" / "b" / "metadata.journal"
         with Journal(path) as j:
             j.append([RegisterCapacity(1.0, "1", "s0", 4)])
-            wal = Path(f"{path}-wal")
-            assert wal.exists()
-            modes = {p: stat.S_IMODE(p.stat().st_mode) for p in (shared, path.parent.parent, path.parent, path, wal)}
-        assert modes == {shared: 0o755, path.parent.parent: 0o700, path.parent: 0o700, path: 0o600, wal: 0o600}
+            assert sorted(p.name for p in path.parent.iterdir()) == ["metadata.journal"]   # no side files
+            modes = {p: stat.S_IMODE(p.stat().st_mode) for p in (shared, path.parent.parent, path.parent, path)}
+        assert modes == {shared: 0o755, path.parent.parent: 0o700, path.parent: 0o700, path: 0o600}
         loose = tmp_path / "loose.journal"
         loose.touch(mode=0o644)
         Journal(loose).close()

@@ -891,6 +891,7 @@ class PutGrant(object):
      - existing
      - freed
      - already_committed
+     - readable
 
     """
 
@@ -901,16 +902,18 @@ class PutGrant(object):
         'existing',
         'freed',
         'already_committed',
+        'readable',
     )
 
 
-    def __init__(self, object_name=None, size=None, placement=None, existing=None, freed=None, already_committed=None,):
+    def __init__(self, object_name=None, size=None, placement=None, existing=None, freed=None, already_committed=None, readable=None,):
         self.object_name = object_name
         self.size = size
         self.placement = placement
         self.existing = existing
         self.freed = freed
         self.already_committed = already_committed
+        self.readable = readable
 
     def read(self, iprot):
         if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
@@ -952,6 +955,11 @@ class PutGrant(object):
                     self.already_committed = iprot.readBool()
                 else:
                     iprot.skip(ftype)
+            elif fid == 7:
+                if ftype == TType.BOOL:
+                    self.readable = iprot.readBool()
+                else:
+                    iprot.skip(ftype)
             else:
                 iprot.skip(ftype)
             iprot.readFieldEnd()
@@ -985,6 +993,10 @@ class PutGrant(object):
         if self.already_committed is not None:
             oprot.writeFieldBegin('already_committed', TType.BOOL, 6)
             oprot.writeBool(self.already_committed)
+            oprot.writeFieldEnd()
+        if self.readable is not None:
+            oprot.writeFieldBegin('readable', TType.BOOL, 7)
+            oprot.writeBool(self.readable)
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
         oprot.writeStructEnd()
@@ -2122,6 +2134,7 @@ PutGrant.thrift_spec = (
     (4, TType.BOOL, 'existing', None, None, ),  # 4
     (5, TType.BOOL, 'freed', None, None, ),  # 5
     (6, TType.BOOL, 'already_committed', None, None, ),  # 6
+    (7, TType.BOOL, 'readable', None, None, ),  # 7
 )
 all_structs.append(PutResult)
 PutResult.thrift_spec = (
