@@ -1,0 +1,56 @@
+"""Several workflow runs at once on one stack, each its own run (FuncStore's concurrent
+jobs): every job runs ``run_workflow`` in its own thread against the same metadata server
+and storage daemon, and the reports come back in the order the jobs were given. A job that
+fails does not stop the others; bad input (``InputError``) is raised before any job starts."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .._config import Config
+from ._executor import ExecutorOptions
+from ._inputs import PreparedRun, prepare_run
+from ._run import RunReport, run_workflow
+from ._stack import Stack
+
+__all__ = ["run_jobs", "jobs_summary"]
+
+
+def run_jobs(jobs: Sequence[str | Path | PreparedRun], *, config: Config, stack: Stack,
+             policy: str | None = None, options: ExecutorOptions | None = None,
+             params: Mapping[str, int] | None = None) -> list[RunReport]:
+    """Run every job concurrently on ``stack``; one report per job, in the given order."""
+    preps = [j if isinstance(j, PreparedRun) else
+             prepare_run(j, params=params, options=options, limits=config.wds_limits()) for j in jobs]
+    reports: list[RunReport | None] = [None] * len(preps)
+    errors: list[BaseException] = []
+
+    def one(i: int, prep: PreparedRun) -> None:
+        try:
+            reports[i] = run_workflow(prep, config=config, stack=stack, policy=policy, options=options)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=one, args=(i, p), name=f"job-{i}", daemon=True)
+               for i, p in enumerate(preps)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return [r for r in reports if r is not None]
+
+
+def jobs_summary(reports: Sequence[RunReport], wall_s: float) -> dict[str, Any]:
+    """The report of a set of concurrent jobs: every job's own report under ``jobs``, the
+    status (``succeeded`` only if every job did), the wall time of the whole set and the
+    summed physical memory-time product and leaked bytes."""
+    dicts = [r.to_dict() for r in reports]
+    leaked = [d["memory"].get("leaked_bytes") for d in dicts]
+    return {"status": "succeeded" if all(d["status"] == "succeeded" for d in dicts) else "failed",
+            "wall_s": round(wall_s, 4), "mb_s": round(sum(d["memory"]["mb_s"] for d in dicts), 6),
+            "leaked_bytes": None if None in leaked else sum(leaked), "jobs": dicts}
