@@ -18,7 +18,7 @@ from typing import Any
 
 from funcsion_rpc.errors import InvalidRequest
 
-__all__ = ["HELP", "add_arguments", "run", "WORKFLOWS"]
+__all__ = ["HELP", "WORKFLOWS", "add_arguments", "run"]
 
 HELP = "FuncStore's utilization study: memory-time, budget and cost of funcstore against pocket, jiffy, oracle"
 
@@ -50,12 +50,12 @@ def _workflows(spec: str) -> dict[str, Path]:
 
 def run(args: argparse.Namespace) -> int:
     from sdk._config import Config
+    from sdk.local import _study
     from sdk.local._executor import ExecutorOptions
     from sdk.local._inputs import prepare_run
     from sdk.local._jobs import run_jobs
     from sdk.local._run import _store_stats, run_workflow
     from sdk.local._stack import Stack
-    from sdk.local import _study
 
     wfs = _workflows(args.workflows)
     out = Path(args.out)

@@ -16,7 +16,7 @@ from ._inputs import PreparedRun, prepare_run
 from ._run import RunReport, run_workflow
 from ._stack import Stack
 
-__all__ = ["run_jobs", "jobs_summary"]
+__all__ = ["jobs_summary", "run_jobs"]
 
 
 def run_jobs(jobs: Sequence[str | Path | PreparedRun], *, config: Config, stack: Stack,

@@ -9,10 +9,22 @@ import bisect
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from storage_functions.local._pricing import PRICE_PER_GB_SECOND_USD, PRICE_PER_REQUEST_USD
+from storage_functions.local._pricing import (
+    PRICE_PER_GB_SECOND_USD,
+    PRICE_PER_REQUEST_USD,
+)
 
-__all__ = ["POLICIES", "S3_PUT_USD", "S3_GET_USD", "lease_ms", "reductions", "storage_cost",
-           "max_jobs", "summed_series", "store_deltas"]
+__all__ = [
+    "POLICIES",
+    "S3_GET_USD",
+    "S3_PUT_USD",
+    "lease_ms",
+    "max_jobs",
+    "reductions",
+    "storage_cost",
+    "store_deltas",
+    "summed_series",
+]
 
 #: the study's policies, jiffy's lease filled in once funcstore's lifetimes are known
 POLICIES = ("funcstore", "pocket", "jiffy", "oracle")
@@ -29,7 +41,7 @@ def lease_ms(reports: Iterable[Mapping[str, Any]]) -> int:
         for o in r["objects"].values():
             if o.get("written_at") is not None and o.get("freed_at") is not None:
                 longest = max(longest, o["freed_at"] - o["written_at"])
-    return max(1, int(round(longest * 1000)))
+    return max(1, round(longest * 1000))
 
 
 def reductions(mb_s: Mapping[str, float]) -> dict[str, float | None]:

@@ -6,7 +6,10 @@ from __future__ import annotations
 import pytest
 
 from sdk.local import _study
-from storage_functions.local._pricing import PRICE_PER_GB_SECOND_USD, PRICE_PER_REQUEST_USD
+from storage_functions.local._pricing import (
+    PRICE_PER_GB_SECOND_USD,
+    PRICE_PER_REQUEST_USD,
+)
 
 
 def test_the_lease_is_the_longest_observed_lifetime() -> None:
