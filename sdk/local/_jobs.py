@@ -10,19 +10,24 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .._client import Client, Endpoints
 from .._config import Config
 from ._executor import ExecutorOptions
 from ._inputs import PreparedRun, prepare_run
-from ._run import RunReport, run_workflow
+from ._run import RunHints, RunReport, run_workflow
 from ._stack import Stack
 
 __all__ = ["jobs_summary", "run_jobs"]
 
 
-def run_jobs(jobs: Sequence[str | Path | PreparedRun], *, config: Config, stack: Stack,
-             policy: str | None = None, options: ExecutorOptions | None = None,
-             params: Mapping[str, int] | None = None) -> list[RunReport]:
-    """Run every job concurrently on ``stack``; one report per job, in the given order."""
+def run_jobs(jobs: Sequence[str | Path | PreparedRun], *, config: Config, stack: Stack | None = None,
+             endpoints: Endpoints | None = None, policy: str | None = None,
+             options: ExecutorOptions | None = None, params: Mapping[str, int] | None = None,
+             hints: RunHints | None = None) -> list[RunReport]:
+    """Run every job concurrently on an in-process ``stack`` or a running one's ``endpoints``
+    (each job its own driver client); one report per job, in the given order."""
+    if (stack is None) == (endpoints is None):
+        raise ValueError("run_jobs needs a stack or a running stack's endpoints")
     preps = [j if isinstance(j, PreparedRun) else
              prepare_run(j, params=params, options=options, limits=config.wds_limits()) for j in jobs]
     reports: list[RunReport | None] = [None] * len(preps)
@@ -30,7 +35,14 @@ def run_jobs(jobs: Sequence[str | Path | PreparedRun], *, config: Config, stack:
 
     def one(i: int, prep: PreparedRun) -> None:
         try:
-            reports[i] = run_workflow(prep, config=config, stack=stack, policy=policy, options=options)
+            if stack is not None:
+                reports[i] = run_workflow(prep, config=config, stack=stack, policy=policy, options=options,
+                                          hints=hints)
+            else:
+                assert endpoints is not None
+                with Client(endpoints) as client:
+                    reports[i] = run_workflow(prep, config=config, client=client, policy=policy,
+                                              options=options, hints=hints)
         except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread below
             errors.append(exc)
 
