@@ -64,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = Config.load(state_dir=tempfile.mkdtemp(prefix="funcsion-study-"), env={})
     alone: dict[str, dict[str, dict[str, Any]]] = {}  # policy -> workflow -> report dict
     both: dict[str, dict[str, Any]] = {}  # policy -> concurrent figures
+    budget: dict[str, Any] = {}
     t0 = time.monotonic()
     with Stack(cfg, metadata_port=0, daemon_port=0) as stack:
         preps = {n: prepare_run(p, options=opts, limits=cfg.wds_limits()) for n, p in wfs.items()}
@@ -79,25 +80,47 @@ def run(args: argparse.Namespace) -> int:
             d["store"] = _study.store_deltas(before, _store_stats(stack.endpoints) or {})
             return d
 
-        if not args.quick:  # cold starts would count in the first policy's lifetimes and MB-s
-            for name in wfs:
-                once(name, "funcstore")
+        warm = [once(n, "funcstore") for n in wfs] if not args.quick else []  # cold starts skew the first
         alone["funcstore"] = {n: once(n, "funcstore") for n in wfs}
-        lease = _study.lease_ms(alone["funcstore"].values())
-        policies = {"funcstore": "funcstore", "pocket": "pocket", "jiffy": f"jiffy:{lease}", "oracle": "oracle"}
-        for pol in ("pocket", "jiffy", "oracle"):
-            alone[pol] = {n: once(n, policies[pol]) for n in wfs}
+        lease = _study.lease_ms([*warm, *alone["funcstore"].values()])
+        leases = [lease]
+
+        def with_lease(go: Any) -> Any:
+            """Jiffy frees an object idle for its lease: a lease shorter than this run's
+            lifetimes fails a task (ObjectExpired). Double it and run again, up to 4 times;
+            every lease tried is reported."""
+            for _ in range(4):
+                try:
+                    return go(f"jiffy:{leases[-1]}")
+                except InvalidRequest as exc:
+                    if "ObjectExpired" not in str(exc):
+                        raise
+                    leases.append(leases[-1] * 2)
+            return go(f"jiffy:{leases[-1]}")
+
+        for pol in ("pocket", "oracle"):
+            alone[pol] = {n: once(n, pol) for n in wfs}
+        alone["jiffy"] = with_lease(lambda spec: {n: once(n, spec) for n in wfs})
+        policies = {"funcstore": "funcstore", "pocket": "pocket", "jiffy": f"jiffy:{leases[-1]}", "oracle": "oracle"}
+
+        def concurrently(spec: str) -> dict[str, Any]:
+            before = _store_stats(stack.endpoints) or {}
+            start = time.monotonic()
+            reps = [r.to_dict() for r in run_jobs(list(preps.values()), config=cfg, stack=stack,
+                                                    policy=spec, options=opts)]
+            for n, d in zip(wfs, reps):
+                check(d, f"{n} under {spec}, concurrently")
+            return {"wall_s": round(time.monotonic() - start, 4), "reports": reps, "spec": spec,
+                    "store": _study.store_deltas(before, _store_stats(stack.endpoints) or {})}
+
         if not args.quick and len(wfs) > 1:
-            for pol, spec in policies.items():
-                before = _store_stats(stack.endpoints) or {}
-                start = time.monotonic()
-                reps = [r.to_dict() for r in run_jobs(list(preps.values()), config=cfg, stack=stack,
-                                                        policy=spec, options=opts)]
-                for n, d in zip(wfs, reps):
-                    check(d, f"{n} under {spec}, concurrently")
-                both[pol] = {"wall_s": round(time.monotonic() - start, 4), "reports": reps,
-                             "store": _study.store_deltas(before, _store_stats(stack.endpoints) or {})}
-    result = _figures(wfs, policies, alone, both, lease, time.monotonic() - t0)
+            for pol in ("funcstore", "pocket", "oracle"):
+                both[pol] = concurrently(pol)
+            both["jiffy"] = with_lease(concurrently)
+            budget = _budget_sweep(stack, both["funcstore"], concurrently)
+    result = _figures(wfs, policies, alone, both, leases, time.monotonic() - t0)
+    if both:
+        result["budget_completion"] = budget
     png = out / "utilization.png"
     if _plot(png, wfs, policies, alone, both):
         result["png"] = str(png)
@@ -108,8 +131,33 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _budget_sweep(stack: Any, base: dict[str, Any], concurrently: Any) -> dict[str, Any]:
+    """FuncStore Fig. 11a: every workflow at once under funcstore with the stack's total
+    memory budget (the metadata server's ``memory_budget``; beyond it objects go to COS) at
+    20%, 60% and 100% of the peak the unbudgeted concurrent run allocated; completion time
+    of the set and the jobs' physical peaks, against the unbudgeted run."""
+    from sdk.local import _study
+
+    state = stack.handler.state
+    peak = max((v for _, v in _study.summed_series([d["memory"]["series"] for d in base["reports"]])), default=0)
+    out: dict[str, Any] = {"peak_bytes": peak, "unbudgeted_s": base["wall_s"]}
+    saved = state.memory_budget
+    try:
+        for pct in (20, 60, 100):
+            state.memory_budget = peak * pct // 100
+            r = concurrently("funcstore")
+            out[f"{pct}%"] = {"budget_bytes": peak * pct // 100, "wall_s": r["wall_s"],
+                              "cos_puts": r["store"]["cos_puts"],
+                              "peak_bytes": max((v for _, v in _study.summed_series(
+                                  [d["memory"]["series"] for d in r["reports"]])), default=0),
+                              "leaked_bytes": [d["memory"]["leaked_bytes"] for d in r["reports"]]}
+    finally:
+        state.memory_budget = saved
+    return out
+
+
 def _figures(wfs: dict[str, Path], policies: dict[str, str], alone: dict[str, dict[str, dict[str, Any]]],
-             both: dict[str, dict[str, Any]], lease: int, took: float) -> dict[str, Any]:
+             both: dict[str, dict[str, Any]], leases: list[int], took: float) -> dict[str, Any]:
     from sdk.local import _study
 
     per_wf = {pol: {n: alone[pol][n]["memory"]["mb_s"] for n in wfs} for pol in policies}
@@ -123,7 +171,8 @@ def _figures(wfs: dict[str, Path], policies: dict[str, str], alone: dict[str, di
                                         sum(s["cos_puts"] for s in st), sum(s["cos_gets"] for s in st))
     f_cost = cost["funcstore"]["total_usd"]
     result: dict[str, Any] = {
-        "workflows": list(wfs), "policies": policies, "jiffy_lease_ms": lease,
+        "workflows": list(wfs), "policies": policies, "jiffy_lease_ms": int(policies["jiffy"].split(":")[1]),
+        "jiffy_leases_tried_ms": leases,
         "mb_s": mb_s, **_study.reductions(mb_s), "live_mb_s": live,
         "per_workflow": {n: {pol: {"mb_s": per_wf[pol][n], "peak_bytes": alone[pol][n]["memory"]["peak_bytes"],
                                    "wall_s": alone[pol][n]["wall_s"],
@@ -141,6 +190,7 @@ def _figures(wfs: dict[str, Path], policies: dict[str, str], alone: dict[str, di
         result["concurrent"] = {
             "mb_s": cmb, **_study.reductions(cmb),
             "wall_s": {pol: both[pol]["wall_s"] for pol in policies},
+            "jiffy": both["jiffy"]["spec"],
             "peak_bytes": {pol: max((v for _, v in _study.summed_series(
                 [d["memory"]["series"] for d in both[pol]["reports"]], 2 if pol == "oracle" else 1)), default=0)
                 for pol in policies},
@@ -200,4 +250,8 @@ def _print_table(r: dict[str, Any]) -> None:
         c = r["concurrent"]
         print(f"all concurrently: {_pct(c['reduction_vs_pocket'])} below pocket, "
               f"{_pct(c['reduction_vs_jiffy'])} below jiffy, {_pct(c['over_oracle'])} over the oracle")
+    if "budget_completion" in r:
+        b = r["budget_completion"]
+        print("all concurrently under funcstore with a budget of the peak: " + ", ".join(
+            f"{k} {v['wall_s']:.2f} s" for k, v in b.items() if k.endswith("%")) + f" (none {b['unbudgeted_s']:.2f} s)")
     print("max jobs within 400 MB: " + ", ".join(f"{p} {n}" for p, n in r["max_jobs_400mb"].items()))
