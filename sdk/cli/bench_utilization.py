@@ -3,7 +3,8 @@ stack. Runs word count, gg compile and video, each alone and then all at once, u
 ``funcstore``, ``pocket``, ``jiffy:<lease>`` (the lease is the longest object lifetime seen
 in the funcstore runs, as the paper sets it) and ``oracle``, and reports the physical
 memory-time product (MB-s of what the storage functions held) per policy and workflow,
-funcstore's reductions, the jobs a 200/400 MB budget admits, storage cost at AWS prices,
+funcstore's reductions, the jobs a 200/400 MB budget admits, the concurrent set's completion
+time with the stack's memory budget at 20/60/100% of its peak, storage cost at AWS prices,
 and a PNG of allocated memory over time, one line per policy (Fig. 12a), beside the JSON.
 ``--json`` prints one JSON object as the last line. The figures are ``sdk.local._study``."""
 
