@@ -36,7 +36,8 @@ def add_parser(sub: Any) -> None:
     p: argparse.ArgumentParser = sub.add_parser(
         "run", help="run a workflow end to end on the local stack and print its report",
         description="Run a workflow locally: start (or reuse) the stack, run every task, print outputs and report.")
-    p.add_argument("wds", metavar="WDS", help="path of the workflow description; handlers live beside it")
+    p.add_argument("wds", metavar="WDS", nargs="+", help="path of the workflow description; handlers live beside it "
+                   "(several: concurrent jobs on one stack, each its own run; see sdk.cli.run_jobs)")
     p.add_argument("--input", "-i", action="append", default=[], metavar="NAME=PATH",
                    help="a workflow input from a file (repeatable); defaults come from inputs.py beside the WDS")
     p.add_argument("--policy", help="release policy: funcstore (default), pocket, oracle, jiffy:<lease_ms>")
@@ -84,6 +85,9 @@ def run(args: argparse.Namespace) -> int:
     from sdk.local._stack import Stack, read_stack_file
     from sdk.local._stack_errors import StateDirBusy
 
+    if len(args.wds) > 1:
+        from sdk.cli.run_jobs import run_many
+        return run_many(args)
     params = parse_params(args.param, args._parser)
     inputs = _pairs(args.input, args._parser)
     try:
@@ -99,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
     if args.max_concurrency < 0:
         args._parser.error(f"--max-concurrency {args.max_concurrency}: give a number of tasks >= 1")
     hints = RunHints(args.max_concurrency, args.capacity, not args.latency_insensitive)
-    prep = prepare_run(args.wds, inputs=inputs, params=params, options=opts,
+    prep = prepare_run(args.wds[0], inputs=inputs, params=params, options=opts,
                        limits=cfg.wds_limits())  # bad input: exit 2, before any stack starts
     try:
         with _interrupts():

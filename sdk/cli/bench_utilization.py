@@ -1,0 +1,258 @@
+"""``funcsion bench utilization``: FuncStore's utilization study (Sec. V-C) on one embedded
+stack. Runs word count, gg compile and video, each alone and then all at once, under
+``funcstore``, ``pocket``, ``jiffy:<lease>`` (the lease is the longest object lifetime seen
+in the funcstore runs, as the paper sets it) and ``oracle``, and reports the physical
+memory-time product (MB-s of what the storage functions held) per policy and workflow,
+funcstore's reductions, the jobs a 200/400 MB budget admits, the concurrent set's completion
+time with the stack's memory budget at 20/60/100% of its peak, storage cost at AWS prices,
+and a PNG of allocated memory over time, one line per policy (Fig. 12a), beside the JSON.
+``--json`` prints one JSON object as the last line. The figures are ``sdk.local._study``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from funcsion_rpc.errors import InvalidRequest
+
+__all__ = ["HELP", "WORKFLOWS", "add_arguments", "run"]
+
+HELP = "FuncStore's utilization study: memory-time, budget and cost of funcstore against pocket, jiffy, oracle"
+
+_EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+#: study name -> WDS file
+WORKFLOWS = {"wordcount": _EXAMPLES / "wordcount" / "wordcount.wds.json",
+             "gg_compile": _EXAMPLES / "gg_compile" / "gg_compile.wds.json",
+             "video": _EXAMPLES / "video" / "video.wds.json"}
+MB = 1 << 20
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print one JSON object as the last line")
+    p.add_argument("--workflows", default=",".join(WORKFLOWS),
+                   help=f"comma-separated workflows to study (default {','.join(WORKFLOWS)})")
+    p.add_argument("--out", default=".funcsion/bench", help="directory for the JSON and PNG (default .funcsion/bench)")
+    p.add_argument("--quick", action="store_true",
+                   help="no warm-up runs and no all-concurrent case (a smoke test, not a measurement)")
+
+
+def _workflows(spec: str) -> dict[str, Path]:
+    names = [n.strip() for n in spec.split(",") if n.strip()]
+    bad = [n for n in names if n not in WORKFLOWS]
+    if bad or not names:
+        raise InvalidRequest(f"--workflows: unknown {', '.join(bad) or '(none given)'}; "
+                             f"choose from {', '.join(WORKFLOWS)}")
+    return {n: WORKFLOWS[n] for n in names}
+
+
+def run(args: argparse.Namespace) -> int:
+    from sdk._config import Config
+    from sdk.local import _study
+    from sdk.local._executor import ExecutorOptions
+    from sdk.local._inputs import prepare_run
+    from sdk.local._jobs import run_jobs
+    from sdk.local._run import _store_stats, run_workflow
+    from sdk.local._stack import Stack
+
+    wfs = _workflows(args.workflows)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    opts = ExecutorOptions(progress=False)
+    cfg = Config.load(state_dir=tempfile.mkdtemp(prefix="funcsion-study-"), env={})
+    alone: dict[str, dict[str, dict[str, Any]]] = {}  # policy -> workflow -> report dict
+    both: dict[str, dict[str, Any]] = {}  # policy -> concurrent figures
+    budget: dict[str, Any] = {}
+    t0 = time.monotonic()
+    with Stack(cfg, metadata_port=0, daemon_port=0) as stack:
+        preps = {n: prepare_run(p, options=opts, limits=cfg.wds_limits()) for n, p in wfs.items()}
+
+        def check(d: dict[str, Any], what: str) -> None:
+            if d["status"] != "succeeded":
+                raise InvalidRequest(f"{what} failed: {d['error']}")
+
+        def once(name: str, policy: str) -> dict[str, Any]:
+            before = _store_stats(stack.endpoints) or {}
+            d = run_workflow(preps[name], config=cfg, stack=stack, policy=policy, options=opts).to_dict()
+            check(d, f"{name} under {policy}")
+            d["store"] = _study.store_deltas(before, _store_stats(stack.endpoints) or {})
+            return d
+
+        warm = [once(n, "funcstore") for n in wfs] if not args.quick else []  # cold starts skew the first
+        alone["funcstore"] = {n: once(n, "funcstore") for n in wfs}
+        lease = _study.lease_ms([*warm, *alone["funcstore"].values()])
+        leases = [lease]
+
+        def with_lease(go: Any) -> Any:
+            """Jiffy frees an object idle for its lease: a lease shorter than this run's
+            lifetimes fails a task (ObjectExpired). Double it and run again, up to 4 times;
+            every lease tried is reported."""
+            for _ in range(4):
+                try:
+                    return go(f"jiffy:{leases[-1]}")
+                except InvalidRequest as exc:
+                    if "ObjectExpired" not in str(exc):
+                        raise
+                    leases.append(leases[-1] * 2)
+            return go(f"jiffy:{leases[-1]}")
+
+        for pol in ("pocket", "oracle"):
+            alone[pol] = {n: once(n, pol) for n in wfs}
+        alone["jiffy"] = with_lease(lambda spec: {n: once(n, spec) for n in wfs})
+        policies = {"funcstore": "funcstore", "pocket": "pocket", "jiffy": f"jiffy:{leases[-1]}", "oracle": "oracle"}
+
+        def concurrently(spec: str) -> dict[str, Any]:
+            before = _store_stats(stack.endpoints) or {}
+            start = time.monotonic()
+            reps = [r.to_dict() for r in run_jobs(list(preps.values()), config=cfg, stack=stack,
+                                                    policy=spec, options=opts)]
+            for n, d in zip(wfs, reps):
+                check(d, f"{n} under {spec}, concurrently")
+            return {"wall_s": round(time.monotonic() - start, 4), "reports": reps, "spec": spec,
+                    "store": _study.store_deltas(before, _store_stats(stack.endpoints) or {})}
+
+        if not args.quick and len(wfs) > 1:
+            for pol in ("funcstore", "pocket", "oracle"):
+                both[pol] = concurrently(pol)
+            both["jiffy"] = with_lease(concurrently)
+            budget = _budget_sweep(stack, both["funcstore"], concurrently)
+    result = _figures(wfs, policies, alone, both, leases, time.monotonic() - t0)
+    if both:
+        result["budget_completion"] = budget
+    png = out / "utilization.png"
+    if _plot(png, wfs, policies, alone, both):
+        result["png"] = str(png)
+    (out / "utilization.json").write_text(json.dumps(result, indent=1) + "\n")
+    _print_table(result)
+    if args.json:
+        print(json.dumps(result))
+    return 0
+
+
+def _budget_sweep(stack: Any, base: dict[str, Any], concurrently: Any) -> dict[str, Any]:
+    """FuncStore Fig. 11a: every workflow at once under funcstore with the stack's total
+    memory budget (the metadata server's ``memory_budget``; beyond it objects go to COS) at
+    20%, 60% and 100% of the peak the unbudgeted concurrent run allocated; completion time
+    of the set and the jobs' physical peaks, against the unbudgeted run."""
+    from sdk.local import _study
+
+    state = stack.handler.state
+    peak = max((v for _, v in _study.summed_series([d["memory"]["series"] for d in base["reports"]])), default=0)
+    out: dict[str, Any] = {"peak_bytes": peak, "unbudgeted_s": base["wall_s"]}
+    saved = state.memory_budget
+    try:
+        for pct in (20, 60, 100):
+            state.memory_budget = peak * pct // 100
+            r = concurrently("funcstore")
+            out[f"{pct}%"] = {"budget_bytes": peak * pct // 100, "wall_s": r["wall_s"],
+                              "cos_puts": r["store"]["cos_puts"],
+                              "peak_bytes": max((v for _, v in _study.summed_series(
+                                  [d["memory"]["series"] for d in r["reports"]])), default=0),
+                              "leaked_bytes": [d["memory"]["leaked_bytes"] for d in r["reports"]]}
+    finally:
+        state.memory_budget = saved
+    return out
+
+
+def _figures(wfs: dict[str, Path], policies: dict[str, str], alone: dict[str, dict[str, dict[str, Any]]],
+             both: dict[str, dict[str, Any]], leases: list[int], took: float) -> dict[str, Any]:
+    from sdk.local import _study
+
+    per_wf = {pol: {n: alone[pol][n]["memory"]["mb_s"] for n in wfs} for pol in policies}
+    mb_s = {pol: round(sum(v.values()), 6) for pol, v in per_wf.items()}
+    live = {pol: round(sum(alone[pol][n]["memory"]["live_mb_s"] for n in wfs), 6) for pol in policies}
+    peaks = {pol: [alone[pol][n]["memory"]["peak_bytes"] for n in wfs] for pol in policies}
+    cost: dict[str, Any] = {}
+    for pol in policies:
+        st = [alone[pol][n]["store"] for n in wfs]
+        cost[pol] = _study.storage_cost(mb_s[pol], sum(s["invocations"] for s in st),
+                                        sum(s["cos_puts"] for s in st), sum(s["cos_gets"] for s in st))
+    f_cost = cost["funcstore"]["total_usd"]
+    result: dict[str, Any] = {
+        "workflows": list(wfs), "policies": policies, "jiffy_lease_ms": int(policies["jiffy"].split(":")[1]),
+        "jiffy_leases_tried_ms": leases,
+        "mb_s": mb_s, **_study.reductions(mb_s), "live_mb_s": live,
+        "per_workflow": {n: {pol: {"mb_s": per_wf[pol][n], "peak_bytes": alone[pol][n]["memory"]["peak_bytes"],
+                                   "wall_s": alone[pol][n]["wall_s"],
+                                   "leaked_bytes": alone[pol][n]["memory"]["leaked_bytes"]} for pol in policies}
+                         | {"reductions": _study.reductions({pol: per_wf[pol][n] for pol in policies})}
+                         for n in wfs},
+        "max_jobs_200mb": {pol: _study.max_jobs(peaks[pol], 200 * MB) for pol in policies},
+        "max_jobs_400mb": {pol: _study.max_jobs(peaks[pol], 400 * MB) for pol in policies},
+        "storage_cost": cost,
+        "cost_vs_pocket": round(f_cost / cost["pocket"]["total_usd"], 4) if cost["pocket"]["total_usd"] else None,
+        "study_s": round(took, 1),
+    }
+    if both:
+        cmb = {pol: round(sum(d["memory"]["mb_s"] for d in both[pol]["reports"]), 6) for pol in policies}
+        result["concurrent"] = {
+            "mb_s": cmb, **_study.reductions(cmb),
+            "wall_s": {pol: both[pol]["wall_s"] for pol in policies},
+            "jiffy": both["jiffy"]["spec"],
+            "peak_bytes": {pol: max((v for _, v in _study.summed_series(
+                [d["memory"]["series"] for d in both[pol]["reports"]], 2 if pol == "oracle" else 1)), default=0)
+                for pol in policies},
+            "leaked_bytes": {pol: [d["memory"]["leaked_bytes"] for d in both[pol]["reports"]] for pol in policies}}
+    return result
+
+
+def _plot(png: Path, wfs: dict[str, Path], policies: dict[str, str], alone: dict[str, dict[str, dict[str, Any]]],
+          both: dict[str, dict[str, Any]]) -> bool:
+    """One panel per workflow alone (and the concurrent case), one step line per policy:
+    allocated MB over seconds since the run's first write (oracle: bytes held). False
+    without matplotlib (the ``plot`` extra)."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    from sdk.local import _study
+
+    panels = [(n, {pol: [alone[pol][n]["memory"]["series"]] for pol in policies}) for n in wfs]
+    if both:
+        panels.append(("all concurrently", {pol: [d["memory"]["series"] for d in both[pol]["reports"]]
+                                           for pol in policies}))
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.4), squeeze=False)
+    for ax, (title, by_pol) in zip(axes[0], panels):
+        for pol, spec in policies.items():
+            s = _study.summed_series(by_pol[pol], 2 if pol == "oracle" else 1)
+            if not s:
+                continue
+            xs = [t - s[0][0] for t, _ in s] + [max(t for t, _ in s) - s[0][0]]
+            ys = [v / MB for _, v in s] + [0.0]
+            ax.step(xs, ys, where="post", label=spec)
+        ax.set_title(title)
+        ax.set_xlabel("time (s)")
+        ax.set_ylabel("allocated memory (MB)")
+        ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(png, dpi=90)
+    plt.close(fig)
+    return True
+
+
+def _pct(v: float | None) -> str:
+    return "n/a" if v is None else f"{v * 100:.1f}%"
+
+
+def _print_table(r: dict[str, Any]) -> None:
+    print(f"policy      {'  '.join(f'{n:>11}' for n in r['workflows'])}     total MB-s   cost USD")
+    for pol, spec in r["policies"].items():
+        row = "  ".join(f"{r['per_workflow'][n][pol]['mb_s']:>11.3f}" for n in r["workflows"])
+        print(f"{spec:<11} {row}  {r['mb_s'][pol]:>13.3f}   {r['storage_cost'][pol]['total_usd']:.3g}")
+    print(f"funcstore: {_pct(r['reduction_vs_pocket'])} below pocket, {_pct(r['reduction_vs_jiffy'])} below jiffy, "
+          f"{_pct(r['over_oracle'])} over the oracle; cost {_pct(r['cost_vs_pocket'])} of pocket's")
+    if "concurrent" in r:
+        c = r["concurrent"]
+        print(f"all concurrently: {_pct(c['reduction_vs_pocket'])} below pocket, "
+              f"{_pct(c['reduction_vs_jiffy'])} below jiffy, {_pct(c['over_oracle'])} over the oracle")
+    if "budget_completion" in r:
+        b = r["budget_completion"]
+        print("all concurrently under funcstore with a budget of the peak: " + ", ".join(
+            f"{k} {v['wall_s']:.2f} s" for k, v in b.items() if k.endswith("%")) + f" (none {b['unbudgeted_s']:.2f} s)")
+    print("max jobs within 400 MB: " + ", ".join(f"{p} {n}" for p, n in r["max_jobs_400mb"].items()))

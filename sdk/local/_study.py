@@ -1,0 +1,110 @@
+"""The utilization study's figures (FuncStore Sec. V-C), pure: jiffy's lease from observed
+object lifetimes, memory-time reductions, storage cost at AWS prices, the budget's job count,
+and the allocated-memory series of several runs summed over time. The runs themselves are
+made by ``sdk.cli.bench_utilization``; nothing here does I/O."""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from storage_functions.local._pricing import (
+    PRICE_PER_GB_SECOND_USD,
+    PRICE_PER_REQUEST_USD,
+)
+
+__all__ = [
+    "POLICIES",
+    "S3_GET_USD",
+    "S3_PUT_USD",
+    "lease_ms",
+    "max_jobs",
+    "reductions",
+    "storage_cost",
+    "store_deltas",
+    "summed_series",
+]
+
+#: the study's policies, jiffy's lease filled in once funcstore's lifetimes are known
+POLICIES = ("funcstore", "pocket", "jiffy", "oracle")
+#: S3 Standard request prices, us-east-1 (https://aws.amazon.com/s3/pricing/)
+S3_PUT_USD = 0.005 / 1000
+S3_GET_USD = 0.0004 / 1000
+
+
+def lease_ms(reports: Iterable[Mapping[str, Any]]) -> int:
+    """Jiffy's lease as FuncStore sets it: the longest lifetime (written..freed) of any
+    object in the given run reports (dicts), in whole milliseconds, at least 1."""
+    longest = 0.0
+    for r in reports:
+        for o in r["objects"].values():
+            if o.get("written_at") is not None and o.get("freed_at") is not None:
+                longest = max(longest, o["freed_at"] - o["written_at"])
+    return max(1, round(longest * 1000))
+
+
+def reductions(mb_s: Mapping[str, float]) -> dict[str, float | None]:
+    """funcstore's memory-time against the others: 1 - funcstore/pocket, 1 - funcstore/jiffy
+    and funcstore/oracle - 1 (None where the other figure is 0)."""
+    f = mb_s["funcstore"]
+
+    def ratio(other: str) -> float | None:
+        v = mb_s.get(other, 0.0)
+        return f / v if v else None
+
+    p, j, o = ratio("pocket"), ratio("jiffy"), ratio("oracle")
+    return {"reduction_vs_pocket": None if p is None else round(1 - p, 4),
+            "reduction_vs_jiffy": None if j is None else round(1 - j, 4),
+            "over_oracle": None if o is None else round(o - 1, 4)}
+
+
+def storage_cost(mb_s: float, invocations: int, cos_puts: int, cos_gets: int) -> dict[str, float]:
+    """AWS cost of keeping the data: Lambda GB-s of the memory held, the storage functions'
+    invocations, S3 PUTs and GETs (USD)."""
+    fn = mb_s / 1024 * PRICE_PER_GB_SECOND_USD
+    inv = invocations * PRICE_PER_REQUEST_USD
+    cos = cos_puts * S3_PUT_USD + cos_gets * S3_GET_USD
+    return {"function_gb_s": round(mb_s / 1024, 6), "function_usd": fn, "invocations": invocations,
+            "invocation_usd": inv, "cos_puts": cos_puts, "cos_gets": cos_gets, "cos_usd": cos,
+            "total_usd": fn + inv + cos}
+
+
+def store_deltas(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, int]:
+    """What the storage daemon did between two ``stats()``: storage-function invocations,
+    COS PUTs (buffer uploads) and COS GETs (reads that fell back to COS)."""
+    def inv(s: Mapping[str, Any]) -> int:
+        return sum(int(f.get("invocations", 0)) for f in s.get("functions", []))
+    return {"invocations": inv(after) - inv(before),
+            "cos_puts": int(after.get("uploads", 0)) - int(before.get("uploads", 0)),
+            "cos_gets": int(after.get("cos_fallbacks", 0)) - int(before.get("cos_fallbacks", 0))}
+
+
+def max_jobs(peaks: Sequence[int], budget_bytes: int) -> int:
+    """How many jobs a budget admits (FuncStore Fig. 11b): jobs arrive in turn, cycling over
+    the workflows' measured peaks, and are admitted while the sum of admitted peaks fits."""
+    if not peaks or min(peaks) <= 0:
+        return 0
+    n, used = 0, 0
+    while used + peaks[n % len(peaks)] <= budget_bytes:
+        used += peaks[n % len(peaks)]
+        n += 1
+    return n
+
+
+def summed_series(series: Sequence[Sequence[Sequence[float]]], column: int = 1) -> list[tuple[float, int]]:
+    """Several runs' memory series (``[time, allocated, live]`` steps, one list per run)
+    summed into one step series over the union of their times; ``column`` 1 is allocated
+    bytes, 2 live bytes. A run counts 0 before its first step and after its last."""
+    times = sorted({float(p[0]) for s in series for p in s})
+    out: list[tuple[float, int]] = []
+    for t in times:
+        total = 0
+        for s in series:
+            if not s or t > float(s[-1][0]):
+                continue
+            i = bisect.bisect_right([float(p[0]) for p in s], t) - 1
+            if i >= 0:
+                total += int(s[i][column])
+        out.append((t, total))
+    return out

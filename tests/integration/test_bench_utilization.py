@@ -1,0 +1,45 @@
+"""``funcsion bench utilization`` end to end on word count (``--quick``: no warm-up, no
+concurrent case): one JSON object as the last line with every policy's physical MB-s, the
+reductions, costs and budgets, and the PNG and JSON written to ``--out``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.slow
+def test_the_study_on_word_count_reports_every_policy_and_writes_its_picture(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    p = subprocess.run([sys.executable, "-m", "sdk.cli", "bench", "utilization", "--workflows", "wordcount",
+                        "--quick", "--json", "--out", str(tmp_path)], capture_output=True, text=True,
+                       env=env, cwd=tmp_path, timeout=300, check=False)
+    assert p.returncode == 0, p.stderr
+    r = json.loads(p.stdout.strip().splitlines()[-1])
+    assert set(r["mb_s"]) == {"funcstore", "pocket", "jiffy", "oracle"}
+    assert r["policies"]["jiffy"] == f"jiffy:{r['jiffy_lease_ms']}" and r["jiffy_lease_ms"] > 0
+    assert all(v > 0 for v in r["mb_s"].values())
+    assert r["mb_s"]["funcstore"] < r["mb_s"]["pocket"]  # freeing at the last read holds less
+    assert r["reduction_vs_pocket"] == pytest.approx(1 - r["mb_s"]["funcstore"] / r["mb_s"]["pocket"], abs=1e-3)
+    wc = r["per_workflow"]["wordcount"]
+    assert all(wc[pol]["leaked_bytes"] == 0 for pol in r["mb_s"])
+    assert set(r["max_jobs_400mb"]) == set(r["mb_s"]) and r["max_jobs_400mb"]["funcstore"] >= 1
+    assert all(c["cos_puts"] > 0 and c["total_usd"] > 0 for c in r["storage_cost"].values())
+    assert (tmp_path / "utilization.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert json.loads((tmp_path / "utilization.json").read_text())["mb_s"] == r["mb_s"]
+
+
+def test_an_unknown_workflow_is_one_line_naming_the_choices(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    p = subprocess.run([sys.executable, "-m", "sdk.cli", "bench", "utilization", "--workflows", "wordcont",
+                        "--out", str(tmp_path)], capture_output=True, text=True, env=env, timeout=60, check=False)
+    assert p.returncode != 0
+    assert "unknown wordcont; choose from wordcount, gg_compile, video" in p.stderr
+    assert "Traceback" not in p.stderr

@@ -1,0 +1,53 @@
+"""The utilization study's pure figures: jiffy's lease, reductions, cost, the budget's job
+count and summed memory series."""
+
+from __future__ import annotations
+
+import pytest
+
+from sdk.local import _study
+from storage_functions.local._pricing import (
+    PRICE_PER_GB_SECOND_USD,
+    PRICE_PER_REQUEST_USD,
+)
+
+
+def test_the_lease_is_the_longest_observed_lifetime() -> None:
+    reports = [{"objects": {"a": {"written_at": 0.1, "freed_at": 0.4}, "b": {"written_at": 0.2, "freed_at": None}}},
+               {"objects": {"c": {"written_at": 1.0, "freed_at": 2.25}}}]
+    assert _study.lease_ms(reports) == 1250
+    assert _study.lease_ms([{"objects": {}}]) == 1  # never 0: jiffy:0 is not a policy
+
+
+def test_reductions_against_pocket_jiffy_and_the_oracle() -> None:
+    r = _study.reductions({"funcstore": 11.0, "pocket": 100.0, "jiffy": 55.0, "oracle": 10.0})
+    assert r == {"reduction_vs_pocket": 0.89, "reduction_vs_jiffy": 0.8, "over_oracle": 0.1}
+    assert _study.reductions({"funcstore": 1.0, "pocket": 0.0})["reduction_vs_pocket"] is None
+
+
+def test_storage_cost_at_aws_prices() -> None:
+    c = _study.storage_cost(2048.0, 10, 1000, 1000)
+    assert c["function_gb_s"] == 2.0
+    assert c["function_usd"] == pytest.approx(2 * PRICE_PER_GB_SECOND_USD)
+    assert c["invocation_usd"] == pytest.approx(10 * PRICE_PER_REQUEST_USD)
+    assert c["cos_usd"] == pytest.approx(0.005 + 0.0004)
+    assert c["total_usd"] == pytest.approx(c["function_usd"] + c["invocation_usd"] + c["cos_usd"])
+
+
+def test_store_deltas_count_invocations_puts_and_cos_reads() -> None:
+    before = {"functions": [{"invocations": 2}, {"invocations": 1}], "uploads": 5, "cos_fallbacks": 0}
+    after = {"functions": [{"invocations": 4}, {"invocations": 1}], "uploads": 9, "cos_fallbacks": 3}
+    assert _study.store_deltas(before, after) == {"invocations": 2, "cos_puts": 4, "cos_gets": 3}
+
+
+def test_jobs_are_admitted_in_turn_while_their_peaks_fit() -> None:
+    assert _study.max_jobs([100, 50], 300) == 4  # 100 + 50 + 100 + 50; the next 100 does not fit
+    assert _study.max_jobs([100, 50], 99) == 0
+    assert _study.max_jobs([], 1000) == 0
+
+
+def test_series_of_several_runs_sum_over_time() -> None:
+    a = [[0.0, 10, 1], [2.0, 20, 2], [4.0, 0, 0]]
+    b = [[1.0, 5, 5], [3.0, 0, 0]]
+    assert _study.summed_series([a, b]) == [(0.0, 10), (1.0, 15), (2.0, 25), (3.0, 20), (4.0, 0)]
+    assert _study.summed_series([a, b], column=2) == [(0.0, 1), (1.0, 6), (2.0, 7), (3.0, 2), (4.0, 0)]
