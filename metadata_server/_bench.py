@@ -109,7 +109,11 @@ def bytes_per_object(n: int = 20_000) -> float:
 def _client(port: int, token: str, run: str, work: list[tuple[str, list[str]]], batch: bool, cycle: bool,
             start_at: float, seconds: float, q: Any) -> None:
     """Call ``get`` (or ``get_batch``) for each (function, objects) of ``work``: one get per
-    object, or one batch per entry; again from the start while ``cycle`` and time is left."""
+    object, or one batch per entry; again from the start while ``cycle`` and time is left.
+    A forked client inherits the bench's heap; it is frozen out of the cyclic GC, so the
+    client pays for its own objects only (as a task's client would)."""
+    import gc
+    gc.freeze()
     from funcsion_rpc import MetadataClient
     c = MetadataClient(port=port, token=token)
     c.health()
