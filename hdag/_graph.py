@@ -136,7 +136,7 @@ class HDAG:
         self.workflow = workflow
         specs = workflow.functions
         fi = feature_inputs(workflow)
-        producer, readers, parents, stage = fi["producer"], fi["readers"], fi["parents"], fi["stage"]
+        producer, readers = fi["producer"], fi["readers"]
         self.functions: dict[str, FunctionInfo] = {
             f.name: FunctionInfo(f.name, f.stage_id, f.stage_name, f.start, f.input, f.output, f.next,
                                  f.template, f.replica, f.handler_ref)

@@ -173,7 +173,7 @@ def layout(h: HDAG, *, collapse_above: int = 16) -> Layout:
         pipe_of[None] = "p:$inputs"
 
     flows: Counter[tuple[str, str, str]] = Counter()
-    for o, info in h.objects.items():
+    for info in h.objects.values():
         for r in info.readers:
             flows[(pipe_of[info.producer], display[r], pattern_key(info.pattern))] += 1
     edges = [LayoutEdge(nid, "p:" + nid, "writes") for nid in members if "p:" + nid in nodes]

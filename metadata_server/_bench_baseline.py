@@ -41,7 +41,7 @@ def _serve(listener: socket.socket) -> None:
     from thrift.server.TServer import TSimpleServer
     from thrift.transport import TSocket, TTransport
 
-    class Bound(TSocket.TServerSocket):
+    class Bound(TSocket.TServerSocket):  # type: ignore[misc]  # thrift ships no types
         """The listening socket the parent bound (so it knows the port before the fork)."""
 
         def listen(self) -> None:

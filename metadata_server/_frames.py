@@ -138,7 +138,7 @@ def fault_frame(method: str, seqid: int, error: MetadataError) -> bytes | None:
     proto.writeMessageBegin(method, TMessageType.REPLY, seqid)
     result.write(proto)
     proto.writeMessageEnd()
-    body = buf.getvalue()
+    body: bytes = buf.getvalue()
     return _I32.pack(len(body)) + body
 
 

@@ -38,6 +38,7 @@ import socket
 import struct
 import threading
 import time
+from typing import Literal
 
 from funcsion_rpc.errors import InvalidRequest
 from funcsion_rpc.limits import DEFAULT_MAX_FRAME_BYTES, HANDSHAKE_BYTES, MAX_WDS_BYTES, MIN_MAX_FRAME_BYTES
@@ -291,7 +292,7 @@ class MetadataServer:
         if pos:
             del buf[:pos]
 
-    def _admit(self, n: int, prefix: bytes) -> bytes | bool | None:
+    def _admit(self, n: int, prefix: bytes) -> bytes | Literal[True] | None:
         """A frame of ``n`` > HANDSHAKE_BYTES bytes, from its first bytes: True (read it),
         the fault reply (refused), None (wait for more of the header)."""
         head = peek_head(prefix, HANDSHAKE_BYTES)
@@ -316,7 +317,7 @@ class MetadataServer:
     def _process(self, frame: bytes) -> bytes:
         try:
             out = self._frames.process(frame)
-        except Exception as exc:                    # a frame that does not decode
+        except Exception as exc:  # noqa: BLE001 - a frame that does not decode closes that peer only
             text = str(exc)
             raise _BadPeer(f"a {len(frame):,}-byte frame that does not decode ({type(exc).__name__}"
                            f"{': ' + text[:200] if text else ''})") from None

@@ -288,7 +288,7 @@ def _graph_checks(chk: Checker, functions: list[FunctionSpec], declared_inputs: 
     for f in functions:
         if not f.start and f.name not in has_pred:
             chk.add(_where(f), f"function {f.name!r} is not a start function and nothing leads to it (no next edge, "
-                    "no object from another function)", f'set "start": true, or list it in a next array')
+                    "no object from another function)", 'set "start": true, or list it in a next array')
     for w_name, readers in data_succ.items():
         for r in sorted(readers - next_succ[w_name]):
             chk.warnings.append(f"{r!r} reads what {w_name!r} writes, but {w_name!r} does not list it in next; "

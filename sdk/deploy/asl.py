@@ -63,7 +63,7 @@ def levels(h: HDAG) -> list[tuple[str, list[list[str]]]]:
     """[(state name, groups)], each group the functions of one WDS entry in that level."""
     fg = h.function_graph()
     out: list[tuple[str, list[list[str]]]] = []
-    for sid, stage_name, fns in h.stages():
+    for _sid, stage_name, fns in h.stages():
         sub = fg.subgraph(fns)
         depth: dict[str, int] = {}
         for f in nx.topological_sort(sub):

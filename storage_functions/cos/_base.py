@@ -172,7 +172,7 @@ class COS(ABC):
         validate_key(key)
         return self._call("exists", key, lambda: self._exists(key))
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - an optional hook: most backends hold nothing
         """Release what the backend holds (nothing by default)."""
 
     def __enter__(self) -> COS:

@@ -124,7 +124,7 @@ class AwsStore:
         cos = self.daemon.cos
         try:
             cos.client.head_bucket(Bucket=cos.bucket)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any botocore failure: one clear configuration error
             raise COSConfigError(f"COS {self.config.cos_url}: bucket {cos.bucket!r} is not reachable: "
                                  f"{type(exc).__name__}: {exc}") from None
 

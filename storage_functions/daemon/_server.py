@@ -274,7 +274,7 @@ class Daemon:
         deadline = time.monotonic() + timeout_s
         for h in self.handles[:count]:
             with h.cond:
-                if not h.cond.wait_for(lambda: h.state == "active" or h.instance is not None,
+                if not h.cond.wait_for(lambda: h.state == "active" or h.instance is not None,  # noqa: B023
                                        max(0.0, deadline - time.monotonic())):
                     return False
         return True

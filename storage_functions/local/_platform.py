@@ -237,7 +237,7 @@ class LocalPlatform:
     def _run_async(self, name: str, text: str, request_id: str, future: Future[Any]) -> None:
         try:
             future.set_result(self._invoke(name, text, request_id, queue=True))
-        except BaseException as exc:
+        except BaseException as exc:  # noqa: BLE001 - the future carries it to the caller
             if not isinstance(exc, InvocationFailed) or exc.reason != "shutdown":
                 log.warning("async invocation %s of %s failed: %s", request_id, name, exc)
             future.set_exception(exc)
@@ -401,7 +401,7 @@ class LocalPlatform:
                         others = sorted((i for i in self._instances.values() if i.state == "idle"),
                                         key=lambda i: i.last_used)
                         if others:  # idle instances never block: reclaim the least recently used
-                            to_close += self._take_idle(lambda i: i is others[0])
+                            to_close += self._take_idle(lambda i: i is others[0])  # noqa: B023 - used at once
                             continue
                     limit = (f"reserved concurrency {spec.reserved_concurrency} of {name}"
                              if spec.reserved_concurrency is not None and mine >= spec.reserved_concurrency

@@ -237,7 +237,7 @@ def main(argv: list[str]) -> int:
     t0 = time.perf_counter()
     try:
         handler = _load(init)
-    except BaseException as exc:
+    except BaseException as exc:  # noqa: BLE001 - Lambda reports any init failure as an error reply
         kind = "Runtime.ImportModuleError" if isinstance(exc, ImportError) else "Runtime.HandlerNotFound" \
             if isinstance(exc, AttributeError) else "Runtime.UserCodeSyntaxError" if isinstance(exc, SyntaxError) \
             else None
@@ -258,7 +258,7 @@ def main(argv: list[str]) -> int:
         start = time.perf_counter()
         try:
             result = handler(msg["event"], context)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - a handler error is the invocation's reply, as on Lambda
             reply = {"op": "error", **_error(exc, code_paths=code_paths)}
             _log_error(log, reply)
         else:

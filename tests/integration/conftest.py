@@ -4,7 +4,6 @@ functions warm up on first use."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
