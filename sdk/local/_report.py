@@ -1,6 +1,7 @@
 """The run report (``RunReport``, documented in README "The run report") and
 what goes into it: per-task attempts and times, per-object sizes and
-lifetimes (all times in seconds from the run's start), and the memory figures
+lifetimes (all times in seconds from the run's start) and tier (memory, or COS
+and why), and the memory figures
 from the metadata server's run summary. Pure: no I/O.
 """
 
@@ -59,7 +60,9 @@ def object_rows(st: Mapping[str, Any], t0: float) -> dict[str, Any]:
     return {n: {"size": s.size, "state": s.state, "producer": s.producer or None,
                 "written_at": _rel(s.readable_at, t0), "freed_at": _rel(s.freed_at, t0),
                 "reads": list(s.committed_by), "declared_reads": s.declared_reads,
-                "freed_reason": s.freed_reason or None}
+                "freed_reason": s.freed_reason or None,
+                "tier": s.placement.tier if s.placement is not None else None,
+                "tier_reason": getattr(s, "tier_reason", None) or None}
             for n, s in st.items()}
 
 
