@@ -53,6 +53,7 @@ from ._events import (AckInstructions, BeginPut, CapacityChanged, Commit, Commit
                       PutFinished, ReadRecorded, RegisterCapacity, RegisterWorkflow, ReleaseFunction, RunFinished,
                       RunStarted, ScaleOut, StartRun, StorageInstruction, Tick, UnregisterCapacity,
                       WorkflowRegistered)
+from ._invariants import validate
 from ._policy import HeuristicPredictor, LifetimePredictor, parse_policy, pool_key
 from ._records import ObjectRecord, RunRecord, WorkflowEntry
 from ._tokens import is_digest, token_digest
@@ -705,42 +706,5 @@ class MetadataState:
 
     # -- invariants --------------------------------------------------------------------
     def validate_state(self) -> None:
-        """Assert every invariant of DESIGN.md that the state can see."""
-        self.allocator.validate()
-        total_live = 0
-        for run in self.runs.values():
-            live = sum(r.size for r in run.objects.values()
-                       if r.state in ("allocated", "readable") and r.placement.tier == "memory")
-            assert run.live_bytes == live, (run.run_id, run.live_bytes, live)
-            written = sum(r.size for r in run.objects.values() if r.state == "readable" and r.placement.tier == "memory")
-            assert run.written_bytes == written, (run.run_id, run.written_bytes, written)
-            total_live += live
-            for fn, buf in run.buffers.items():
-                assert fn not in run.committed, f"{fn} committed but still has a buffer"
-                for name in buf:
-                    assert fn in run.graph.objects[name].readers, f"{fn} buffered undeclared read {name}"
-            for fn, names in run.deletes.items():
-                assert fn not in run.committed and all(run.objects[n].adhoc for n in names)
-            for rec in run.objects.values():
-                if rec.adhoc:
-                    assert rec.name not in run.graph.objects and rec.declared == 0 and not rec.committed_by
-                    continue
-                info = run.graph.objects[rec.name]
-                assert rec.remaining == rec.declared - len(rec.committed_by) >= 0, rec
-                assert len(set(rec.committed_by)) == len(rec.committed_by), f"double decrement of {rec.name}"
-                assert set(rec.committed_by) <= set(info.readers)
-                if rec.freed_reason == "committed":   # never early
-                    assert rec.remaining == 0 and set(rec.committed_by) == set(info.readers), rec
-                if (run.policy.frees_on_commit and rec.state == "readable" and rec.declared > 0
-                        and rec.remaining == 0):      # never late
-                    raise AssertionError(f"{rec.name} of {run.run_id} should have been freed")
-                if rec.state in ("allocated", "readable"):
-                    for e in rec.placement.extents:
-                        assert (e.function, e.block) in self.allocator.used
-            if run.state != "running":                # nothing leaks
-                assert run.live_bytes == 0 and not run.buffers
-                assert run.run_id not in self.allocator.owner_blocks, f"{run.run_id} ended holding blocks"
-                assert all(r.state == "kept" or r.freed_reason == "deleted" for r in run.objects.values())
-        assert total_live == self.live_bytes
-        seqs = [i.seq for i in self.pending]
-        assert seqs == sorted(seqs)
+        """Assert every invariant of DESIGN.md that the state can see (``_invariants``)."""
+        validate(self)

@@ -93,3 +93,30 @@ def test_a_put_the_daemon_has_no_room_for_lands_in_cos_and_says_why(fig9_path: P
         assert stats["allocated_bytes"] == 0 and stats["counters"]["cos_after_refusal"] == 1
         run.end_run("aborted")
         run.close()
+
+
+@pytest.mark.parametrize(("argv", "env", "match"), [
+    (["--metadata", "127.0.0.1:{port}"], {}, "needs the metadata server's admin token: pass --admin-token TOKEN "
+                                             "or set FUNCSION_ADMIN_TOKEN"),
+    (["--metadata", "127.0.0.1"], {"FUNCSION_ADMIN_TOKEN": ADMIN}, "give the metadata server's port too"),
+    (["--admin-token", ADMIN], {}, "--admin-token is for --metadata HOST:PORT"),
+    (["--metadata", "127.0.0.1:{port}", "--admin-token", "wrong"], {}, "wrong admin token"),
+    (["--metadata", "127.0.0.1:{port}", "--block-size", "65536"], {"FUNCSION_ADMIN_TOKEN": ADMIN},
+     "the metadata server allocates blocks of 1,048,576 bytes, this daemon stores blocks of 65,536"),
+])
+def test_serve_daemon_refuses_to_follow_what_it_cannot(argv: list[str], env: dict[str, str], match: str,
+                                                       tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    from sdk.cli import main
+
+    monkeypatch.delenv("FUNCSION_ADMIN_TOKEN", raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    server = _serve()
+    try:
+        argv = [a.format(port=server.port) for a in argv]
+        assert main(["serve", "daemon", "--port", "0", "--root", str(tmp_path), *argv]) == 2
+    finally:
+        server.close()
+    err = capsys.readouterr().err
+    assert match in err and len(err.strip().splitlines()) == 1, err
