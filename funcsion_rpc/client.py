@@ -172,6 +172,11 @@ class MetadataClient:
         req = T.PutRequest(obj, size, checksum, persist, adhoc)
         return self._call(lambda c: c.begin_put(self._run_token, run_id, function, req))
 
+    def fallback_to_cos(self, run_id: str, function: str, obj: str, reason: str = "") -> T.PutGrant:
+        """The store refused ``obj`` where it was placed, for lack of room: its placement
+        becomes the COS tier (the writer then stores it there)."""
+        return self._call(lambda c: c.fallback_to_cos(self._run_token, run_id, function, obj, reason))
+
     def finish_put(self, run_id: str, function: str, obj: str) -> T.PutResult:
         return self._call(lambda c: c.finish_put(self._run_token, run_id, function, obj))
 

@@ -26,7 +26,7 @@ __all__ = [
     "Extent", "Placement",
     "Event", "RegisterWorkflow", "DeregisterWorkflow", "StartRun", "EndRun", "BeginPut", "FinishPut",
     "Get", "Commit", "Delete", "RegisterCapacity", "UnregisterCapacity", "Tick", "AckInstructions", "Touch",
-    "EVENT_TYPES",
+    "CosFallback", "EVENT_TYPES",
     "Instruction", "WorkflowRegistered", "RunStarted", "RunFinished", "Placed", "PutFinished",
     "ReadRecorded", "Committed", "Freed", "CapacityChanged",
     "StorageInstruction", "DropObject", "ScaleOut", "ReleaseFunction",
@@ -183,10 +183,21 @@ class Touch(Event):
     objects: dict[str, dict[str, float]]
 
 
+@dataclass(slots=True)
+class CosFallback(Event):
+    """The store refused an object where the allocator placed it, for lack of room (the
+    daemon's pool has no such function): its writer stores it in the COS tier instead."""
+
+    run_id: str
+    function: str
+    object: str
+    reason: str = ""
+
+
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.__name__: cls
     for cls in (RegisterWorkflow, DeregisterWorkflow, StartRun, EndRun, BeginPut, FinishPut, Get, Commit,
-                Delete, RegisterCapacity, UnregisterCapacity, Tick, AckInstructions, Touch)
+                Delete, RegisterCapacity, UnregisterCapacity, Tick, AckInstructions, Touch, CosFallback)
 }
 
 

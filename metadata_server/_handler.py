@@ -58,7 +58,8 @@ _Get, _ReadRecorded = ev.Get, ev.ReadRecorded
 CONTROL_CALLS = frozenset({"register_workflow", "deregister_workflow", "start_run", "register_capacity",
                            "unregister_capacity", "stats", "fetch_instructions"})
 RUN_CALLS = frozenset({"end_run", "begin_put", "finish_put", "get", "commit", "delete_object", "lookup",
-                       "list_objects", "describe_function", "get_batch", "begin_put_batch", "finish_put_batch"})
+                       "list_objects", "describe_function", "get_batch", "begin_put_batch", "finish_put_batch",
+                       "fallback_to_cos"})
 Listener = Callable[[ev.StorageInstruction], None]
 VERSION = "1"
 
@@ -128,15 +129,18 @@ class MetadataHandler:
         """Rebuild the state from the journal; returns how many events were replayed."""
         assert self.journal is not None
         n = 0
-        # every journaled workflow passed the limits of its day; lower ones now must not refuse it
+        # every journaled workflow passed the limits of its day, and every journaled run started
+        # under the back-pressure of its day; lower ones now must not refuse them
         limits, self.state.wds_limits = self.state.wds_limits, wds.Limits.unlimited()
         with self.lock:
+            self.state.backpressure = False
             try:
                 for event in self.journal.replay():
                     self.state.handle(event)
                     n += 1
             finally:
                 self.state.wds_limits = limits
+                self.state.backpressure = True
         log.info("replayed %d journaled events", n)
         return n
 
@@ -453,6 +457,13 @@ class MetadataHandler:
         return self._grant(out[0], run_id)  # type: ignore[arg-type]
 
     @_boundary
+    def fallback_to_cos(self, token: str, run_id: str, function_name: str, object_name: str,
+                        reason: str) -> T.PutGrant:
+        self._run(token, run_id)
+        return self._grant(self._one(ev.CosFallback(self.clock(), self._rid_next(), run_id, function_name or "",
+                                                    object_name, (reason or "")[:1000]))[0])  # type: ignore[arg-type]
+
+    @_boundary
     def finish_put(self, token: str, run_id: str, function_name: str, object_name: str) -> T.PutResult:
         self._run(token, run_id)
         return self._put_result(self._one(ev.FinishPut(self.clock(), self._rid_next(), run_id, function_name,
@@ -484,7 +495,7 @@ class MetadataHandler:
                               d["size"], d["checksum"], d["persist"], d["committed_by"],
                               to_thrift_placement(p) if p is not None else None, d.get("freed_reason", ""),
                               d.get("written_at", 0.0), d.get("readable_at", 0.0), d.get("freed_at", 0.0),
-                              bool(d.get("adhoc")))
+                              bool(d.get("adhoc")), d.get("tier_reason") or None)
 
     @_boundary
     def lookup(self, token: str, run_id: str, object_name: str) -> T.ObjectStatus:

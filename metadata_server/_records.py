@@ -50,6 +50,7 @@ class ObjectRecord:
     readable_at: float = 0.0                 # finish_put
     freed_at: float = 0.0                    # freed or kept
     adhoc: bool = False                      # not declared in the WDS: no read count, freed by delete
+    tier_reason: str = ""                    # why it lives in the COS tier ("" in memory)
 
 
 @dataclass(slots=True)

@@ -24,6 +24,14 @@ Semantics (see DESIGN.md "Data path and invariants"):
   and COS copy; only chunks for workflow outputs and persisted objects).
 - ``EndRun`` and an idle run's TTL (``Tick``) free everything left; workflow
   outputs and persisted objects stay ``kept`` in COS and in the summary.
+- Storage instructions stay pending until the storage layer acknowledges them
+  (``AckInstructions``); none is ever discarded. Back-pressure instead: while
+  ``max_pending`` or more wait, ``StartRun`` is refused (``ServiceUnavailable``)
+  and running runs go on. The journal replays with back-pressure off
+  (``backpressure``), since every journaled ``StartRun`` was accepted once.
+- Objects in the COS tier say why (``tier_reason``): a latency-insensitive run,
+  over the run's capacity hint or the server's memory budget, no room in the
+  pool, or the store refused the placement (``CosFallback``).
 """
 
 from __future__ import annotations
@@ -36,14 +44,17 @@ from typing import Any, Callable
 import hdag
 import wds
 from funcsion_rpc.errors import (DuplicateWrite, InvalidRequest, ObjectExpired, ObjectNotWritten, RunEnded,
-                                 Unauthorized, UndeclaredOutput, UnknownObject, UnknownRun, UnknownWorkflow)
+                                 ServiceUnavailable, Unauthorized, UndeclaredOutput, UnknownObject, UnknownRun,
+                                 UnknownWorkflow)
 
 from ._allocator import MAX_FUNCTION_BLOCKS, MIB, Allocator
-from ._events import (AckInstructions, BeginPut, CapacityChanged, Commit, Committed, Delete, DeregisterWorkflow,
+from ._events import (AckInstructions, BeginPut, CapacityChanged, Commit, Committed, CosFallback, Delete,
+                      DeregisterWorkflow,
                       DropObject, EndRun, Event, Freed, FinishPut, Get, Instruction, Placed, Placement,
                       PutFinished, ReadRecorded, RegisterCapacity, RegisterWorkflow, ReleaseFunction, RunFinished,
                       RunStarted, ScaleOut, StartRun, StorageInstruction, Tick, Touch, UnregisterCapacity,
                       WorkflowRegistered)
+from ._invariants import validate
 from ._policy import HeuristicPredictor, LifetimePredictor, parse_policy, pool_key
 from ._records import ObjectRecord, RunRecord, WorkflowEntry
 from ._tokens import is_digest, token_digest
@@ -64,7 +75,7 @@ class MetadataState:
 
     def __init__(self, *, block_size: int = MIB, data_chunks: int = 10, parity_chunks: int = 2,
                  memory_budget: int | None = None, predictor: LifetimePredictor | None = None,
-                 sample_interval_s: float = 0.1, max_samples: int = 10_000, max_pending: int = 1_000_000,
+                 sample_interval_s: float = 0.1, max_samples: int = 10_000, max_pending: int = 100_000,
                  max_finished_runs: int = 1000, wds_limits: wds.Limits | None = None) -> None:
         self.allocator = Allocator(block_size, data_chunks, parity_chunks)
         self.memory_budget = memory_budget
@@ -75,7 +86,8 @@ class MetadataState:
         self.next_run = 1
         self.next_seq = 1
         self.pending: deque[StorageInstruction] = deque()
-        self.max_pending = max_pending
+        self.max_pending = max_pending      # back-pressure: no new runs while this many wait
+        self.backpressure = True
         self.max_finished_runs = max_finished_runs
         self.finished: deque[str] = deque()
         self.counters: dict[str, int] = {}
@@ -89,6 +101,7 @@ class MetadataState:
             FinishPut: self._finish_put, Get: self._get, Commit: self._commit_event, Delete: self._delete,
             RegisterCapacity: self._register_capacity, UnregisterCapacity: self._unregister_capacity,
             Tick: self._tick, AckInstructions: self._ack, Touch: self._touch,
+            CosFallback: self._cos_fallback,
         }
 
     # -- entry point ----------------------------------------------------------------
@@ -106,10 +119,7 @@ class MetadataState:
     def _emit(self, out: list[Instruction], ins: StorageInstruction) -> None:
         ins.seq = self.next_seq
         self.next_seq += 1
-        self.pending.append(ins)
-        if len(self.pending) > self.max_pending:
-            self.pending.popleft()
-            self._bump("instructions_dropped")
+        self.pending.append(ins)          # until acknowledged; never dropped (see the module docstring)
         out.append(ins)
 
     # -- queries (not events: they change nothing) ------------------------------------
@@ -140,13 +150,14 @@ class MetadataState:
             assert info is not None
             return {"object": name, "state": "pending", "producer": info.producer or "",
                     "declared_reads": info.read_count, "remaining": info.read_count, "size": 0,
-                    "checksum": "", "persist": False, "committed_by": [], "placement": None, "adhoc": False}
+                    "checksum": "", "persist": False, "committed_by": [], "placement": None, "adhoc": False,
+                "tier_reason": ""}
         return {"object": name, "state": rec.state, "producer": rec.writer, "declared_reads": rec.declared,
                 "adhoc": rec.adhoc,
                 "remaining": rec.remaining, "size": rec.size, "checksum": rec.checksum, "persist": rec.persist,
                 "committed_by": list(rec.committed_by), "placement": rec.placement,
                 "freed_reason": rec.freed_reason, "written_at": rec.written_at, "readable_at": rec.readable_at,
-                "freed_at": rec.freed_at}
+                "freed_at": rec.freed_at, "tier_reason": rec.tier_reason}
 
     def describe_function(self, run_id: str, function: str) -> dict[str, Any]:
         run = self._run(run_id)
@@ -169,7 +180,10 @@ class MetadataState:
             "total_blocks": a.total_blocks, "free_blocks": a.free_blocks, "block_size": a.block_size,
             "storage_functions": len(a.functions), "workflows": len(self.workflows),
             "running_runs": sum(r.state == "running" for r in self.runs.values()),
-            "pending_instructions": len(self.pending), "counters": dict(self.counters),
+            "pending_instructions": len(self.pending), "max_pending": self.max_pending,
+            "last_seq": self.next_seq - 1,
+            "functions": {f.name: f.blocks for f in a.functions.values() if not f.retired},
+            "counters": dict(self.counters),
             "samples": list(self.samples), "runs": [r.summary() for r in self.runs.values()],
         }
 
@@ -272,6 +286,13 @@ class MetadataState:
         if ev.max_concurrency < 0 or ev.capacity_bytes < 0:
             raise InvalidRequest(f"run hints must be >= 0, got max_concurrency={ev.max_concurrency}, "
                                  f"capacity_bytes={ev.capacity_bytes}")
+        if self.backpressure and len(self.pending) >= self.max_pending:
+            self._bump("runs_refused_backlog")
+            raise ServiceUnavailable(
+                f"{len(self.pending):,} storage instructions (from #{self.pending[0].seq}) wait for the storage "
+                f"daemon to acknowledge them, the most this server lets wait is {self.max_pending:,}: is "
+                "`funcsion serve daemon --metadata` running and reaching this server? Running runs go on; new "
+                "runs start once it catches up")
         run_id = f"r-{self.next_run}"
         self.next_run += 1
         run = self.runs[run_id] = RunRecord(run_id, ev.token_digest, entry.key, entry.graph, policy, ev.ttl_s, ev.now,
@@ -433,12 +454,13 @@ class MetadataState:
                 f"with {ev.size} bytes, checksum {ev.checksum or '-'}; objects are write-once",
                 run_id=run.run_id, function=ev.function, object=ev.object)
         out: list[Instruction] = []
-        placement = self._place(run, info, ev.size, out, ev.object, ev.chunk_bytes)
+        placement, why = self._place(run, info, ev.size, out, ev.object, ev.chunk_bytes)
         reads = info.read_count if info is not None else 0
         keep = info is not None and info.is_output
         rec = ObjectRecord(ev.object, ev.function, reads, ev.size, ev.checksum, ev.persist, keep,
                            placement, reads, ev.now)
         rec.written_at = ev.now
+        rec.tier_reason = why
         rec.adhoc = info is None
         if run.policy.frees_on_last_read:
             rec.read_by = set()
@@ -454,11 +476,12 @@ class MetadataState:
         return out
 
     def _place(self, run: RunRecord, info: hdag.ObjectInfo | None, size: int, out: list[Instruction],
-               name: str = "", chunk_bytes: int = 0) -> Placement:
+               name: str = "", chunk_bytes: int = 0) -> tuple[Placement, str]:
+        """Where the object goes, and why when that is the COS tier."""
         a = self.allocator
         if run.cos_only and size:
             run.bump("cos_by_hint")
-            return _COS
+            return _COS, "the run is latency-insensitive (its data lives in COS only)"
         if info is None:
             key: Any = "adhoc"
         else:
@@ -475,14 +498,17 @@ class MetadataState:
                         and a.allocated_bytes + need * a.block_size > self.memory_budget):
             run.bump("spilled_to_cos")
             self._bump("spilled_to_cos")
-            return _COS
+            if over_run:
+                return _COS, f"over the run's capacity hint of {run.budget_bytes:,} bytes"
+            return _COS, f"over the server's memory budget of {self.memory_budget:,} bytes"
         placement = a.allocate(size, run.run_id, key, chunk_bytes)
         if placement is None:
             run.bump("cos_fallback")
             self._bump("cos_fallback")
             self._emit(out, ScaleOut(need, f"no room for {size} bytes of {name!r} (run {run.run_id})"))
-            return _COS
-        return placement
+            return _COS, (f"no room in the storage functions' pool ({need} blocks of {a.block_size:,} bytes "
+                          f"needed, {a.free_blocks} free of {a.total_blocks}); scale-out asked")
+        return placement, ""
 
     def _finish_put(self, ev: FinishPut) -> list[Instruction]:
         run = self._running(ev.run_id, ev.now)
@@ -672,6 +698,39 @@ class MetadataState:
         in_use = self.allocator.unregister(ev.function)
         return [CapacityChanged(ev.function, -1, in_use)]
 
+    def _cos_fallback(self, ev: CosFallback) -> list[Instruction]:
+        """The store refused ``ev.object`` where it was placed: its memory goes back to the
+        allocator and its placement becomes the COS tier. Only its writer, before its put
+        finished; once in COS, the same call again is a repeat (a retried writer)."""
+        run = self._running(ev.run_id, ev.now)
+        rec = run.objects.get(ev.object)
+        if rec is None:
+            raise ObjectNotWritten(f"fallback_to_cos of {ev.object!r} in run {run.run_id} before its begin_put",
+                                   run_id=run.run_id, function=ev.function, object=ev.object)
+        if rec.writer != ev.function:
+            raise UndeclaredOutput(f"{ev.object!r} of run {run.run_id} is written by {rec.writer or 'the client'}; "
+                                   f"{ev.function or 'the client'} cannot move it to COS",
+                                   run_id=run.run_id, function=ev.function, object=ev.object)
+        if rec.placement.tier == "cos":
+            return [Placed(rec.name, rec.size, rec.placement, existing=True)]
+        if rec.state != "allocated" or rec.placement.tier != "memory":
+            raise InvalidRequest(f"{ev.object!r} of run {run.run_id} is {rec.state} in the {rec.placement.tier} "
+                                 "tier: only an object whose put has not finished moves to COS",
+                                 run_id=run.run_id, function=ev.function, object=ev.object)
+        out: list[Instruction] = []
+        run.live_bytes -= rec.size
+        self.live_bytes -= rec.size
+        for fn in self.allocator.free(rec.placement):
+            self._emit(out, ReleaseFunction(fn))
+        rec.placement = _COS
+        rec.tier_reason = f"the store refused its placement: {ev.reason[:300] or 'no room'}"
+        run.cos_bytes += rec.size
+        run.bump("cos_after_refusal")
+        self._bump("cos_after_refusal")
+        self._refresh(run)
+        out.insert(0, Placed(rec.name, rec.size, rec.placement))
+        return out
+
     def _ack(self, ev: AckInstructions) -> list[Instruction]:
         while self.pending and self.pending[0].seq <= ev.upto:
             self.pending.popleft()
@@ -679,42 +738,5 @@ class MetadataState:
 
     # -- invariants --------------------------------------------------------------------
     def validate_state(self) -> None:
-        """Assert every invariant of DESIGN.md that the state can see."""
-        self.allocator.validate()
-        total_live = 0
-        for run in self.runs.values():
-            live = sum(r.size for r in run.objects.values()
-                       if r.state in ("allocated", "readable") and r.placement.tier == "memory")
-            assert run.live_bytes == live, (run.run_id, run.live_bytes, live)
-            written = sum(r.size for r in run.objects.values() if r.state == "readable" and r.placement.tier == "memory")
-            assert run.written_bytes == written, (run.run_id, run.written_bytes, written)
-            total_live += live
-            for fn, buf in run.buffers.items():
-                assert fn not in run.committed, f"{fn} committed but still has a buffer"
-                for name in buf:
-                    assert fn in run.graph.objects[name].readers, f"{fn} buffered undeclared read {name}"
-            for fn, names in run.deletes.items():
-                assert fn not in run.committed and all(run.objects[n].adhoc for n in names)
-            for rec in run.objects.values():
-                if rec.adhoc:
-                    assert rec.name not in run.graph.objects and rec.declared == 0 and not rec.committed_by
-                    continue
-                info = run.graph.objects[rec.name]
-                assert rec.remaining == rec.declared - len(rec.committed_by) >= 0, rec
-                assert len(set(rec.committed_by)) == len(rec.committed_by), f"double decrement of {rec.name}"
-                assert set(rec.committed_by) <= set(info.readers)
-                if rec.freed_reason == "committed":   # never early
-                    assert rec.remaining == 0 and set(rec.committed_by) == set(info.readers), rec
-                if (run.policy.frees_on_commit and rec.state == "readable" and rec.declared > 0
-                        and rec.remaining == 0):      # never late
-                    raise AssertionError(f"{rec.name} of {run.run_id} should have been freed")
-                if rec.state in ("allocated", "readable"):
-                    for e in rec.placement.extents:
-                        assert (e.function, e.block) in self.allocator.used
-            if run.state != "running":                # nothing leaks
-                assert run.live_bytes == 0 and not run.buffers
-                assert run.run_id not in self.allocator.owner_blocks, f"{run.run_id} ended holding blocks"
-                assert all(r.state == "kept" or r.freed_reason == "deleted" for r in run.objects.values())
-        assert total_live == self.live_bytes
-        seqs = [i.seq for i in self.pending]
-        assert seqs == sorted(seqs)
+        """Assert every invariant of DESIGN.md that the state can see (``_invariants``)."""
+        validate(self)

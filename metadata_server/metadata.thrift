@@ -149,6 +149,8 @@ struct ObjectStatus {
   13: double readable_at,
   14: double freed_at,
   15: bool adhoc,
+  // why the object lives in the COS tier instead of function memory ("" for memory objects)
+  16: optional string tier_reason,
 }
 
 // what a task needs to know about itself: its declared objects, and whether it committed already
@@ -219,6 +221,10 @@ service Metadata {
   // also drops a kept (persisted) object of an ended run
   void delete_object(1: string token, 2: string run_id, 3: string object_name) throws (1: MetadataFault fault),
   ObjectStatus lookup(1: string token, 2: string run_id, 3: string object_name) throws (1: MetadataFault fault),
+  // the store refused the placed object for lack of room (the daemon's pool has no such function):
+  // the writer stores it in the COS tier instead, and the object's placement becomes COS
+  PutGrant fallback_to_cos(1: string token, 2: string run_id, 3: string function_name, 4: string object_name,
+                           5: string reason) throws (1: MetadataFault fault),
   list<ObjectStatus> list_objects(1: string token, 2: string run_id, 3: string prefix)
       throws (1: MetadataFault fault),
   FunctionStatus describe_function(1: string token, 2: string run_id, 3: string function_name)

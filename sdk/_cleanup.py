@@ -4,7 +4,7 @@ outputs to COS (``outputs/<run_id>/<name>``, the encoded payload), then ends
 the run, which frees every object the run still holds. Deployed as its own
 Lambda next to the task handlers. It holds the run's tokens only, like the
 tasks: reading the run's objects, writing ``outputs/<run_id>/`` (through the
-daemon) and ending the run need nothing more; the stack's instruction pump,
+daemon) and ending the run need nothing more; the stack's control loop,
 on the admin side, frees the bytes."""
 
 from __future__ import annotations

@@ -4,7 +4,10 @@ A put is three steps: ``begin_put`` at the metadata server (check the writer,
 allocate), the bytes to the daemon (``StoreClient``: erasure-coded chunks in
 storage-function memory plus the persistent buffer) or, when the server chose
 the COS tier, to COS through the daemon, then ``finish_put`` (the object becomes
-readable; the writer's last declared output commits its reads). A get records
+readable; the writer's last declared output commits its reads). Overflow never
+fails a put: when the daemon has no room where the object was placed
+(``NoRoom``), the client tells the server (``fallback_to_cos``) and writes the
+object to the COS tier instead. A get records
 the read at the metadata server, then reads the bytes (first d chunks).
 Stored bytes start with one byte naming the codec, so readers decode what
 writers chose. Store keys are ``<run_id>/<object>``; COS keys are in ``_cos_io``
@@ -32,7 +35,7 @@ from typing import Any
 from funcsion_rpc.client import MetadataClient, PutRequest
 from funcsion_rpc.errors import UnknownObject
 from storage_functions.auth import RUN_TOKEN_PREFIX, mint_run_token
-from storage_functions.exceptions import COSNotFound, StorageError
+from storage_functions.exceptions import COSNotFound, NoRoom, StorageError
 
 from ._codecs import CODECS, CodecError, decode, encode
 from ._cos_io import cos_location, output_key, persist_key, tier_key
@@ -222,11 +225,19 @@ class Client:
             alloc = alloc_of(g.placement)
             if cos_tier:
                 self._cos_call("put", name, self._store.cos_put, tier_key(self.run_id, name), data)
-            elif isinstance(frame, Upload):
-                self._store_call("put", name, self._store.put_stream, self._key(name),
-                                 frame.read_from_start(), frame.size, prefix=frame.prefix, alloc=alloc)
             else:
-                self._store_call("put", name, self._store.put, self._key(name), frame, alloc=alloc)
+                try:
+                    if isinstance(frame, Upload):
+                        self._store.put_stream(self._key(name), frame.read_from_start(), frame.size,
+                                               prefix=frame.prefix, alloc=alloc)
+                    else:
+                        self._store.put(self._key(name), frame, alloc=alloc)
+                except NoRoom as exc:  # overflow never fails a put: the COS tier takes it
+                    self._md.fallback_to_cos(self.run_id, self.function, name, str(exc))
+                    data = frame.read_all() if isinstance(frame, Upload) else frame
+                    self._cos_call("put", name, self._store.cos_put, tier_key(self.run_id, name), data)
+                except StorageError as exc:
+                    raise StoreFailure(f"put of {name!r} in run {self.run_id} failed in the store: {exc}") from exc
             if persist:
                 self._cos_call("persist", name, self._store.cos_put, persist_key(self.run_id, name), data)
         results = self._md.finish_put_batch(self.run_id, self.function, [g.object_name for g in grants])

@@ -17,12 +17,27 @@ from __future__ import annotations
 import hashlib
 import hmac
 
-__all__ = ["mint_run_token", "token_scope", "in_scope", "cos_in_scope", "RUN_TOKEN_PREFIX", "CLIENT_COS_KINDS"]
+__all__ = ["mint_run_token", "token_scope", "in_scope", "cos_in_scope", "client_cos_key", "tier_key",
+           "RUN_TOKEN_PREFIX", "CLIENT_COS_KINDS"]
 
 RUN_TOKEN_PREFIX = "run:"
 _CONTEXT = b"funcsion-store-run-token\x00"
 #: The SDK's COS prefixes (``sdk._cos_io``): the COS tier, persisted copies, saved workflow outputs.
 CLIENT_COS_KINDS = ("tier", "persisted", "outputs")
+
+
+def client_cos_key(kind: str, run_id: str, name: str) -> str:
+    """``<kind>/<run_id>/<name>``: where the SDK keeps object ``name`` of ``run_id`` in COS
+    (``kind`` one of ``CLIENT_COS_KINDS``)."""
+    if kind not in CLIENT_COS_KINDS:
+        raise ValueError(f"COS kind {kind!r} is not one of {', '.join(CLIENT_COS_KINDS)}")
+    return f"{kind}/{run_id}/{name}"
+
+
+def tier_key(run_id: str, name: str) -> str:
+    """The COS key of an object the metadata server placed in the COS tier (the SDK writes
+    it; the daemon's control loop deletes it when the object is freed)."""
+    return client_cos_key("tier", run_id, name)
 
 
 def _mac(secret: str, run_id: str) -> str:

@@ -22,10 +22,14 @@ the root here too; the SDK wraps these in ``StoreFailure`` at its boundary.
         │   └── DeployError          packaging or creating/updating a Lambda function failed
         ├── StoreError               the data path (daemon, storage functions) failed
         │   ├── ObjectTooLarge       over the configured maximum object size
+        │   ├── NoRoom               the pool has no room where the metadata server placed an
+        │   │                        object (a function outside it); the SDK writes it to COS
         │   ├── UnknownKey           no such key/version in the store
         │   ├── ChunkCorrupt         a chunk failed its checksum (recovered from parity/COS when possible)
         │   ├── NotEnoughChunks      fewer than d chunks reachable and no COS copy
         │   └── AuthError            a missing or wrong run token / invocation secret
+        ├── ControlError             the daemon's control loop cannot follow the metadata server
+        │                            as configured (e.g. another block size)
         └── ProtocolError            a peer sent a frame this side cannot parse
 """
 
@@ -48,10 +52,12 @@ __all__ = [
     "DeployError",
     "StoreError",
     "ObjectTooLarge",
+    "NoRoom",
     "UnknownKey",
     "ChunkCorrupt",
     "NotEnoughChunks",
     "AuthError",
+    "ControlError",
     "ProtocolError",
 ]
 
@@ -142,6 +148,10 @@ class ObjectTooLarge(StoreError):
     pass
 
 
+class NoRoom(StoreError):
+    pass
+
+
 class UnknownKey(StoreError, KeyError):
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else "unknown key"
@@ -156,6 +166,10 @@ class NotEnoughChunks(StoreError):
 
 
 class AuthError(StoreError):
+    pass
+
+
+class ControlError(StorageError):
     pass
 
 

@@ -53,6 +53,7 @@ from .exceptions import (
     AuthError,
     ChunkCorrupt,
     COSNotFound,
+    NoRoom,
     NotEnoughChunks,
     ObjectTooLarge,
     ProtocolError,
@@ -118,6 +119,7 @@ _ERRORS: dict[int, type[StorageError]] = {
     Status.PROTOCOL: ProtocolError,
     Status.ERROR: StoreError,
     Status.NOT_FOUND: COSNotFound,
+    Status.FULL: NoRoom,
 }
 
 #: Key + meta bytes a frame may declare by default (a FREE's key list, a function's DEL).

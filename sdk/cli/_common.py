@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import re
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from sdk._client import Endpoints
 
-__all__ = ["parse_params", "add_param_option", "parse_size", "stack_endpoints", "EXTRAS", "missing_extra"]
+__all__ = ["parse_params", "add_param_option", "parse_size", "stack_endpoints", "stack_option", "EXTRAS",
+           "missing_extra"]
 
 #: Optional top-level modules -> the extra of pyproject.toml that installs them.
 EXTRAS = {"networkx": "local", "tqdm": "local", "matplotlib": "plot", "boto3": "aws", "botocore": "aws",
@@ -45,6 +47,55 @@ def stack_endpoints(running: dict[str, Any]) -> Endpoints:
 
     return Endpoints(running["metadata"], running["daemon"], running["store_token"], running["admin_token"],
                      running.get("cos_url", ""))
+
+
+def stack_option(text: str, env: Mapping[str, str]) -> Endpoints:
+    """The ``Endpoints`` ``--stack`` names: a stack.json (as ``funcsion up`` writes it) or
+    ``metadata=HOST:PORT,daemon=HOST:PORT[,cos=URL]`` with the tokens from ``env``
+    (FUNCSION_ADMIN_TOKEN, FUNCSION_STORE_TOKEN). Raises ValueError saying what is wrong."""
+    import json
+    from pathlib import Path
+
+    from sdk._client import Endpoints, parse_addr
+    from sdk._constants import ENV_ADMIN_TOKEN, ENV_STORE_TOKEN
+
+    if "=" not in text:
+        path = Path(text)
+        if path.is_dir():
+            path = path / "stack.json"
+        try:
+            info = json.loads(path.read_text(encoding="utf-8"))
+            ep = stack_endpoints(info)
+            for addr in (ep.metadata, ep.daemon):
+                parse_addr(addr)
+        except OSError as exc:
+            raise ValueError(f"--stack {text}: cannot read {path}: {exc.strerror or exc}") from None
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise ValueError(f"--stack {text}: {path} is not a stack file as `funcsion up` writes it "
+                             f"(metadata, daemon, store_token, admin_token): {exc}") from None
+        return ep
+    parts: dict[str, str] = {}
+    for item in text.split(","):
+        name, sep, value = item.strip().partition("=")
+        if not sep or name not in ("metadata", "daemon", "cos") or not value or name in parts:
+            raise ValueError(f"--stack {text!r}: write metadata=HOST:PORT,daemon=HOST:PORT (optionally ,cos=URL) "
+                             "or the path of a stack.json")
+        parts[name] = value
+    missing = [n for n in ("metadata", "daemon") if n not in parts]
+    if missing:
+        raise ValueError(f"--stack {text!r}: no {' and no '.join(missing)}=HOST:PORT")
+    for name in ("metadata", "daemon"):
+        try:
+            parse_addr(parts[name])
+        except ValueError as exc:
+            raise ValueError(f"--stack {name}=: {exc}") from None
+    tokens = {var: env.get(var, "") for var in (ENV_ADMIN_TOKEN, ENV_STORE_TOKEN)}
+    unset = [var for var, tok in tokens.items() if not tok]
+    if unset:
+        raise ValueError(f"--stack {text!r}: set {' and '.join(unset)} (`funcsion serve metadata` prints the admin "
+                         "token, `funcsion serve daemon` the store token)")
+    return Endpoints(parts["metadata"], parts["daemon"], tokens[ENV_STORE_TOKEN], tokens[ENV_ADMIN_TOKEN],
+                     parts.get("cos", ""))
 
 
 def add_param_option(parser: argparse.ArgumentParser) -> None:

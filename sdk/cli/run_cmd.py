@@ -1,8 +1,10 @@
 """``funcsion run WDS``: run a workflow end to end on the local stack.
 
-Uses the stack ``funcsion up`` started when one is alive (``<state_dir>/stack.json``),
-else starts an embedded one for this run (refused at once when another
-embedded stack holds the state directory). Bad input (the WDS, ``--input``
+Uses ``--stack`` when given (a stack.json, or ``metadata=HOST:PORT,daemon=HOST:PORT``
+of a split deployment with the tokens from FUNCSION_ADMIN_TOKEN and
+FUNCSION_STORE_TOKEN), else the stack ``funcsion up`` started when one is alive
+(``<state_dir>/stack.json``), else starts an embedded one for this run (refused
+at once when another embedded stack holds the state directory). Bad input (the WDS, ``--input``
 files, ``--crash`` names) is checked before any stack starts: exit 2. Once
 a run started, every way it stops ends it and prints the report (``--json``:
 one JSON object on the last line): exit 0 when it succeeded, 1 when it
@@ -26,7 +28,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ._common import add_param_option, parse_params, parse_size, stack_endpoints
+from ._common import add_param_option, parse_params, parse_size, stack_endpoints, stack_option
 from ._summary import failure_details, failure_line, format_report
 
 __all__ = ["add_parser", "run", "format_report"]
@@ -53,6 +55,10 @@ def add_parser(sub: Any) -> None:
                         "embedded stack; their chunks are recovered, see the report's recovery)")
     p.add_argument("--seed", type=int, default=None, help="seed for fault injection")
     p.add_argument("--state-dir", default=None, help="where the stack keeps COS, journal and logs (.funcsion)")
+    p.add_argument("--stack", metavar="STACK", default=None,
+                   help="run on this stack: a stack.json (as `funcsion up` writes) or "
+                        "metadata=HOST:PORT,daemon=HOST:PORT[,cos=URL] of `funcsion serve metadata` and "
+                        "`funcsion serve daemon --metadata`, with FUNCSION_ADMIN_TOKEN and FUNCSION_STORE_TOKEN set")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     hints = p.add_argument_group("run-start hints (Pocket's register_job hints; all optional)")
     hints.add_argument("--max-concurrency", type=int, default=0, metavar="N",
@@ -90,6 +96,12 @@ def run(args: argparse.Namespace) -> int:
         return run_many(args)
     params = parse_params(args.param, args._parser)
     inputs = _pairs(args.input, args._parser)
+    given = None
+    if args.stack is not None:
+        try:
+            given = stack_option(args.stack, os.environ)
+        except ValueError as exc:
+            args._parser.error(str(exc))
     try:
         crash = parse_crash_specs(args.crash)
     except ValueError as exc:
@@ -107,9 +119,9 @@ def run(args: argparse.Namespace) -> int:
                        limits=cfg.wds_limits())  # bad input: exit 2, before any stack starts
     try:
         with _interrupts():
-            running = read_stack_file(cfg.state_dir)
-            if running is not None:
-                with Client(stack_endpoints(running)) as client:
+            running = read_stack_file(cfg.state_dir) if given is None else None
+            if given is not None or running is not None:
+                with Client(given or stack_endpoints(running or {})) as client:
                     report = run_workflow(prep, config=cfg, client=client, options=opts, hints=hints)
             else:
                 _say_starting(cfg, opts)

@@ -10,13 +10,22 @@ connections). ``build(args)`` makes the store for both modes (tests call
 it). Host, port, block size and function memory left unset take the
 config's (``FUNCSION_<FIELD>``, funcsion.toml, default: 127.0.0.1:7918), as
 ``funcsion up`` does. Prints the address and token; SIGTERM or Ctrl-C stops
-it cleanly."""
+it cleanly.
+
+``--metadata HOST:PORT`` (with the server's admin token: ``--admin-token`` or
+``FUNCSION_ADMIN_TOKEN``) makes it the storage layer of that metadata server:
+it stores every chunk where the server's allocator placed it and runs the
+control loop (``storage_functions.daemon.Follower``) that carries out the
+server's drops, scale-outs and releases and acknowledges them. A server it
+cannot reach at start (or later) is retried with backoff while the daemon
+serves; a wrong token or another block size exits 2 at start."""
 
 from __future__ import annotations
 
 import argparse
 import ipaddress
 import json
+import os
 import signal
 import sys
 import threading
@@ -25,10 +34,11 @@ from typing import Any
 
 from funcsion_errors import FuncsionError
 from sdk._config import Config
+from sdk._constants import ENV_ADMIN_TOKEN
 
 HELP = "run the storage daemon (SION) with local or AWS Lambda storage functions in the foreground"
 
-__all__ = ["HELP", "add_arguments", "build", "daemon_settings", "run", "ServeDaemonError"]
+__all__ = ["HELP", "add_arguments", "build", "daemon_settings", "follow", "run", "ServeDaemonError"]
 
 _AWS_ONLY = ("region", "endpoint_url", "function_prefix")
 
@@ -69,6 +79,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--idle-s", type=float, default=2.0)
     p.add_argument("--hello-timeout-s", type=float, default=10.0,
                    help="a new connection must complete its HELLO within this many seconds")
+    p.add_argument("--metadata", metavar="HOST:PORT", default="",
+                   help="follow this metadata server: store chunks where it places them and carry out its "
+                        "drops, scale-outs and releases (default: a standalone daemon that places chunks itself)")
+    p.add_argument("--admin-token", default=None,
+                   help=f"the metadata server's admin token, with --metadata (default: env {ENV_ADMIN_TOKEN})")
     p.add_argument("--json", action="store_true", help="print the address line as JSON")
 
 
@@ -134,6 +149,8 @@ def daemon_settings(args: argparse.Namespace, *, warn: Callable[[str], None] | N
                                f"local directory ({got})")
     overrides: dict[str, Any] = {**_addresses(args, warn or say), "group_size": args.group_size,
                                  "idle_s": args.idle_s, "hello_timeout_s": args.hello_timeout_s}
+    if _follow(args):
+        overrides["placement"] = "metadata"  # the metadata server decides where every chunk lives
     if args.token:
         overrides["token"] = args.token
     for name in ("function_memory_mb", "max_functions"):
@@ -152,6 +169,28 @@ def daemon_settings(args: argparse.Namespace, *, warn: Callable[[str], None] | N
         if args.cos:
             overrides["cos_url"] = args.cos
     return overrides
+
+
+def _follow(args: argparse.Namespace) -> tuple[str, str] | None:
+    """(metadata address, admin token) with ``--metadata``, checked; None without it."""
+    from storage_functions.daemon._config import split_address
+
+    token = args.admin_token if args.admin_token is not None else os.environ.get(ENV_ADMIN_TOKEN, "")
+    if not args.metadata:
+        if args.admin_token:
+            raise ServeDaemonError("--admin-token is for --metadata HOST:PORT (the metadata server to follow)")
+        return None
+    try:
+        _, port = split_address(args.metadata)
+    except ValueError as exc:
+        raise ServeDaemonError(f"--metadata: {exc}") from None
+    if not port:
+        raise ServeDaemonError(f"--metadata {args.metadata}: give the metadata server's port too, e.g. "
+                               f"{args.metadata}:7917")
+    if not token:
+        raise ServeDaemonError(f"--metadata {args.metadata} needs the metadata server's admin token: pass "
+                               f"--admin-token TOKEN or set {ENV_ADMIN_TOKEN} (`funcsion serve metadata` prints it)")
+    return args.metadata, token
 
 
 def build(args: argparse.Namespace, *, warn: Callable[[str], None] | None = None) -> Any:
@@ -190,28 +229,59 @@ def _build_aws(args: argparse.Namespace, overrides: dict[str, Any]) -> Any:
                     endpoint_url=args.endpoint_url, **overrides)
 
 
+def follow(store: Any, metadata: str, admin_token: str, *, warn: Callable[[str], None]) -> Any:
+    """Start the control loop of ``store``'s daemon, following ``metadata``; a wrong token or
+    another block size raise ``ServeDaemonError``, an unreachable server is retried."""
+    from funcsion_rpc.errors import ServiceUnavailable, Unauthorized
+    from sdk._control import follow_metadata
+    from storage_functions.exceptions import ControlError
+
+    follower = follow_metadata(store.daemon, metadata, admin_token)
+    try:
+        follower.hello()
+    except ServiceUnavailable as exc:
+        warn(f"{exc.message}; serving anyway and retrying with backoff")
+    except (Unauthorized, ControlError) as exc:
+        follower.close()
+        what = exc.message if isinstance(exc, Unauthorized) else str(exc)
+        raise ServeDaemonError(f"--metadata {metadata}: {what}") from None
+    return follower.start()
+
+
 def run(args: argparse.Namespace) -> int:
     from storage_functions.exceptions import StorageError
 
+    def say(msg: str) -> None:
+        print(f"funcsion serve daemon: warning: {msg}", file=sys.stderr, flush=True)
+
     store = build(args)
+    following = _follow(args)
+    follower = None
     stop = threading.Event()
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
         try:
             store.start()
-        except (OSError, StorageError) as exc:
+            if following is not None:
+                follower = follow(store, *following, warn=say)
+        except (OSError, StorageError, ServeDaemonError) as exc:
             store.stop()
+            if isinstance(exc, ServeDaemonError):
+                raise
             where = f"cannot listen on {args.host}:{store.config.port}: " if isinstance(exc, OSError) else ""
             raise ServeDaemonError(where + str(getattr(exc, "strerror", None) or exc)) from None
         try:
             host, port = store.address
             info = {"address": f"{host}:{port}", "token": store.token, "invoker": args.invoker}
+            if following is not None:
+                info["metadata"] = following[0]
             if args.invoker == "aws" or args.advertise:
                 dhost, dport = store.config.dial_address(store.address)
                 info["advertise"] = f"{dhost}:{dport}"
             line = json.dumps(info) if args.json else (
                 f"daemon on {host}:{port} token {store.token}"
-                + (f" (functions dial {info['advertise']})" if "advertise" in info else ""))
+                + (f" (functions dial {info['advertise']})" if "advertise" in info else "")
+                + (f", following metadata {info['metadata']}" if "metadata" in info else ""))
             sys.stdout.write(line + "\n")
             sys.stdout.flush()
             try:
@@ -220,6 +290,8 @@ def run(args: argparse.Namespace) -> int:
             except KeyboardInterrupt:
                 pass
         finally:
+            if follower is not None:
+                follower.close()
             store.stop()
     finally:
         signal.signal(signal.SIGTERM, previous)

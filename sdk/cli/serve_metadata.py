@@ -3,7 +3,9 @@
 Binds the config's ``host`` and ``metadata_port`` (127.0.0.1:7917) unless told
 otherwise; every option left unset takes its config field (``FUNCSION_<FIELD>``,
 funcsion.toml, default), as ``funcsion up`` does. Prints one line ``metadata
-server listening on HOST:PORT`` once it accepts connections. With ``--journal`` every
+server listening on HOST:PORT`` once it accepts connections (``--json``: one
+JSON object with ``address``, ``journal``, ``replayed`` and the ``admin_token``
+when it generated one), after the generated admin token's line. With ``--journal`` every
 change is journaled (an append-only log, one write per server round) and replayed at the
 next start. SIGTERM or
 Ctrl-C stops it cleanly (sockets closed, journal closed).
@@ -12,6 +14,7 @@ Ctrl-C stops it cleanly (sockets closed, journal closed).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import secrets
 import signal
@@ -70,6 +73,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"largest request the server reads; larger ones are refused unread (default "
                         f"{DEFAULT_MAX_FRAME_BYTES}, at least {MIN_MAX_FRAME_BYTES} so a {MAX_WDS_BYTES}-byte WDS "
                         "fits; env FUNCSION_METADATA_MAX_FRAME_BYTES)")
+    p.add_argument("--json", action="store_true",
+                   help="print the address (and a generated admin token) as one JSON line")
 
 
 def build(args: argparse.Namespace) -> Any:
@@ -112,11 +117,18 @@ def run(args: argparse.Namespace) -> int:
     tune_gc_for_serving()                     # this process is the server: the replayed state stays put
     previous = signal.signal(signal.SIGTERM, lambda *_: server.stop())
     try:
-        if generated:
-            print(f"admin token: {args.admin_token}", flush=True)
         replayed = journal.seq if journal is not None else 0
-        where = f"journal {args.journal} ({replayed} events replayed)" if journal is not None else "no journal"
-        print(f"metadata server listening on {server.host}:{server.port} ({where})", flush=True)
+        if getattr(args, "json", False):
+            info: dict[str, Any] = {"address": f"{server.host}:{server.port}", "journal": args.journal or None,
+                                    "replayed": replayed}
+            if generated:
+                info["admin_token"] = args.admin_token
+            print(json.dumps(info), flush=True)
+        else:
+            if generated:
+                print(f"admin token: {args.admin_token}", flush=True)
+            where = f"journal {args.journal} ({replayed} events replayed)" if journal is not None else "no journal"
+            print(f"metadata server listening on {server.host}:{server.port} ({where})", flush=True)
         try:
             server.serve_forever()
         except KeyboardInterrupt:

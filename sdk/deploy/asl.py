@@ -21,7 +21,7 @@ before any task runs unless its ``store_token`` is a run token (``run:...``)
 and it has no ``admin_token``: tasks and the cleanup task (which needs
 nothing more: it reads the run's objects, writes ``outputs/<run_id>/`` and
 ends the run with the run token; the daemon's frees come from the stack's
-instruction pump) never see the store-wide or the admin token.
+control loop) never see the store-wide or the admin token.
 
 Pure: takes the HDAG and a function that maps a WDS entry to a Lambda ARN
 (Lambda names come from ``wds.lambda_name``, re-exported here).

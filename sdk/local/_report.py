@@ -1,9 +1,10 @@
 """The run report (``RunReport``, documented in README "The run report") and
 what goes into it: per-task attempts and times (each attempt with its Lambda
-request id, each failure with the handler's traceback), per-object sizes and
-lifetimes (all times in seconds from the run's start), and the memory figures
-from the metadata server's run summary, with allocated and live bytes over
-time (``memory.series``). Pure: no I/O.
+request id, each failure with the handler's traceback), per-object sizes,
+lifetimes (all times in seconds from the run's start) and tier (memory, or COS
+and why), and the memory figures (physical, from the daemon's ledger, beside the
+metadata server's model) with allocated and live bytes over time
+(``memory.series``). Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -82,7 +83,9 @@ def object_rows(st: Mapping[str, Any], t0: float) -> dict[str, Any]:
     return {n: {"size": s.size, "state": s.state, "producer": s.producer or None,
                 "written_at": _rel(s.readable_at, t0), "freed_at": _rel(s.freed_at, t0),
                 "reads": list(s.committed_by), "declared_reads": s.declared_reads,
-                "freed_reason": s.freed_reason or None}
+                "freed_reason": s.freed_reason or None,
+                "tier": s.placement.tier if s.placement is not None else None,
+                "tier_reason": getattr(s, "tier_reason", None) or None}
             for n, s in st.items()}
 
 

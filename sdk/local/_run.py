@@ -274,7 +274,7 @@ def _physical(run_id: str, endpoints: Endpoints) -> dict[str, Any] | None:
 
 def _leaked(run_id: str, endpoints: Endpoints, stack: Stack | None, summary: Mapping[str, Any]) -> int | None:
     """Bytes the run still holds after it ended: in the allocator, and in the daemon (once the
-    stack's pump carried out the drops; the oracle policy's wait a grace period). None: the
+    daemon's control loop carried out the drops; the oracle policy's wait a grace period). None: the
     daemon could not be asked."""
     held = int(summary.get("live_bytes", 0)) + int(summary.get("allocated_bytes", 0))
     deadline = time.time() + Stack.ORACLE_GRACE_S + 5

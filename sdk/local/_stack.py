@@ -1,22 +1,17 @@
 """The embedded stack: a metadata server, the SION daemon with its local
-Lambda platform and a local COS directory, and the instruction pump between
-them, all started from one ``Config``.
+Lambda platform and a local COS directory, and the daemon's control loop
+between them, all started from one ``Config``.
 
 The metadata server decides when objects expire; the daemon holds their
-bytes. The pump carries the server's storage instructions to the daemon
-(``drop`` -> ``Daemon.free``, or a COS delete for an object of the COS tier;
-``scale_out`` -> capacity for as many more function groups as the blocks asked
-for is registered, and those functions are warmed up; ``release_function`` -> the
-function, none of whose blocks is in use, leaves the pool at once) and acknowledges them, so
-nothing stays in function memory after its object is freed. Capacity: each
-storage function of the daemon's pool offers ``DaemonConfig.capacity //
-block_size`` blocks to the allocator.
-
-When a run ends or expires (its drops say ``run ended``/``run expired``) the
-pump also has the daemon drop everything of the run (``Daemon.drop_run``:
-COS copies and buffer files too, also those an earlier, killed process
-left); at start the stack sweeps those of every run the metadata server does
-not know as running (``Daemon.sweep_runs``).
+bytes. The control loop (``storage_functions.daemon.Follower``, the same one
+``funcsion serve daemon --metadata`` runs) carries the server's storage
+instructions to the daemon and acknowledges them (see its module for what each
+does); here the server's listener wakes it the moment an instruction is
+emitted, so drops reach the functions at once. Capacity: each storage function
+of the daemon's pool offers ``DaemonConfig.capacity // block_size`` blocks to
+the allocator; the first function group is registered and warm before the
+first put. At start the control loop sweeps the COS copies and buffer files of
+every run the metadata server does not know as running.
 
 ``Stack`` runs in the calling process (threads plus the platform's worker
 processes) and holds the state directory's lock (``_statedir``) while it
@@ -31,18 +26,17 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import threading
-import time
-from collections import deque
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from storage_functions.cos import open_cos
+from funcsion_rpc.client import MetadataClient
+from storage_functions.daemon._control import ORACLE_GRACE_S, RUN_END_REASONS, Follower
 from storage_functions.private_files import open_private, private_dir
 
-from .._client import Client, Endpoints
+from .._client import Client, Endpoints, parse_addr
 from .._config import Config
-from .._cos_io import tier_key
+from .._control import MetadataSource
 from ._statedir import StateDirLock
 
 __all__ = ["Stack", "read_stack_file", "STACK_FILE"]
@@ -51,22 +45,25 @@ STACK_FILE = "stack.json"
 
 
 class Stack:
+    #: How long the ``oracle`` policy's drops wait (``Follower``); kept here for drivers.
+    ORACLE_GRACE_S = ORACLE_GRACE_S
+    #: Reasons of the drops the metadata server sends when a run ends or its TTL expires.
+    RUN_END_REASONS = RUN_END_REASONS
+
     def __init__(self, config: Config, *, metadata_port: int | None = None, daemon_port: int | None = None,
-                 journal: bool = True) -> None:
+                 journal: bool = True, daemon: Mapping[str, Any] | None = None) -> None:
+        """``daemon``: ``DaemonConfig`` fields to override (e.g. a small pool:
+        ``{"max_functions": 12}``)."""
         self.config = config
         self.root = Path(config.state_dir).resolve()
         self.metadata_port = config.metadata_port if metadata_port is None else metadata_port
         self.daemon_port = config.daemon_port if daemon_port is None else daemon_port
         self.use_journal = journal
         self.admin_token = secrets.token_hex(16)
-        self._stop = threading.Event()
-        self._pump: threading.Thread | None = None
+        self.daemon_overrides = dict(daemon or {})
         self._started = False
-        self.instructions_done = 0
-        self.groups_registered = 0
-        self._deferred: deque[tuple[float, tuple[str, str]]] = deque()
+        self.follower: Follower | None = None
         self._lock = StateDirLock(self.root)
-        self.swept_runs: list[str] = []  # runs whose leftovers the start-up sweep dropped
 
     # -- lifecycle --------------------------------------------------------------------
     def start(self) -> Stack:
@@ -82,6 +79,8 @@ class Stack:
         return self
 
     def _start(self, cfg: Config) -> None:
+        from dataclasses import replace
+
         from metadata_server import Journal, MetadataHandler, MetadataServer, MetadataState
         from storage_functions.daemon import DaemonConfig, LocalStore
         from storage_functions.local import LocalPlatform, PlatformConfig
@@ -101,32 +100,28 @@ class Stack:
                             function_memory_mb=cfg.function_memory_mb, max_object_bytes=cfg.max_object_size,
                             cos_url=cfg.resolved_cos_url, buffer_dir=str(self.root / "buffer"),
                             placement="metadata")  # the metadata server decides where every chunk lives
+        if self.daemon_overrides:
+            dcfg = replace(dcfg, **self.daemon_overrides)
         self.store = LocalStore(str(self.root / "store"), config=dcfg, platform=self.platform).start()
         self.daemon_config = self.store.config
         self._started = True
         self._admin = Client(self.endpoints)
-        self._cos = open_cos(cfg.resolved_cos_url)
+        host, port = parse_addr(self.endpoints.metadata)
+        self.follower = Follower(MetadataSource(MetadataClient(host, port, admin_token=self.admin_token)),
+                                 self.store.daemon, poll_s=0.5)  # the listener below wakes it at once
         # the first group is up before the first put (as a warm pool would be): a put never waits
         # for a cold start, and memory is held from the moment the allocator hands it out
-        self.store.daemon.wait_warm(self.store.daemon.prewarm(self._register_group()), timeout_s=20.0)
-        self._sweep()
-        self._pump = threading.Thread(target=self._pump_loop, name="funcsion-pump", daemon=True)
-        self._pump.start()
-
-    def _sweep(self) -> None:
-        """Drop what earlier stack processes left in COS and the buffer for runs that are not running."""
-        running = {r["run_id"] for r in self._admin.metadata.stats().get("runs", []) if r.get("state") == "running"}
-        self.swept_runs = self.store.daemon.sweep_runs(lambda run_id: run_id in running)
+        self.store.daemon.wait_warm(self.follower.hello(), timeout_s=20.0)
+        self.handler.add_listener(self.follower.wake)
+        self.follower.start()
 
     def stop(self) -> None:
         if not self._started:
             return
         self._started = False
-        self._stop.set()
-        if self._pump is not None:
-            self._pump.join(timeout=10)
+        if self.follower is not None:
+            self.follower.close()
         self._admin.close()
-        self._cos.close()
         try:
             self.store.stop()
         finally:
@@ -166,90 +161,25 @@ class Stack:
         os.replace(tmp, path)
         return path
 
-    # -- the pump ---------------------------------------------------------------------
-    def _register_group(self) -> int:
-        """Offer one more function group's blocks to the allocator; returns how many
-        functions are registered now (it stops at the daemon's ``max_functions``)."""
-        dc = self.daemon_config
-        blocks = dc.capacity // dc.block_size
-        start = self.groups_registered * dc.group_size
-        end = min(start + dc.group_size, dc.max_functions)
-        for i in range(start, end):
-            self._admin.metadata.register_capacity(f"{dc.function_prefix}-{i}", blocks)
-        if end > start:
-            self.groups_registered += 1
-        return max(end, start)
+    # -- the control loop ------------------------------------------------------------
+    @property
+    def groups_registered(self) -> int:
+        return self.follower.groups_registered if self.follower is not None else 0
 
-    def _scale_out(self, blocks: int) -> None:
-        """At least ``blocks`` more blocks: whole groups, then warm their functions."""
-        dc = self.daemon_config
-        per_group = dc.group_size * (dc.capacity // dc.block_size)
-        functions = self.groups_registered * dc.group_size
-        for _ in range(max(1, -(-blocks // per_group))):
-            functions = self._register_group()
-        self.store.daemon.prewarm(functions)
+    @property
+    def swept_runs(self) -> list[str]:
+        """Runs whose leftovers the start-up sweep dropped."""
+        return list(self.follower.swept_runs or []) if self.follower is not None else []
 
-    #: The ``oracle`` policy frees an object at its last *read*, before that reader has
-    #: fetched the bytes; its drops wait this long so the read it counted can finish
-    #: (its accounting already treats the object as freed: the baseline stays exact).
-    ORACLE_GRACE_S = 2.0
-    #: Reasons of the drops the metadata server sends when a run ends or its TTL expires.
-    RUN_END_REASONS = ("run ended", "run expired")
-
-    def pump_once(self) -> int:
-        """Carry out every pending storage instruction; returns how many."""
-        md = self._admin.metadata
-        batch = md.fetch_instructions(self.instructions_done, 1000)
-        now = time.monotonic()
-        drops: list[tuple[str, str]] = []   # (tier, key); kept objects were copied out by the SDK
-        ended = set()
-        for i in batch:
-            if i.kind == "drop" and i.reason in self.RUN_END_REASONS:
-                ended.add(i.run_id)
-            if i.kind == "drop":
-                d = (i.tier or "memory", f"{i.run_id}/{i.object_name}")
-                if "oracle" in i.reason:
-                    self._deferred.append((now + self.ORACLE_GRACE_S, d))
-                else:
-                    drops.append(d)
-        while self._deferred and self._deferred[0][0] <= now:
-            drops.append(self._deferred.popleft()[1])
-        if drops:
-            self.store.daemon.free([key for tier, key in drops if tier != "cos"])
-            for tier, key in drops:
-                if tier == "cos":
-                    run_id, _, name = key.partition("/")
-                    self._cos.delete(tier_key(run_id, name))
-        for run_id in sorted(ended):
-            self.store.daemon.drop_run(run_id)
-        want = sum(i.blocks for i in batch if i.kind == "scale_out")
-        if want:
-            self._scale_out(want)
-        for i in batch:
-            if i.kind == "release_function":  # scale-in: every block of it is free
-                self.store.daemon.release_function(i.function_name)
-        if batch:
-            self.instructions_done = batch[-1].seq
-            md.fetch_instructions(self.instructions_done, 0)  # acknowledge
-        return len(batch)
+    def pump_once(self) -> None:
+        """One round of the control loop now (it runs on its own thread too)."""
+        assert self.follower is not None
+        self.follower.step()
 
     def drain(self, timeout_s: float = 10.0) -> None:
         """Carry out every instruction, deferred ones included (after a run ends)."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            self.pump_once()
-            if not self._deferred or time.monotonic() > deadline:
-                return
-            time.sleep(0.05)
-
-    def _pump_loop(self) -> None:
-        while not self._stop.wait(0.01):
-            try:
-                while self.pump_once():
-                    pass
-            except Exception:  # noqa: BLE001 - a transient failure; the next round retries (acks are seqs)
-                if self._stop.is_set():
-                    return
+        assert self.follower is not None
+        self.follower.drain(timeout_s)
 
     def stats(self) -> dict[str, Any]:
         return self._admin.metadata.stats()

@@ -218,8 +218,8 @@ class PlaceChunk:
         """Account an allocation made by the caller (metadata server); one
         outside the pool raises ``BadPlacement`` and changes nothing."""
         self.check(fn, block, offset, size)
-        while fn >= len(self.slots):
-            self.scale_out()
+        while fn >= len(self.slots):  # slot by slot: the caller's pool need not be whole groups
+            self.slots.append(FunctionSlot(len(self.slots), BlockAllocator(self.block_size)))
         a = self.slots[fn].alloc
         left, b, off = size, block, offset
         while left > 0:

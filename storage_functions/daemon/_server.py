@@ -20,7 +20,7 @@ import time
 import zlib
 from typing import Any, Callable, Iterable
 
-from ..exceptions import NotEnoughChunks, ObjectTooLarge, ProtocolError, StorageError, StoreError, UnknownKey
+from ..exceptions import NoRoom, NotEnoughChunks, ObjectTooLarge, ProtocolError, StorageError, StoreError, UnknownKey
 from ..protocol import Frame, Op, Status, drain, pack_header, recv_frame, send_frame, status_for
 from ._buffer import PersistentBuffer
 from ._checks import StripeShape, alloc_chunks, meta_int, stripe_places, stripe_shape
@@ -455,6 +455,7 @@ class Daemon:
             failed = self._retry_chunks(obj, failed)
         if failed and obj.alloc is not None and self._degraded_ok(obj, failed):
             failed = []  # every stripe has d chunks in memory; parity, the buffer and COS cover the rest
+        if failed:
             obj.buffer_path = None
             os.unlink(path)
             self._abandon(obj)
@@ -483,8 +484,9 @@ class Daemon:
                         self.placement.check(fn, block, off, cl)
                     for fn, block, off in places:
                         self.placement.reserve(fn, block, off, cl)
-                except (BadPlacement, PoolExhausted) as exc:
-                    raise StoreError(f"PUT {key!r}: the allocation cannot be used: {exc}") from None
+                except (BadPlacement, PoolExhausted) as exc:  # e.g. a function a larger, earlier pool had
+                    raise NoRoom(f"PUT {key!r}: this daemon has no room where the metadata server placed it: "
+                                 f"{exc}") from None
             else:
                 try:
                     places = list(self.placement.place([cl] * n).places)

@@ -20,3 +20,43 @@ def test_parse_size(text: str, want: int) -> None:
 def test_parse_size_refuses_what_is_not_a_size(text: str) -> None:
     with pytest.raises(argparse.ArgumentTypeError, match="is not a size"):
         parse_size(text)
+
+
+def test_stack_option_reads_a_stack_file_or_addresses_with_tokens_from_the_environment(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    from sdk.cli._common import stack_option
+
+    (tmp_path / "stack.json").write_text(json.dumps({"pid": 1, "metadata": "127.0.0.1:7917", "daemon": "h:7918",
+                                                     "store_token": "s", "admin_token": "a", "cos_url": "file:///c"}))
+    for given in (tmp_path, tmp_path / "stack.json"):
+        ep = stack_option(str(given), {})
+        assert (ep.metadata, ep.daemon, ep.store_token, ep.admin_token, ep.cos_url) == (
+            "127.0.0.1:7917", "h:7918", "s", "a", "file:///c")
+    env = {"FUNCSION_ADMIN_TOKEN": "a", "FUNCSION_STORE_TOKEN": "s"}
+    ep = stack_option("metadata=10.0.0.1:7917, daemon=10.0.0.2:7918,cos=s3://b/p", env)
+    assert (ep.metadata, ep.daemon, ep.store_token, ep.admin_token, ep.cos_url) == (
+        "10.0.0.1:7917", "10.0.0.2:7918", "s", "a", "s3://b/p")
+
+
+@pytest.mark.parametrize(("text", "env", "match"), [
+    ("metadata=h:1", {}, "no daemon=HOST:PORT"),
+    ("metadata=h:1,daemon=h:2,extra=3", {}, "write metadata=HOST:PORT,daemon=HOST:PORT"),
+    ("metadata=h,daemon=h:2", {}, "metadata=: address 'h' is not host:port"),
+    ("metadata=h:1,daemon=h:2", {"FUNCSION_ADMIN_TOKEN": "a"}, "set FUNCSION_STORE_TOKEN"),
+    ("metadata=h:1,daemon=h:2", {}, "set FUNCSION_ADMIN_TOKEN and FUNCSION_STORE_TOKEN"),
+    ("/nonexistent/stack.json", {}, "cannot read /nonexistent/stack.json"),
+])
+def test_stack_option_says_what_is_wrong(text: str, env: dict[str, str], match: str) -> None:
+    from sdk.cli._common import stack_option
+
+    with pytest.raises(ValueError, match=match):
+        stack_option(text, env)
+
+
+def test_stack_option_refuses_a_file_that_is_not_a_stack_file(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from sdk.cli._common import stack_option
+
+    (tmp_path / "stack.json").write_text('{"metadata": "h:1"}')
+    with pytest.raises(ValueError, match="is not a stack file as `funcsion up` writes it"):
+        stack_option(str(tmp_path), {})

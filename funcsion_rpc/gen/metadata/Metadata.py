@@ -165,6 +165,18 @@ class Iface(object):
         """
         pass
 
+    def fallback_to_cos(self, token, run_id, function_name, object_name, reason):
+        """
+        Parameters:
+         - token
+         - run_id
+         - function_name
+         - object_name
+         - reason
+
+        """
+        pass
+
     def list_objects(self, token, run_id, prefix):
         """
         Parameters:
@@ -786,6 +798,48 @@ class Client(Iface):
             raise result.fault
         raise TApplicationException(TApplicationException.MISSING_RESULT, "lookup failed: unknown result")
 
+    def fallback_to_cos(self, token, run_id, function_name, object_name, reason):
+        """
+        Parameters:
+         - token
+         - run_id
+         - function_name
+         - object_name
+         - reason
+
+        """
+        self.send_fallback_to_cos(token, run_id, function_name, object_name, reason)
+        return self.recv_fallback_to_cos()
+
+    def send_fallback_to_cos(self, token, run_id, function_name, object_name, reason):
+        self._oprot.writeMessageBegin('fallback_to_cos', TMessageType.CALL, self._seqid)
+        args = fallback_to_cos_args()
+        args.token = token
+        args.run_id = run_id
+        args.function_name = function_name
+        args.object_name = object_name
+        args.reason = reason
+        args.write(self._oprot)
+        self._oprot.writeMessageEnd()
+        self._oprot.trans.flush()
+
+    def recv_fallback_to_cos(self):
+        iprot = self._iprot
+        (fname, mtype, rseqid) = iprot.readMessageBegin()
+        if mtype == TMessageType.EXCEPTION:
+            x = TApplicationException()
+            x.read(iprot)
+            iprot.readMessageEnd()
+            raise x
+        result = fallback_to_cos_result()
+        result.read(iprot)
+        iprot.readMessageEnd()
+        if result.success is not None:
+            return result.success
+        if result.fault is not None:
+            raise result.fault
+        raise TApplicationException(TApplicationException.MISSING_RESULT, "fallback_to_cos failed: unknown result")
+
     def list_objects(self, token, run_id, prefix):
         """
         Parameters:
@@ -1002,6 +1056,7 @@ class Processor(Iface, TProcessor):
         self._processMap["commit"] = Processor.process_commit
         self._processMap["delete_object"] = Processor.process_delete_object
         self._processMap["lookup"] = Processor.process_lookup
+        self._processMap["fallback_to_cos"] = Processor.process_fallback_to_cos
         self._processMap["list_objects"] = Processor.process_list_objects
         self._processMap["describe_function"] = Processor.process_describe_function
         self._processMap["get_batch"] = Processor.process_get_batch
@@ -1412,6 +1467,32 @@ class Processor(Iface, TProcessor):
             msg_type = TMessageType.EXCEPTION
             result = TApplicationException(TApplicationException.INTERNAL_ERROR, 'Internal error')
         oprot.writeMessageBegin("lookup", msg_type, seqid)
+        result.write(oprot)
+        oprot.writeMessageEnd()
+        oprot.trans.flush()
+
+    def process_fallback_to_cos(self, seqid, iprot, oprot):
+        args = fallback_to_cos_args()
+        args.read(iprot)
+        iprot.readMessageEnd()
+        result = fallback_to_cos_result()
+        try:
+            result.success = self._handler.fallback_to_cos(args.token, args.run_id, args.function_name, args.object_name, args.reason)
+            msg_type = TMessageType.REPLY
+        except TTransport.TTransportException:
+            raise
+        except MetadataFault as fault:
+            msg_type = TMessageType.REPLY
+            result.fault = fault
+        except TApplicationException as ex:
+            logging.exception('TApplication exception in handler')
+            msg_type = TMessageType.EXCEPTION
+            result = ex
+        except Exception:
+            logging.exception('Unexpected exception in handler')
+            msg_type = TMessageType.EXCEPTION
+            result = TApplicationException(TApplicationException.INTERNAL_ERROR, 'Internal error')
+        oprot.writeMessageBegin("fallback_to_cos", msg_type, seqid)
         result.write(oprot)
         oprot.writeMessageEnd()
         oprot.trans.flush()
@@ -4290,6 +4371,217 @@ class lookup_result(object):
 all_structs.append(lookup_result)
 lookup_result.thrift_spec = (
     (0, TType.STRUCT, 'success', [ObjectStatus, None], None, ),  # 0
+    (1, TType.STRUCT, 'fault', [MetadataFault, None], None, ),  # 1
+)
+
+
+class fallback_to_cos_args(object):
+    """
+    Attributes:
+     - token
+     - run_id
+     - function_name
+     - object_name
+     - reason
+
+    """
+
+    __slots__ = (
+        'token',
+        'run_id',
+        'function_name',
+        'object_name',
+        'reason',
+    )
+
+
+    def __init__(self, token=None, run_id=None, function_name=None, object_name=None, reason=None,):
+        self.token = token
+        self.run_id = run_id
+        self.function_name = function_name
+        self.object_name = object_name
+        self.reason = reason
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 1:
+                if ftype == TType.STRING:
+                    self.token = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 2:
+                if ftype == TType.STRING:
+                    self.run_id = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 3:
+                if ftype == TType.STRING:
+                    self.function_name = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 4:
+                if ftype == TType.STRING:
+                    self.object_name = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 5:
+                if ftype == TType.STRING:
+                    self.reason = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('fallback_to_cos_args')
+        if self.token is not None:
+            oprot.writeFieldBegin('token', TType.STRING, 1)
+            oprot.writeString(self.token.encode('utf-8') if sys.version_info[0] == 2 else self.token)
+            oprot.writeFieldEnd()
+        if self.run_id is not None:
+            oprot.writeFieldBegin('run_id', TType.STRING, 2)
+            oprot.writeString(self.run_id.encode('utf-8') if sys.version_info[0] == 2 else self.run_id)
+            oprot.writeFieldEnd()
+        if self.function_name is not None:
+            oprot.writeFieldBegin('function_name', TType.STRING, 3)
+            oprot.writeString(self.function_name.encode('utf-8') if sys.version_info[0] == 2 else self.function_name)
+            oprot.writeFieldEnd()
+        if self.object_name is not None:
+            oprot.writeFieldBegin('object_name', TType.STRING, 4)
+            oprot.writeString(self.object_name.encode('utf-8') if sys.version_info[0] == 2 else self.object_name)
+            oprot.writeFieldEnd()
+        if self.reason is not None:
+            oprot.writeFieldBegin('reason', TType.STRING, 5)
+            oprot.writeString(self.reason.encode('utf-8') if sys.version_info[0] == 2 else self.reason)
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, getattr(self, key))
+             for key in self.__slots__]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        if not isinstance(other, self.__class__):
+            return False
+        for attr in self.__slots__:
+            my_val = getattr(self, attr)
+            other_val = getattr(other, attr)
+            if my_val != other_val:
+                return False
+        return True
+
+    def __ne__(self, other):
+        return not (self == other)
+all_structs.append(fallback_to_cos_args)
+fallback_to_cos_args.thrift_spec = (
+    None,  # 0
+    (1, TType.STRING, 'token', 'UTF8', None, ),  # 1
+    (2, TType.STRING, 'run_id', 'UTF8', None, ),  # 2
+    (3, TType.STRING, 'function_name', 'UTF8', None, ),  # 3
+    (4, TType.STRING, 'object_name', 'UTF8', None, ),  # 4
+    (5, TType.STRING, 'reason', 'UTF8', None, ),  # 5
+)
+
+
+class fallback_to_cos_result(object):
+    """
+    Attributes:
+     - success
+     - fault
+
+    """
+
+    __slots__ = (
+        'success',
+        'fault',
+    )
+
+
+    def __init__(self, success=None, fault=None,):
+        self.success = success
+        self.fault = fault
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 0:
+                if ftype == TType.STRUCT:
+                    self.success = PutGrant()
+                    self.success.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            elif fid == 1:
+                if ftype == TType.STRUCT:
+                    self.fault = MetadataFault.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('fallback_to_cos_result')
+        if self.success is not None:
+            oprot.writeFieldBegin('success', TType.STRUCT, 0)
+            self.success.write(oprot)
+            oprot.writeFieldEnd()
+        if self.fault is not None:
+            oprot.writeFieldBegin('fault', TType.STRUCT, 1)
+            self.fault.write(oprot)
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, getattr(self, key))
+             for key in self.__slots__]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        if not isinstance(other, self.__class__):
+            return False
+        for attr in self.__slots__:
+            my_val = getattr(self, attr)
+            other_val = getattr(other, attr)
+            if my_val != other_val:
+                return False
+        return True
+
+    def __ne__(self, other):
+        return not (self == other)
+all_structs.append(fallback_to_cos_result)
+fallback_to_cos_result.thrift_spec = (
+    (0, TType.STRUCT, 'success', [PutGrant, None], None, ),  # 0
     (1, TType.STRUCT, 'fault', [MetadataFault, None], None, ),  # 1
 )
 

@@ -1406,6 +1406,7 @@ class ObjectStatus(object):
      - readable_at
      - freed_at
      - adhoc
+     - tier_reason
 
     """
 
@@ -1425,10 +1426,11 @@ class ObjectStatus(object):
         'readable_at',
         'freed_at',
         'adhoc',
+        'tier_reason',
     )
 
 
-    def __init__(self, object_name=None, state=None, producer=None, declared_reads=None, remaining=None, size=None, checksum=None, persist=None, committed_by=None, placement=None, freed_reason=None, written_at=None, readable_at=None, freed_at=None, adhoc=None,):
+    def __init__(self, object_name=None, state=None, producer=None, declared_reads=None, remaining=None, size=None, checksum=None, persist=None, committed_by=None, placement=None, freed_reason=None, written_at=None, readable_at=None, freed_at=None, adhoc=None, tier_reason=None,):
         self.object_name = object_name
         self.state = state
         self.producer = producer
@@ -1444,6 +1446,7 @@ class ObjectStatus(object):
         self.readable_at = readable_at
         self.freed_at = freed_at
         self.adhoc = adhoc
+        self.tier_reason = tier_reason
 
     def read(self, iprot):
         if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
@@ -1535,6 +1538,11 @@ class ObjectStatus(object):
                     self.adhoc = iprot.readBool()
                 else:
                     iprot.skip(ftype)
+            elif fid == 16:
+                if ftype == TType.STRING:
+                    self.tier_reason = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                else:
+                    iprot.skip(ftype)
             else:
                 iprot.skip(ftype)
             iprot.readFieldEnd()
@@ -1607,6 +1615,10 @@ class ObjectStatus(object):
         if self.adhoc is not None:
             oprot.writeFieldBegin('adhoc', TType.BOOL, 15)
             oprot.writeBool(self.adhoc)
+            oprot.writeFieldEnd()
+        if self.tier_reason is not None:
+            oprot.writeFieldBegin('tier_reason', TType.STRING, 16)
+            oprot.writeString(self.tier_reason.encode('utf-8') if sys.version_info[0] == 2 else self.tier_reason)
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
         oprot.writeStructEnd()
@@ -2181,6 +2193,7 @@ ObjectStatus.thrift_spec = (
     (13, TType.DOUBLE, 'readable_at', None, None, ),  # 13
     (14, TType.DOUBLE, 'freed_at', None, None, ),  # 14
     (15, TType.BOOL, 'adhoc', None, None, ),  # 15
+    (16, TType.STRING, 'tier_reason', 'UTF8', None, ),  # 16
 )
 all_structs.append(FunctionStatus)
 FunctionStatus.thrift_spec = (

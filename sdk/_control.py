@@ -1,0 +1,57 @@
+"""The metadata server as the daemon's instruction source.
+
+``storage_functions.daemon.Follower`` (the daemon's control loop) follows an
+``InstructionSource``; storage_functions may not import the metadata server's
+client, so this module, above both, adapts a ``funcsion_rpc.MetadataClient``
+holding the admin token to it. Used by the embedded stack and by ``funcsion
+serve daemon --metadata HOST:PORT``. Covers the translation only; what the
+instructions do is the follower's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from funcsion_rpc.client import MetadataClient
+from storage_functions.daemon import Follower, Instruction, SourceView
+
+__all__ = ["MetadataSource", "follow_metadata"]
+
+
+class MetadataSource:
+    """``fetch`` / ``view`` / ``register_capacity`` / ``unregister_capacity`` over the
+    metadata service's control calls (admin token)."""
+
+    def __init__(self, client: MetadataClient) -> None:
+        self.client = client
+
+    def fetch(self, after_seq: int, limit: int) -> Sequence[Instruction]:
+        return [Instruction(int(i.seq), str(i.kind), i.run_id or "", i.object_name or "", i.tier or "memory",
+                            i.reason or "", int(i.blocks or 0), i.function_name or "")
+                for i in self.client.fetch_instructions(after_seq, limit)]
+
+    def view(self) -> SourceView:
+        st: dict[str, Any] = self.client.stats()
+        return SourceView(int(st["block_size"]), {str(k): int(v) for k, v in st.get("functions", {}).items()},
+                          frozenset(str(r["run_id"]) for r in st.get("runs", []) if r.get("state") == "running"),
+                          int(st.get("last_seq", 0)))
+
+    def register_capacity(self, function: str, blocks: int) -> None:
+        self.client.register_capacity(function, blocks)
+
+    def unregister_capacity(self, function: str) -> None:
+        self.client.unregister_capacity(function)
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def follow_metadata(daemon: Any, metadata: str, admin_token: str, **options: Any) -> Follower:
+    """A follower (not started) of the metadata server at ``metadata`` (``HOST:PORT``) for
+    ``daemon``; ``options`` go to ``Follower`` (poll_s, backoff, ...)."""
+    from ._client import parse_addr
+
+    host, port = parse_addr(metadata)
+    return Follower(MetadataSource(MetadataClient(host, port, admin_token=admin_token, timeout_s=10.0)), daemon,
+                    **options)
