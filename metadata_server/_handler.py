@@ -461,7 +461,8 @@ class MetadataHandler:
                         reason: str) -> T.PutGrant:
         self._run(token, run_id)
         return self._grant(self._one(ev.CosFallback(self.clock(), self._rid_next(), run_id, function_name or "",
-                                                    object_name, (reason or "")[:1000]))[0])  # type: ignore[arg-type]
+                                                    object_name, (reason or "")[:1000]))[0],  # type: ignore[arg-type]
+                           run_id)
 
     @_boundary
     def finish_put(self, token: str, run_id: str, function_name: str, object_name: str) -> T.PutResult:
