@@ -233,7 +233,7 @@ def follow(store: Any, metadata: str, admin_token: str, *, warn: Callable[[str],
     """Start the control loop of ``store``'s daemon, following ``metadata``; a wrong token or
     another block size raise ``ServeDaemonError``, an unreachable server is retried."""
     from funcsion_rpc.errors import ServiceUnavailable, Unauthorized
-    from sdk._control import follow_metadata
+    from sdk.local._control import follow_metadata
     from storage_functions.exceptions import ControlError
 
     follower = follow_metadata(store.daemon, metadata, admin_token)

@@ -36,7 +36,7 @@ from storage_functions.private_files import open_private, private_dir
 
 from .._client import Client, Endpoints, parse_addr
 from .._config import Config
-from .._control import MetadataSource
+from ._control import MetadataSource
 from ._statedir import StateDirLock
 
 __all__ = ["Stack", "read_stack_file", "STACK_FILE"]

@@ -485,8 +485,8 @@ class Daemon:
                     for fn, block, off in places:
                         self.placement.reserve(fn, block, off, cl)
                 except (BadPlacement, PoolExhausted) as exc:  # e.g. a function a larger, earlier pool had
-                    raise NoRoom(f"PUT {key!r}: this daemon has no room where the metadata server placed it: "
-                                 f"{exc}") from None
+                    raise NoRoom(f"PUT {key!r}: the allocation cannot be used: {exc} (no room there in this "
+                                 "daemon's pool)") from None
             else:
                 try:
                     places = list(self.placement.place([cl] * n).places)

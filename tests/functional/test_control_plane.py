@@ -13,7 +13,7 @@ import pytest
 from funcsion_rpc import MetadataClient
 from metadata_server import Journal, MetadataHandler, MetadataServer, MetadataState
 from sdk._client import Client, Endpoints
-from sdk._control import follow_metadata
+from sdk.local._control import follow_metadata
 from storage_functions.daemon import DaemonConfig, LocalStore
 
 ADMIN = "admin-secret"

@@ -58,8 +58,8 @@ def _alloc(codec: Codec, size: int) -> list[tuple[str, int, int, int]]:
 def test_a_place_outside_the_pool_is_no_room(store: tuple[LocalStore, Refusing]) -> None:
     st, _ = store
     with StoreClient(st.address, st.token) as c:
-        with pytest.raises(NoRoom, match="no room where the metadata server placed it: function 20 is outside "
-                                         "the pool of 6 functions"):
+        with pytest.raises(NoRoom, match="the allocation cannot be used: function 20 is outside the pool of 6 "
+                                         "functions"):
             c.put("r-1/x", b"abc", alloc=[("sion-20", 0, 0, 3)])
         with pytest.raises(UnknownKey):
             c.get("r-1/x")

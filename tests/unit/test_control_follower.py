@@ -18,7 +18,7 @@ import pytest
 
 from funcsion_rpc.errors import ServiceUnavailable
 from metadata_server import CoreDriver, MetadataHandler, MetadataState
-from sdk._control import MetadataSource
+from sdk.local._control import MetadataSource
 from storage_functions.auth import tier_key
 from storage_functions.cos import open_cos
 from storage_functions.daemon import DaemonConfig, Follower

@@ -50,7 +50,7 @@ class MetadataSource:
 def follow_metadata(daemon: Any, metadata: str, admin_token: str, **options: Any) -> Follower:
     """A follower (not started) of the metadata server at ``metadata`` (``HOST:PORT``) for
     ``daemon``; ``options`` go to ``Follower`` (poll_s, backoff, ...)."""
-    from ._client import parse_addr
+    from .._client import parse_addr
 
     host, port = parse_addr(metadata)
     return Follower(MetadataSource(MetadataClient(host, port, admin_token=admin_token, timeout_s=10.0)), daemon,
