@@ -1,0 +1,214 @@
+"""Events the daemon's store core (``_state.StoreState``) takes and the
+instructions it returns (STYLE 2-3).
+
+Every event is a slotted dataclass carrying ``now`` (seconds from the
+daemon's clock; the core never reads one) and ``rid`` (a request id, for
+tracing). Events name object versions by reference (``ObjectVersion``) and
+chunks by (stripe, index); places are ``(function index, block, offset)``.
+
+Instructions are work for the I/O shell (``Daemon``): send a chunk to a
+function, delete chunks from a function, hand lost chunks to recovery, submit
+a version to the persistent buffer's uploader or take it back, warm a
+function up; ``Begun`` and ``Freed`` are replies to the caller.
+
+Not covered here: the state (``_state``), the GET window (``_window``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ._checks import StripeShape
+from ._objects import ObjectVersion
+
+__all__ = [
+    "Place",
+    "Event", "PutBegun", "StripeBegun", "ChunkStored", "ChunkFailed", "PutRetry", "PutReady", "PutAbandoned",
+    "Free", "FunctionAttached", "FunctionLost", "ChunkRecovered", "Tick",
+    "Instruction", "Begun", "SendChunk", "Release", "Recover", "Upload", "Discard", "Warm", "Freed", "Degraded",
+]
+
+Place = tuple[int, int, int]  # (function index, block, offset)
+
+
+# -- events ------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Event:
+    now: float = 0.0
+    rid: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PutBegun(Event):
+    """A PUT of ``key`` (``size`` bytes) starts: a new version, state ``writing``."""
+
+    key: str
+    size: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StripeBegun(Event):
+    """Stripe ``len(obj.stripes)`` of a PUT arrives: place its chunks, at ``places``
+    (the metadata server's allocation, checked and reserved) or where
+    ``PlaceChunk`` decides (``places`` None). ``offset``: of its chunk 0 in the
+    buffer file."""
+
+    obj: ObjectVersion
+    shape: StripeShape
+    offset: int
+    places: tuple[Place, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChunkStored(Event):
+    """Function ``place[0]`` acknowledged chunk ``index`` of stripe ``stripe`` at ``place``."""
+
+    obj: ObjectVersion
+    stripe: int
+    index: int
+    place: Place
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChunkFailed(Event):
+    """Chunks of a PUT failed twice (``failed``: (stripe, index)); if every stripe
+    keeps ``d`` chunks the PUT goes on degraded (their places are given up)."""
+
+    obj: ObjectVersion
+    failed: tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PutRetry(Event):
+    """Chunks of a PUT whose function failed (``failed``): place them again, at
+    ``planned`` (the metadata server's places, by chunk) or on another function."""
+
+    obj: ObjectVersion
+    failed: tuple[tuple[int, int], ...]
+    planned: tuple[Place, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PutReady(Event):
+    """Every chunk is stored (or the PUT went on degraded): the version is readable."""
+
+    obj: ObjectVersion
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PutAbandoned(Event):
+    """The PUT failed: its version goes and its chunks leave their functions."""
+
+    obj: ObjectVersion
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Free(Event):
+    """Every version of ``keys`` goes (the metadata server expired them)."""
+
+    keys: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FunctionAttached(Event):
+    """An instance of function ``fn`` connected (its first, or the same one again)."""
+
+    fn: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FunctionLost(Event):
+    """A new instance answered for function ``fn``: the old one's memory is gone."""
+
+    fn: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChunkRecovered(Event):
+    """Recovery stored chunk (``stripe``, ``index``) of ``obj`` at ``place`` again."""
+
+    obj: ObjectVersion
+    stripe: int
+    index: int
+    place: Place
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Tick(Event):
+    """Warm-up check: ``sleeping`` lists (function, last used) of functions whose
+    instance is not running."""
+
+    sleeping: tuple[tuple[int, float], ...] = ()
+
+
+# -- instructions ----------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Instruction:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Begun(Instruction):
+    """Reply to ``PutBegun``: the new version."""
+
+    obj: ObjectVersion
+
+
+@dataclass(frozen=True, slots=True)
+class SendChunk(Instruction):
+    """Send chunk ``index`` of stripe ``stripe`` of ``obj`` to ``place``."""
+
+    obj: ObjectVersion
+    stripe: int
+    index: int
+    place: Place
+
+
+@dataclass(frozen=True, slots=True)
+class Release(Instruction):
+    """Delete these chunk keys from function ``fn``."""
+
+    fn: int
+    keys: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Recover(Instruction):
+    """Store these chunks again at their places (``Recovery.lost``): (obj, stripe, index, place)."""
+
+    chunks: tuple[tuple[ObjectVersion, int, int, Place], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Upload(Instruction):
+    """Hand the version's buffer file to the uploader."""
+
+    obj: ObjectVersion
+
+
+@dataclass(frozen=True, slots=True)
+class Discard(Instruction):
+    """Take the version's buffer file and COS copy back (it was freed)."""
+
+    obj: ObjectVersion
+
+
+@dataclass(frozen=True, slots=True)
+class Warm(Instruction):
+    """Invoke function ``fn`` to keep its instance (and the chunks it holds) warm."""
+
+    fn: int
+
+
+@dataclass(frozen=True, slots=True)
+class Freed(Instruction):
+    """Reply to ``Free``: how many versions went."""
+
+    versions: int
+
+
+@dataclass(frozen=True, slots=True)
+class Degraded(Instruction):
+    """Reply to ``ChunkFailed``: whether the PUT goes on with the chunks it has."""
+
+    ok: bool
