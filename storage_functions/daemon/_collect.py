@@ -1,7 +1,7 @@
 """The daemon's per-request helpers: ``Waiter`` counts a PUT's outstanding
-chunk writes, ``Collector`` runs the first-d GET of one object version
-(a window of stripes at a time; request d chunks, replace failed ones from
-parity at once, ask for the rest when a stripe stalls), ``NullSock`` keeps a
+chunk writes, ``Collector`` runs the first-d GET of one object version:
+the I/O shell (requests to functions, reader-thread callbacks, writes to the
+client's outbox) around its pure window of stripes (``_window.GetWindow``), ``NullSock`` keeps a
 client stream in step when a chunk is dropped, ``scratch_view`` is a
 per-thread receive buffer. The request paths that use them are in
 ``_server``; the client side of a GET reply is ``_outbox``.
@@ -12,14 +12,13 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from ..protocol import Frame, Op, Status, drain, pack_header, recv_into
+from ._host import GetHost
 from ._objects import ObjectVersion, chunk_key
 from ._outbox import Outbox
-
-if TYPE_CHECKING:
-    from ._server import Daemon
+from ._window import GetWindow, Picks
 
 __all__ = ["Collector", "NullSock", "Waiter", "scratch_view"]
 
@@ -81,22 +80,11 @@ def scratch_view(n: int) -> memoryview:
     return memoryview(buf)[:n]
 
 
-_IDLE, _ASKED, _FALLBACK, _DONE = 0, 1, 2, 3  # a stripe: not requested, collecting, from buffer/COS, d chunks
-
-
 class Collector:
-    """First-d GET of one object version, ``window`` stripes at a time:
-    stripe ``k + window`` is requested only once stripe ``k`` and every one
-    before it was written to the client (0: all at once), so a slow function
-    or a slow reader holds back at most a window, in the daemon and in the
-    client. Per requested stripe ``d`` chunks are asked (plus ``extra``,
-    None: all d+p); a chunk that fails, is missing or corrupt is replaced by
-    the next untried one (parity) at once; a stripe without a chunk for
-    ``straggler_s`` asks every untried chunk, so the first ``d`` good ones
-    to arrive win, and the functions it was waiting for go last in the
-    stripes requested after it. A stripe that runs out of chunks or time
-    (``timeout_s`` from its request: function time, not the client's) is
-    finished from the buffer or COS (``Daemon._fallback_stripe``).
+    """First-d GET of one object version: the I/O shell around its pure
+    :class:`GetWindow` (which stripes to request, which chunks to claim,
+    when to fall back; see ``_window``). A stripe that runs out of chunks or
+    time is finished from the buffer or COS (``Daemon._fallback_stripe``).
 
     Chunks are received by the function connection's reader thread and
     handed to the client's :class:`Outbox` (written at once while the client
@@ -104,69 +92,25 @@ class Collector:
     thread of the last chunk appends END. Late, failed or surplus chunks are
     drained."""
 
-    def __init__(self, daemon: Daemon, out: Outbox, obj: ObjectVersion, reqid: int, head: bytes, *,
-                 window: int = 0, extra: int | None = 0) -> None:
-        self.daemon = daemon
+    def __init__(self, host: GetHost, out: Outbox, obj: ObjectVersion, reqid: int, head: bytes, *,
+                 window: int = 0, extra: int | None = 0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.host = host
         self.out = out
         self.obj = obj
         self.reqid = reqid
         self.head: bytes | None = head  # the REPLY frame, sent before the first chunk
-        k = len(obj.stripes)
-        self.window = window if window > 0 else max(1, k)
-        self.extra = extra
+        self.clock = clock
+        self.win = GetWindow(obj.stripes, window=window, extra=extra)
         self.cond = threading.Condition()
-        self.state = bytearray(k)
-        self.order: list[list[int] | None] = [None] * k  # chunk indices in the order to try them
-        self.next = [0] * k  # position in order of the next chunk to try
-        self.inflight = [0] * k  # requested, not yet resolved
-        self.claimed = [0] * k  # being received right now
-        self.got = [0] * k  # handed to the client
-        self.got_idx: list[set[int]] = [set() for _ in range(k)]
-        self.written = [0] * k  # written to the client's socket
-        self.asked_at = [0.0] * k
-        self.moved = [0.0] * k  # last request or chunk of the stripe
-        self.waiting: dict[tuple[int, int], int] = {}  # (stripe, chunk) -> function, requested and unanswered
-        self.slow: set[int] = set()  # functions a stripe of this GET straggled on
-        self.hung: set[int] = set()  # functions a stripe of this GET timed out on
-        self.fall_next: list[int] = []  # stripes for the watchdog to finish from the buffer or COS
-        self.lo = 0  # first stripe not wholly written
-        self.hi = 0  # stripes requested so far
-        self.left = k  # stripes short of d chunks
-        self.ended = False
-        self.large = [st.cl >= daemon.config.large_threshold for st in obj.stripes]
-        self.inline = k == 1 and obj.stripes[0].n == 1
+        self.large = [st.cl >= host.config.large_threshold for st in obj.stripes]
+        self.inline = len(obj.stripes) == 1 and obj.stripes[0].n == 1
 
-    # -- requests (pick under the lock, issue outside it) -------------------------
-    def _order(self, s: int) -> list[int]:
-        places = self.obj.stripes[s].places
-
-        def late(i: int) -> bool:
-            pl = places[i]
-            return pl is not None and pl[0] in self.slow
-
-        idx = list(range(len(places)))
-        if self.slow:
-            idx.sort(key=late)
-        return idx
-
-    def _pick(self, s: int, k: int) -> list[int]:
-        order = self.order[s]
-        if order is None:
-            order = self.order[s] = self._order(s)
-        places = self.obj.stripes[s].places
-        out: list[int] = []
-        while k > 0 and self.next[s] < len(order):
-            i = order[self.next[s]]
-            self.next[s] += 1
-            place = places[i]
-            if place is None:
-                self.daemon.counters["missing_chunks"] += 1
-                continue
-            self.waiting[(s, i)] = place[0]
-            out.append(i)
-            k -= 1
-        self.inflight[s] += len(out)
-        return out
+    # -- requests (picked under the lock, issued outside it) ------------------------
+    def _counted(self) -> None:
+        """Move the window's count of chunks found without a place to the counters (locked)."""
+        if self.win.missing:
+            self.host.counters["missing_chunks"] += self.win.missing
+            self.win.missing = 0
 
     def _issue(self, s: int, idxs: list[int]) -> None:
         obj = self.obj
@@ -177,63 +121,40 @@ class Collector:
             if place is None:  # its function was lost meanwhile
                 cb(None, None)
                 continue
-            self.daemon.handles[place[0]].request(Op.GET, chunk_key(obj.key, obj.version, s, i), cb,
-                                                  b=1 if self.inline else 0, large=self.large[s])
+            self.host.handles[place[0]].request(Op.GET, chunk_key(obj.key, obj.version, s, i), cb,
+                                                b=1 if self.inline else 0, large=self.large[s])
 
-    def _advance_locked(self) -> list[tuple[int, list[int]]]:
-        """Request the stripes the window now allows: (stripe, chunks) to issue."""
-        stripes = self.obj.stripes
-        k = len(stripes)
-        while self.lo < k and self.written[self.lo] >= stripes[self.lo].d:
-            self.lo += 1
-        picks: list[tuple[int, list[int]]] = []
-        if self.out.dead:
-            return picks
-        now = time.monotonic()
-        while self.hi < min(k, self.lo + self.window):
-            s = self.hi
-            self.hi += 1
-            st = stripes[s]
-            self.asked_at[s] = self.moved[s] = now
-            if self.hung and sum(1 for pl in st.places if pl is not None and pl[0] not in self.hung) < st.d:
-                # it cannot complete without a function another stripe timed out on: no second wait
-                self.state[s] = _FALLBACK
-                self.fall_next.append(s)
-                continue
-            self.state[s] = _ASKED
-            picks.append((s, self._pick(s, st.n if self.extra is None else min(st.n, st.d + self.extra))))
-        return picks
+    def _issue_all(self, picks: Picks) -> None:
+        for s, idxs in picks:
+            self._issue(s, idxs)
 
     def start(self) -> None:
         if not self.obj.stripes:
             self._end(Status.OK, b"")
             return
         with self.cond:
-            picks = self._advance_locked()
-        for s, idxs in picks:
-            self._issue(s, idxs)
-
-    def _need(self, s: int) -> int:
-        return self.obj.stripes[s].d - self.got[s] - self.claimed[s] - self.inflight[s]
+            picks = self.win.advance(self.clock(), self.out.dead)
+            self._counted()
+        self._issue_all(picks)
 
     def _written(self, s: int) -> None:
         """A chunk of stripe ``s`` was written to the client: move the window."""
         with self.cond:
-            self.written[s] += 1
-            picks = self._advance_locked() if s == self.lo else []
-        if self.fall_next:
-            self.daemon._kick()
-        for st, idxs in picks:
-            self._issue(st, idxs)
+            picks = self.win.written(s, self.clock(), self.out.dead)
+            self._counted()
+            kick = bool(self.win.fall_next)
+        if kick:
+            self.host.kick()
+        self._issue_all(picks)
 
     def _written_cb(self, s: int, buf: bytearray | None) -> Callable[[], None] | None:
         """What runs once a chunk of stripe ``s`` (in ``buf``) was written:
         the buffer goes back to the pool and the window moves (None: nothing
         to do, every stripe was requested)."""
-        more = self.hi < len(self.obj.stripes)
+        more = self.win.more_to_ask()
         if buf is None:
             return (lambda: self._written(s)) if more else None
-        pool = self.daemon.pool
+        pool = self.host.pool
 
         def done() -> None:
             pool.give(buf)
@@ -245,28 +166,16 @@ class Collector:
     def callback(self, s: int, i: int) -> Callable[[Frame | None, socket.socket | None], None]:
         def cb(f: Frame | None, fsock: socket.socket | None) -> None:
             ok = f is not None and f.status == Status.OK and fsock is not None
-            more: list[int] = []
-            kick = False
             with self.cond:
-                self.waiting.pop((s, i), None)
-                claim = ok and self.state[s] == _ASKED and self.got[s] + self.claimed[s] < self.obj.stripes[s].d \
-                    and not self.out.dead
-                if claim:
-                    self.claimed[s] += 1
-                else:
-                    self.inflight[s] -= 1
-                    if not ok:
-                        kind = "corrupt_chunks" if f is not None and f.status == Status.CORRUPT else "missing_chunks"
-                        self.daemon.counters[kind] += 1
-                        if self.state[s] == _ASKED and self._need(s) > 0:
-                            more = self._pick(s, self._need(s))
-                        if not more and self._short(s):
-                            kick = True
-                    self.cond.notify_all()
-            if more:
-                self._issue(s, more)
+                claim, more, kick = self.win.reply(s, i, ok, self.out.dead)
+                if not ok:
+                    kind = "corrupt_chunks" if f is not None and f.status == Status.CORRUPT else "missing_chunks"
+                    self.host.counters[kind] += 1
+                self._counted()
+                self.cond.notify_all()
+            self._issue(s, more)
             if kick:
-                self.daemon._kick()
+                self.host.kick()
             if f is None or fsock is None:
                 return
             if not claim:
@@ -279,21 +188,17 @@ class Collector:
             if borrowed:
                 buf, view = None, scratch_view(f.paylen)
             else:
-                buf, view = self.daemon.pool.take(f.paylen)
+                buf, view = self.host.pool.take(f.paylen)
             try:
                 recv_into(fsock, view)
             except BaseException:
                 with self.cond:
-                    self.claimed[s] -= 1
-                    self.inflight[s] -= 1
-                    self.daemon.counters["missing_chunks"] += 1
-                    more = self._pick(s, self._need(s)) if self.state[s] == _ASKED and self._need(s) > 0 else []
-                    kick = not more and self._short(s)
+                    more, kick = self.win.receive_failed(s)
+                    self._counted()
                     self.cond.notify_all()
-                if more:
-                    self._issue(s, more)
+                self._issue(s, more)
                 if kick:
-                    self.daemon._kick()
+                    self.host.kick()
                 raise
             self.forward(s, i, view, claimed=True, copy=borrowed, buf=buf)
         return cb
@@ -305,28 +210,13 @@ class Collector:
         chunk of the reply carries END. ``buf`` (holding ``view``) goes back
         to the daemon's pool once written."""
         out = self.out
-        stripes = self.obj.stripes
         with out.lock:
             with self.cond:
-                if claimed:
-                    self.claimed[s] -= 1
-                    self.inflight[s] -= 1
-                # dropped: a claim that outlasted its fallback's wait (the stripe is complete without it)
-                drop = self.ended or self.got[s] >= stripes[s].d or i in self.got_idx[s]
-                if not drop:
-                    self.got[s] += 1
-                    self.got_idx[s].add(i)
-                    self.moved[s] = time.monotonic()
-                    if self.got[s] == stripes[s].d:
-                        self.state[s] = _DONE
-                        self.left -= 1
-                last = not drop and self.left == 0
-                if last:
-                    self.ended = True
+                drop, last = self.win.arrived(s, i, self.clock(), claimed=claimed)
                 self.cond.notify_all()
             if drop:
                 if buf is not None:
-                    self.daemon.pool.give(buf)
+                    self.host.pool.give(buf)
                 return
             pieces: list[Any]
             if self.head is not None and last and self.inline:
@@ -348,15 +238,14 @@ class Collector:
         if now and done is not None:
             done()
 
-
     def _end(self, status: int, message: bytes) -> None:
         """End the reply early (an error, or an object of no stripes)."""
         with self.out.lock:
             with self.cond:
-                if self.ended:
-                    return
-                self.ended = True
+                ended = self.win.end()
                 self.cond.notify_all()
+            if not ended:
+                return
             pieces: list[Any] = [self.head] if self.head is not None else []
             self.head = None
             pieces += [pack_header(Op.END, reqid=self.reqid, status=status, paylen=len(message)), message]
@@ -367,50 +256,38 @@ class Collector:
         self._end(status, message)
 
     # -- the watchdog and fallbacks ------------------------------------------------------
-    def _short(self, s: int) -> bool:
-        """Requested, short of d chunks and nothing more can come from the functions."""
-        return (self.state[s] == _ASKED and self.claimed[s] == 0 and self.inflight[s] == 0
-                and self.next[s] >= self.obj.stripes[s].n)
+    @property
+    def got(self) -> list[int]:
+        """Chunks handed to the client, per stripe."""
+        with self.cond:
+            return [len(r.got) for r in self.win.recs]
 
     def check(self, now: float, straggler_s: float, timeout_s: float) -> tuple[bool, list[int]]:
         """Watchdog step: (done, stripes to finish from the buffer or COS);
-        asks stragglers' replacements when a stripe got nothing for
-        ``straggler_s``. Only stripes waiting on functions are looked at:
-        a GET waiting on its client is left alone."""
-        extra: list[tuple[int, list[int]]] = []
+        asks stragglers' replacements (``GetWindow.check``)."""
         with self.cond:
-            if self.ended or self.out.dead:
+            if self.win.ended or self.out.dead:
                 return True, []
-            fall, self.fall_next = self.fall_next, []
-            for s in range(self.lo, self.hi):
-                if self.state[s] != _ASKED:
-                    continue
-                if self._short(s) or now >= self.asked_at[s] + timeout_s:
-                    if not self._short(s):
-                        self.hung.update(fn for (ws, _), fn in self.waiting.items() if ws == s)
-                    self.state[s] = _FALLBACK
-                    fall.append(s)
-                elif now - self.moved[s] >= straggler_s:
-                    self.moved[s] = now
-                    self.slow.update(fn for (ws, _), fn in self.waiting.items() if ws == s)
-                    extra.append((s, self._pick(s, self.obj.stripes[s].n)))
+            fall, extra = self.win.check(now, straggler_s, timeout_s)
+            self._counted()
         for s, idxs in extra:
             if idxs:
-                self.daemon.counters["chunk_retries"] += len(idxs)
+                self.host.counters["chunk_retries"] += len(idxs)
                 self._issue(s, idxs)
         return False, fall
 
     def full(self, s: int) -> bool:
         """Stripe ``s`` has its ``d`` chunks (or the reply is over)."""
         with self.cond:
-            return self.ended or self.got[s] >= self.obj.stripes[s].d
+            return self.win.full(s)
 
     def take_over(self, s: int, timeout: float) -> set[int] | None:
         """For the fallback of stripe ``s`` (marked by :meth:`check`): wait
         for chunks being received now, then the chunk indices the client
         has; None if the reply is over."""
+        r = self.win.recs[s]
         with self.cond:
-            self.cond.wait_for(lambda: self.claimed[s] == 0 or self.ended, timeout)
-            if self.ended or self.out.dead:
+            self.cond.wait_for(lambda: r.claimed == 0 or self.win.ended, timeout)
+            if self.win.ended or self.out.dead:
                 return None
-            return set(self.got_idx[s])
+            return set(r.got)

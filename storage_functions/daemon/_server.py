@@ -687,7 +687,7 @@ class Daemon:
                     threading.Thread(target=self._fallback_stripe, args=(col, s), daemon=True,
                                      name="sion-get-fallback").start()
 
-    def _kick(self) -> None:
+    def kick(self) -> None:
         with self._watch_cond:
             self._watch_cond.notify()
 
