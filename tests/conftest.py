@@ -4,9 +4,16 @@ local stack, examples, fault injection)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+
+from storage_functions.daemon._config import CHECK_STATE_ENV
+
+# every daemon a test stops asserts its store core's invariants (StoreState.validate_state),
+# in this process and in the stacks and daemons tests start as child processes
+os.environ.setdefault(CHECK_STATE_ENV, "1")
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"

@@ -3,8 +3,8 @@
 A misspelt setting (``FUNCSION_METADTA_PORT=9000``) would otherwise be ignored
 without a word. ``known_env_vars`` joins every name funcsion reads: one per
 ``Config`` field, the names in ``sdk._constants``, the local platform's
-(``storage_functions.local._config.ENV``) and the two it sets in its instance
-processes. ``unknown_env_warnings`` is pure: the CLI prints what it returns.
+(``storage_functions.local._config.ENV``), the two it sets in its instance
+processes and the daemon's invariant check (``storage_functions.daemon._config``). ``unknown_env_warnings`` is pure: the CLI prints what it returns.
 """
 
 from __future__ import annotations
@@ -24,12 +24,13 @@ RENAMED = {"FUNCSION_METADATA_HOST": "FUNCSION_HOST"}
 
 
 def known_env_vars() -> frozenset[str]:
+    from storage_functions.daemon._config import CHECK_STATE_ENV
     from storage_functions.local._config import ENV as PLATFORM_ENV
 
     names = {_constants.ENV_PREFIX + f.upper() for f in Config.field_names()}
     names |= {v for k, v in vars(_constants).items()
               if k.startswith("ENV_") and k != "ENV_PREFIX" and isinstance(v, str)}
-    return frozenset(names | set(PLATFORM_ENV.values()) | set(INSTANCE_ENV))
+    return frozenset(names | set(PLATFORM_ENV.values()) | set(INSTANCE_ENV) | {CHECK_STATE_ENV})
 
 
 def unknown_env_warnings(environ: Mapping[str, str]) -> list[str]:

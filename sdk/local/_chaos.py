@@ -44,7 +44,7 @@ class StorageChaos:
         p = self.rate
         while not self._stop.wait(self.interval_s):
             for h in list(daemon.handles):
-                if h.chunks <= 0 or self.rng.random() >= p:
+                if daemon.chunks_on(h.index) <= 0 or self.rng.random() >= p:
                     continue
                 try:
                     self.stack.platform.kill(h.name)

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-__all__ = ["DaemonConfig", "split_address"]
+__all__ = ["DaemonConfig", "split_address", "CHECK_STATE_ENV"]
 
 MiB = 1 << 20
+#: set to 1 (the test suite does) to assert the store core's invariants when a daemon stops
+CHECK_STATE_ENV = "FUNCSION_DAEMON_CHECK_STATE"
 
 
 @dataclass
@@ -49,6 +51,9 @@ class DaemonConfig:
     # carries its placement, the daemon never invents one) or "daemon" (its own PlaceChunk;
     # a standalone daemon with no metadata server). Never both on one pool.
     placement: str = "daemon"
+    # assert the store core's invariants (StoreState.validate_state) at stop; None: from the
+    # FUNCSION_DAEMON_CHECK_STATE environment variable (the test suite sets it)
+    check_state: bool | None = None
 
     def __post_init__(self) -> None:
         for f in fields(self):

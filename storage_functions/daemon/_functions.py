@@ -86,7 +86,6 @@ class FunctionHandle:
         self.term = 0
         self.hash = ""
         self.mem = 0
-        self.chunks = 0  # chunks the daemon believes live here
         self.invocations = 0
         self.lost_count = 0
         self._reqids = itertools.count(1)

@@ -34,7 +34,7 @@ from ..protocol import Frame, Op, Status
 from ._objects import ObjectVersion, chunk_key
 
 if TYPE_CHECKING:
-    from ._server import Daemon
+    from ._host import RecoveryHost
 
 __all__ = ["Recovery", "LostChunk"]
 
@@ -52,7 +52,7 @@ class LostChunk:
 class Recovery:
     """Background workers that store lost chunks again where they were placed."""
 
-    def __init__(self, daemon: Daemon, *, workers: int = 2) -> None:
+    def __init__(self, daemon: RecoveryHost, *, workers: int = 2) -> None:
         self.daemon = daemon
         self._queue: queue.Queue[LostChunk | None] = queue.Queue()
         self._idle = threading.Condition()
@@ -106,7 +106,6 @@ class Recovery:
             return
         fn, block, off = c.place
         ckey = chunk_key(c.obj.key, c.obj.version, c.stripe, c.index)
-        note = d._stored(fn, ckey, block, off, st.cl)
 
         def replied(f: Frame | None, sock: Any) -> None:
             if f is not None and f.paylen and sock is not None:
@@ -114,18 +113,8 @@ class Recovery:
 
                 drain(sock, f.paylen)
             ok = f is not None and f.status == Status.OK
-            if ok:
-                with d._place_lock:
-                    if self._live(c.obj) and st.places[c.index] is None:
-                        d.placement.reserve(fn, block, off, st.cl)
-                        st.places[c.index] = c.place
-                        d.handles[fn].chunks += 1
-                        stale = False
-                    else:
-                        stale = True
-                note()
-                if stale:  # freed while it travelled: it goes again, and from the ledger
-                    d._forget_chunks({fn: [ckey]}, count=False)
+            if ok:  # the store core places it again, or deletes it if it was freed while it travelled
+                d.recovered(c.obj, c.stripe, c.index, c.place)
             self._done(c, ok=ok)
 
         d.handles[fn].request(Op.PUT, ckey, replied, a=block, b=off, crc=st.crcs[c.index], payload=data,

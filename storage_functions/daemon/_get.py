@@ -1,0 +1,161 @@
+"""The daemon's GET path (I/O shell): a read of a version still in the
+persistent buffer is answered from the file; any other starts a first-d
+``Collector`` (``_collect``, around its pure ``_window.GetWindow``), which the
+GET watchdog thread moves along; stripes the functions cannot complete are
+finished from the buffer or COS. Mixed into ``_server.Daemon``.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+import zlib
+from typing import TYPE_CHECKING, Any
+
+from ..exceptions import NotEnoughChunks, StorageError, UnknownKey
+from ..protocol import Frame, Op, Status, pack_header, send_frame, status_for
+from ._checks import meta_int
+from ._collect import Collector
+from ._objects import ObjectVersion
+from ._outbox import Outbox
+
+if TYPE_CHECKING:
+    from ._config import DaemonConfig
+    from ._functions import FunctionHandle
+    from ._objects import ObjectTable
+    from ._outbox import BufferPool
+
+__all__ = ["GetPath"]
+
+log = logging.getLogger("storage_functions.daemon")
+
+
+class GetPath:
+    """GET: ``_get`` is called by a client connection's thread (``_session``)."""
+
+    config: DaemonConfig
+    counters: dict[str, int]
+    cos: Any
+    pool: BufferPool
+    handles: list[FunctionHandle]
+    _gets: set[Collector]
+    _gets_lock: threading.Lock
+    _watch_cond: threading.Condition
+    _stopping: threading.Event
+
+    if TYPE_CHECKING:
+        @property
+        def table(self) -> ObjectTable: ...
+
+    # -- GET ----------------------------------------------------------------------
+    def _get(self, sock: socket.socket, out: Outbox, f: Frame) -> None:
+        version = f.meta.get("version")
+        if version is not None:
+            version = meta_int(f.meta, "version", f"GET {f.key!r}")
+        obj = self.table.latest(f.key, version)
+        if obj is None:
+            raise UnknownKey(f"{f.key!r}{f' version {version}' if version is not None else ''}: no such object")
+        self.counters["gets"] += 1
+        head = pack_header(Op.REPLY, reqid=f.reqid, meta=obj.head_json())
+        fh = self._open_buffer(obj)
+        if fh is not None:  # read-after-write from the persistent buffer, in order, on this client's thread
+            self.counters["buffer_hits"] += 1
+            out.wait_idle(self.config.get_timeout_s)  # (the previous reply is written: the client read it)
+            with fh:
+                sock.sendall(head)
+                for s, st in enumerate(obj.stripes):
+                    for i in range(st.d):
+                        send_frame(sock, Op.CHUNK, a=s, b=i, paylen=st.cl)
+                        if st.cl:
+                            sock.sendfile(fh, obj.chunk_offset(s, i), st.cl)
+                send_frame(sock, Op.END, reqid=f.reqid)
+            return
+        # no waiting here: the function reader threads hand the chunks to the outbox
+        # and the last one adds END; the GET watchdog handles stragglers and fallbacks
+        col = Collector(self, out, obj, f.reqid, head, window=self.config.get_window, extra=self.config.get_extra)
+        with self._gets_lock:
+            self._gets.add(col)
+        col.start()
+
+    def _get_watch_loop(self) -> None:
+        """Stripes without a chunk for ``get_straggler_s`` (ask the untried
+        chunks), stripes that ran out of chunks or of ``get_timeout_s`` since
+        they were requested (finish them from the buffer or COS)."""
+        c = self.config
+        tick = max(0.002, min(0.02, c.get_straggler_s / 4))
+        while not self._stopping.is_set():
+            with self._watch_cond:
+                self._watch_cond.wait(tick)
+            now = time.monotonic()
+            with self._gets_lock:
+                cols = list(self._gets)
+            for col in cols:
+                done, short = col.check(now, c.get_straggler_s, c.get_timeout_s)
+                if done:
+                    with self._gets_lock:
+                        self._gets.discard(col)
+                for s in short:
+                    threading.Thread(target=self._fallback_stripe, args=(col, s), daemon=True,
+                                     name="sion-get-fallback").start()
+
+    def kick(self) -> None:
+        with self._watch_cond:
+            self._watch_cond.notify()
+
+    def _open_buffer(self, obj: ObjectVersion) -> Any:
+        with obj.lock:
+            if obj.uploaded or obj.buffer_path is None:
+                return None
+            try:
+                return open(obj.buffer_path, "rb")
+            except FileNotFoundError:
+                return None
+
+    def _fallback_stripe(self, col: Collector, s: int) -> None:
+        """Send the chunks of stripe ``s`` that first-d could not get, from
+        the buffer or COS; END with an error if there are not enough."""
+        have = col.take_over(s, self.config.get_timeout_s)
+        if have is None:
+            return
+        obj = col.obj
+        st = obj.stripes[s]
+        if col.full(s):
+            return
+        self.counters["cos_fallbacks"] += 1
+        try:
+            for i in range(st.n):
+                if col.full(s):
+                    break
+                if i in have:
+                    continue
+                data = self._read_chunk(obj, s, i)
+                if data is not None:
+                    col.forward(s, i, data)
+            if not col.full(s):
+                raise NotEnoughChunks(f"{obj.key!r} version {obj.version}: stripe {s} has {col.got[s]} of "
+                                      f"{st.d} chunks and no readable COS copy")
+        except StorageError as exc:
+            col.fail(status_for(exc), str(exc).encode())
+        except OSError as exc:  # a buffer file that went away under the read: this GET fails, not the daemon
+            col.fail(Status.ERROR, f"{obj.key!r}: reading stripe {s} failed: {exc!r}".encode())
+
+    def _read_chunk(self, obj: ObjectVersion, s: int, i: int) -> bytes | None:
+        st = obj.stripes[s]
+        off = obj.chunk_offset(s, i)
+        data: bytes | None = None
+        fh = self._open_buffer(obj)
+        if fh is not None:
+            with fh:
+                fh.seek(off)
+                data = fh.read(st.cl)
+        elif self.cos is not None:
+            try:
+                data = self.cos.get_range(obj.cos_key, off, st.cl) if st.cl else b""
+            except Exception as exc:  # noqa: BLE001
+                log.warning("COS read of %s failed: %r", obj.cos_key, exc)
+                return None
+        if data is None or len(data) != st.cl or zlib.crc32(data) != st.crcs[i]:
+            return None
+        return data

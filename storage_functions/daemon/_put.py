@@ -1,0 +1,249 @@
+"""The daemon's PUT path (I/O shell): read a PUT's stripes from the client,
+stream each chunk to its function and to the persistent buffer at once, retry
+the chunks whose function failed, and make the version readable. Where the
+chunks go and what is counted is the store core's (``_state.StoreState``,
+driven through ``Daemon._do``); this module only moves bytes. Mixed into
+``_server.Daemon``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from typing import TYPE_CHECKING, Any
+
+from ..exceptions import ObjectTooLarge, ProtocolError, StorageError, StoreError
+from ..protocol import Frame, Op, drain, recv_frame
+from ._checks import alloc_chunks, meta_int, stripe_places, stripe_shape
+from ._collect import NullSock, Waiter
+from ._objects import ObjectVersion, chunk_key, trailer
+from ._store_events import (Begun, ChunkFailed, ChunkStored, Degraded, Place, PutAbandoned, PutBegun, PutReady,
+                            PutRetry, SendChunk, StripeBegun)
+
+if TYPE_CHECKING:
+    from ._buffer import PersistentBuffer
+    from ._config import DaemonConfig
+    from ._functions import FunctionHandle
+    from ._store_events import Event, Instruction
+
+__all__ = ["PutPath"]
+
+_STRIPE_META = 64 << 10  # a STRIPE's meta: d, p, sizes and one CRC per chunk
+
+
+def _pad(fsock: socket.socket, n: int) -> None:
+    """Send ``n`` zero bytes, or give up quietly (the connection's reader sees it gone)."""
+    zeros = memoryview(bytes(min(n, 1 << 20)))
+    try:
+        while n:
+            k = min(n, len(zeros))
+            fsock.sendall(zeros[:k])
+            n -= k
+    except OSError:
+        pass
+
+
+class PutPath:
+    """PUT: ``_put`` is called by a client connection's thread (``_session``)."""
+
+    config: DaemonConfig
+    counters: dict[str, int]
+    buffer: PersistentBuffer
+
+    if TYPE_CHECKING:
+        def _do(self, ev: Event) -> list[Instruction]: ...
+
+        def _handle(self, index: int) -> FunctionHandle: ...
+
+    def _put(self, sock: socket.socket, f: Frame, scratch: bytearray,
+             refuse: StorageError | None = None) -> dict[str, Any]:
+        """Store a PUT's stripes; ``refuse`` (or a size over the maximum) reads
+        and drops them and raises it, touching nothing."""
+        what = f"PUT {f.key!r}"
+        size = meta_int(f.meta, "size", what, default=0)
+        n = meta_int(f.meta, "n", what, default=0, hi=max(1, size))
+        alloc = f.meta.get("alloc")
+        error = refuse
+        if error is None and size > self.config.max_object_bytes:
+            error = ObjectTooLarge(f"{f.key!r}: {size} bytes is over the store's maximum of "
+                                   f"{self.config.max_object_bytes} bytes")
+        if error is not None:
+            left = size
+            for s in range(n):
+                sf = self._next_stripe(sock, f.key, s, n)
+                left -= stripe_shape(f.key, sf, s, left).ol
+                drain(sock, sf.paylen, scratch)
+            raise error
+        (begun,) = self._do(PutBegun(key=f.key, size=size, now=time.monotonic()))
+        assert isinstance(begun, Begun)
+        obj = begun.obj
+        path = self.buffer.path_for(obj)
+        waiter = Waiter()
+        fh = self.buffer.create(path)
+        used: list[int] = []
+        try:
+            file_off = 0
+            left = size
+            for s in range(n):
+                sf = self._next_stripe(sock, f.key, s, n)
+                shape = stripe_shape(f.key, sf, s, left)
+                left -= shape.ol
+                if error is not None:
+                    drain(sock, sf.paylen, scratch)
+                    continue
+                try:
+                    places = None
+                    if alloc is not None:
+                        if obj.alloc is None:
+                            obj.alloc = alloc_chunks(f.key, alloc, shape.n)
+                            used = [0] * shape.n
+                        elif len(obj.alloc) != shape.n:
+                            raise ProtocolError(f"PUT {f.key!r}: stripe {s} has {shape.n} chunks, the allocation "
+                                                f"{len(obj.alloc)}")
+                        places = tuple((self._index_of(fn), block, off) for fn, block, off in
+                                       stripe_places(f.key, obj.alloc, used, shape.cl, self.config.block_size))
+                    elif self.config.placement == "metadata":
+                        raise StoreError(f"PUT {f.key!r} carries no placement: this daemon stores chunks only where "
+                                         "the metadata server placed them (sdk.Client passes its begin_put grant)")
+                    self._do(StripeBegun(obj=obj, shape=shape, offset=file_off, places=places, now=time.monotonic()))
+                except StorageError as exc:
+                    error = exc
+                    drain(sock, sf.paylen, scratch)
+                    continue
+                for i in range(shape.n):
+                    self._stream_chunk(sock, fh, scratch, obj, s, i, waiter)
+                file_off += sf.paylen
+            if error is not None:
+                raise error
+            fh.write(trailer(obj))
+            if self.config.buffer_fsync:
+                fh.flush()
+                os.fsync(fh.fileno())
+        except BaseException:
+            fh.close()
+            os.unlink(path)
+            self._abandon(obj)
+            raise
+        fh.close()
+        obj.buffer_path = path
+        failed = waiter.wait(self.config.put_timeout_s)
+        if failed:
+            failed = self._retry_chunks(obj, failed)
+        if failed and obj.alloc is not None:
+            (dg,) = self._do(ChunkFailed(obj=obj, failed=tuple(failed), now=time.monotonic()))
+            assert isinstance(dg, Degraded)
+            if dg.ok:  # every stripe has d chunks in memory; parity, the buffer and COS cover the rest
+                self.counters["degraded_puts"] = self.counters.get("degraded_puts", 0) + 1
+                failed = []
+        if failed:
+            obj.buffer_path = None
+            os.unlink(path)
+            self._abandon(obj)
+            raise StoreError(f"PUT {f.key!r}: {len(failed)} chunk(s) could not be stored in any function")
+        self._do(PutReady(obj=obj, now=time.monotonic()))  # readable, and handed to the uploader
+        self.counters["puts"] += 1
+        return {"version": obj.version, "size": size}
+
+    @staticmethod
+    def _next_stripe(sock: socket.socket, key: str, s: int, n: int) -> Frame:
+        sf = recv_frame(sock, max_meta=_STRIPE_META)
+        if sf is None or sf.op != Op.STRIPE:
+            raise ProtocolError(f"PUT {key!r}: expected stripe {s} of {n}")
+        return sf
+
+    def _index_of(self, fn: Any) -> int:
+        if isinstance(fn, int) and not isinstance(fn, bool):
+            return fn
+        prefix = self.config.function_prefix + "-"
+        if isinstance(fn, str) and fn.startswith(prefix) and fn[len(prefix):].isdigit():
+            return int(fn[len(prefix):])
+        raise StoreError(f"allocation names function {fn!r}, not one of {prefix}N")
+
+    def _acked(self, obj: ObjectVersion, s: int, i: int, place: Place) -> Any:
+        """What runs when a function acknowledges chunk ``i`` of stripe ``s`` at ``place``."""
+        return lambda: self._do(ChunkStored(obj=obj, stripe=s, index=i, place=place, now=time.monotonic()))
+
+    def _stream_chunk(self, sock: socket.socket, fh: Any, scratch: bytearray, obj: ObjectVersion, s: int, i: int,
+                      waiter: Waiter) -> None:
+        st = obj.stripes[s]
+        place = st.places[i]
+        cl = st.cl
+        view = memoryview(scratch)
+        fn_ok = [True]
+
+        def write(fsock: socket.socket) -> None:
+            left = cl
+            try:
+                while left:
+                    k = sock.recv_into(view, min(left, len(view)))
+                    if k == 0:
+                        raise ConnectionError("client closed mid-PUT")
+                    piece = view[:k]
+                    fh.write(piece)
+                    if fn_ok[0]:
+                        try:
+                            fsock.sendall(piece)
+                        except OSError:
+                            fn_ok[0] = False
+                    left -= k
+            except BaseException:
+                if fn_ok[0] and left:  # keep the function's stream in step: the chunk fails its CRC there
+                    _pad(fsock, left)
+                raise
+
+        waiter.add()
+        if place is None:  # its function was lost since placement (or the version freed): buffer only
+            write(NullSock())  # type: ignore[arg-type]
+            waiter.fail(s, i)
+            return
+        fn, block, off = place
+        ckey = chunk_key(obj.key, obj.version, s, i)
+        try:
+            self._handle(fn).request_put_stream(ckey, block, off, st.crcs[i], cl, write,
+                                                waiter.callback(s, i, self._acked(obj, s, i, place)),
+                                                large=cl >= self.config.large_threshold)
+        except TimeoutError:
+            write(NullSock())  # type: ignore[arg-type]  # keep the client stream in step; the chunk is retried
+            waiter.fail(s, i)
+
+    def _planned(self, obj: ObjectVersion, s: int, i: int) -> Place:
+        """Where the metadata server placed chunk ``i`` of stripe ``s``."""
+        assert obj.alloc is not None
+        fn, block, off, _ = obj.alloc[i]
+        start = off + sum(obj.stripes[k].cl for k in range(s))
+        bs = self.config.block_size
+        return self._index_of(fn), block + start // bs, start % bs
+
+    def _retry_chunks(self, obj: ObjectVersion, failed: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        """Store again, from the buffer file, chunks whose function failed: where the
+        metadata server placed them (the function's next instance) when it is the
+        placement authority, else on another function (``PutRetry``)."""
+        if not obj.stripes:
+            return failed
+        k = len(obj.stripes)
+        chunks = tuple((s % k, i % obj.stripes[s % k].n) for s, i in failed)  # (-1, -1): timed out: the last
+        planned = tuple(self._planned(obj, s, i) for s, i in chunks) if obj.alloc is not None else None
+        sends = self._do(PutRetry(obj=obj, failed=chunks, planned=planned, now=time.monotonic()))
+        waiter = Waiter()
+        assert obj.buffer_path is not None
+        with open(obj.buffer_path, "rb") as fh:
+            for x in sends:
+                assert isinstance(x, SendChunk)
+                self._resend(fh, obj, x.stripe, x.index, x.place, waiter)
+        return waiter.wait(self.config.put_timeout_s)
+
+    def _resend(self, fh: Any, obj: ObjectVersion, s: int, i: int, place: Place, waiter: Waiter) -> None:
+        st = obj.stripes[s]
+        fh.seek(obj.chunk_offset(s, i))
+        data = fh.read(st.cl)
+        self.counters["chunk_retries"] += 1
+        waiter.add()
+        fn, block, off = place
+        ckey = chunk_key(obj.key, obj.version, s, i)
+        self._handle(fn).request(Op.PUT, ckey, waiter.callback(s, i, self._acked(obj, s, i, place)),
+                                 a=block, b=off, crc=st.crcs[i], payload=data,
+                                 large=st.cl >= self.config.large_threshold)
+
+    def _abandon(self, obj: ObjectVersion) -> None:
+        self._do(PutAbandoned(obj=obj, now=time.monotonic()))
