@@ -109,7 +109,7 @@ class Collector:
     def _counted(self) -> None:
         """Move the window's count of chunks found without a place to the counters (locked)."""
         if self.win.missing:
-            self.host.counters["missing_chunks"] += self.win.missing
+            self.host.count("missing_chunks", self.win.missing)
             self.win.missing = 0
 
     def _issue(self, s: int, idxs: list[int]) -> None:
@@ -170,7 +170,7 @@ class Collector:
                 claim, more, kick = self.win.reply(s, i, ok, self.out.dead)
                 if not ok:
                     kind = "corrupt_chunks" if f is not None and f.status == Status.CORRUPT else "missing_chunks"
-                    self.host.counters[kind] += 1
+                    self.host.count(kind)
                 self._counted()
                 self.cond.notify_all()
             self._issue(s, more)
@@ -272,7 +272,7 @@ class Collector:
             self._counted()
         for s, idxs in extra:
             if idxs:
-                self.host.counters["chunk_retries"] += len(idxs)
+                self.host.count("chunk_retries", len(idxs))
                 self._issue(s, idxs)
         return False, fall
 

@@ -49,6 +49,8 @@ class GetPath:
         @property
         def table(self) -> ObjectTable: ...
 
+        def count(self, name: str, n: int = 1) -> None: ...
+
     # -- GET ----------------------------------------------------------------------
     def _get(self, sock: socket.socket, out: Outbox, f: Frame) -> None:
         version = f.meta.get("version")
@@ -57,11 +59,11 @@ class GetPath:
         obj = self.table.latest(f.key, version)
         if obj is None:
             raise UnknownKey(f"{f.key!r}{f' version {version}' if version is not None else ''}: no such object")
-        self.counters["gets"] += 1
+        self.count("gets")
         head = pack_header(Op.REPLY, reqid=f.reqid, meta=obj.head_json())
         fh = self._open_buffer(obj)
         if fh is not None:  # read-after-write from the persistent buffer, in order, on this client's thread
-            self.counters["buffer_hits"] += 1
+            self.count("buffer_hits")
             out.wait_idle(self.config.get_timeout_s)  # (the previous reply is written: the client read it)
             with fh:
                 sock.sendall(head)
@@ -123,7 +125,7 @@ class GetPath:
         st = obj.stripes[s]
         if col.full(s):
             return
-        self.counters["cos_fallbacks"] += 1
+        self.count("cos_fallbacks")
         try:
             for i in range(st.n):
                 if col.full(s):

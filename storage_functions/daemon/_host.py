@@ -17,13 +17,14 @@ __all__ = ["GetHost", "RecoveryHost"]
 
 
 class GetHost(Protocol):
-    """For ``Collector``: the config, the counters, the receive-buffer pool, the
-    function connections, and a nudge for the GET watchdog."""
+    """For ``Collector``: the config, the counters (``count``), the receive-buffer
+    pool, the function connections, and a nudge for the GET watchdog."""
 
     config: DaemonConfig
-    counters: dict[str, int]
     pool: BufferPool
     handles: list[FunctionHandle]
+
+    def count(self, name: str, n: int = 1) -> None: ...
 
     def kick(self) -> None: ...
 

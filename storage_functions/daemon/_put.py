@@ -56,6 +56,8 @@ class PutPath:
 
         def _handle(self, index: int) -> FunctionHandle: ...
 
+        def count(self, name: str, n: int = 1) -> None: ...
+
     def _put(self, sock: socket.socket, f: Frame, scratch: bytearray,
              refuse: StorageError | None = None) -> dict[str, Any]:
         """Store a PUT's stripes; ``refuse`` (or a size over the maximum) reads
@@ -134,7 +136,7 @@ class PutPath:
             (dg,) = self._do(ChunkFailed(obj=obj, failed=tuple(failed), now=time.monotonic()))
             assert isinstance(dg, Degraded)
             if dg.ok:  # every stripe has d chunks in memory; parity, the buffer and COS cover the rest
-                self.counters["degraded_puts"] = self.counters.get("degraded_puts", 0) + 1
+                self.count("degraded_puts")
                 failed = []
         if failed:
             obj.buffer_path = None
@@ -142,7 +144,7 @@ class PutPath:
             self._abandon(obj)
             raise StoreError(f"PUT {f.key!r}: {len(failed)} chunk(s) could not be stored in any function")
         self._do(PutReady(obj=obj, now=time.monotonic()))  # readable, and handed to the uploader
-        self.counters["puts"] += 1
+        self.count("puts")
         return {"version": obj.version, "size": size}
 
     @staticmethod
@@ -237,7 +239,7 @@ class PutPath:
         st = obj.stripes[s]
         fh.seek(obj.chunk_offset(s, i))
         data = fh.read(st.cl)
-        self.counters["chunk_retries"] += 1
+        self.count("chunk_retries")
         waiter.add()
         fn, block, off = place
         ckey = chunk_key(obj.key, obj.version, s, i)

@@ -84,6 +84,7 @@ class Daemon(PutPath, GetPath):
         self.handles: list[FunctionHandle] = []
         self._by_name: dict[str, FunctionHandle] = {}
         self._lock = threading.Lock()
+        self._counters_lock = threading.Lock()
         self._listener: socket.socket | None = None
         self._threads: list[threading.Thread] = []
         self._clients: set[socket.socket] = set()
@@ -191,6 +192,12 @@ class Daemon(PutPath, GetPath):
                 h.warm()
         return out
 
+    def count(self, name: str, n: int = 1) -> None:
+        """Add ``n`` to counter ``name`` (threads of every connection count: one lock,
+        no lost updates)."""
+        with self._counters_lock:
+            self.counters[name] = self.counters.get(name, 0) + n
+
     def validate_state(self) -> None:
         """Assert the store core's invariants (``StoreState.validate_state``)."""
         with self._state_lock:
@@ -262,7 +269,7 @@ class Daemon(PutPath, GetPath):
             held = self.ledger.function_bytes(name) or self.state.chunks(h.index)
         if held:
             return False
-        self.counters["released_functions"] = self.counters.get("released_functions", 0) + 1
+        self.count("released_functions")
         return h.release()
 
     def drop_run(self, run_id: str) -> int:
@@ -285,7 +292,7 @@ class Daemon(PutPath, GetPath):
         n = max(0, min(count, self.config.max_functions))
         for i in range(n):
             self._handle(i).warm()
-        self.counters["prewarmed"] += n
+        self.count("prewarmed", n)
         return n
 
     def wait_warm(self, count: int, timeout_s: float) -> bool:
@@ -365,7 +372,7 @@ class Daemon(PutPath, GetPath):
         """A new instance answered for ``h``: its memory is gone. The store core forgets
         the chunks it held (GETs use the other chunks or COS meanwhile) and hands the ones
         the metadata server placed there to local recovery, which stores them there again."""
-        self.counters["lost_functions"] += 1
+        self.count("lost_functions")
         self._do(FunctionLost(fn=h.index, now=time.monotonic()))
 
     def _warm_loop(self) -> None:

@@ -65,15 +65,15 @@ def serve_connection(daemon: Daemon, sock: socket.socket) -> None:
     try:
         own = _handshake(daemon, sock)
     except TimeoutError:
-        daemon.counters["hello_timeouts"] += 1
+        daemon.count("hello_timeouts")
         log.debug("connection closed: no whole HELLO within %.1f s", daemon.config.hello_timeout_s)
     except ProtocolError as exc:
-        daemon.counters["bad_frames"] += 1
+        daemon.count("bad_frames")
         _reply_error(sock, 0, Status.PROTOCOL, str(exc))
     except (OSError, ConnectionError) as exc:
         log.debug("connection ended: %r", exc)
     except Exception:  # noqa: BLE001 - a bug: this connection ends, the daemon serves on
-        daemon.counters["conn_errors"] += 1
+        daemon.count("conn_errors")
         log.exception("connection failed")
     finally:
         if own is not None:
@@ -97,7 +97,7 @@ def _handshake(daemon: Daemon, sock: socket.socket) -> socket.socket | None:
         h = daemon._by_name.get(name) if isinstance(name, str) else None
         conn = h.attach(hello, sock) if h is not None else None
         if h is None or conn is None:
-            daemon.counters["auth_failures"] += 1
+            daemon.count("auth_failures")
             _reply_error(sock, hello.reqid, Status.AUTH, "unknown function or bad invocation secret")
             return sock
         h.serve(conn)  # closes the socket
@@ -106,7 +106,7 @@ def _handshake(daemon: Daemon, sock: socket.socket) -> socket.socket | None:
         raise ProtocolError(f"HELLO role must be 'client' or 'function', got {role!r}")
     scope = token_scope(hello.meta.get("token"), cfg.token)
     if scope is None:
-        daemon.counters["auth_failures"] += 1
+        daemon.count("auth_failures")
         _reply_error(sock, hello.reqid, Status.AUTH, "client refused: missing or wrong store or run token")
         return sock
     send_frame(sock, Op.REPLY, reqid=hello.reqid)
@@ -144,7 +144,7 @@ class ClientSession:
             try:
                 f = recv_frame(sock, head, max_meta=CLIENT_META_LIMITS)
             except ProtocolError as exc:
-                d.counters["bad_frames"] += 1
+                d.count("bad_frames")
                 out.send([frame_bytes(Op.REPLY, status=Status.PROTOCOL, payload=str(exc).encode())], copy=False)
                 return
             if f is None:
@@ -157,7 +157,7 @@ class ClientSession:
                 out.send([frame_bytes(Op.REPLY, reqid=f.reqid, status=status_for(exc), payload=str(exc).encode())],
                          copy=False)
                 if isinstance(exc, ProtocolError):
-                    d.counters["bad_frames"] += 1
+                    d.count("bad_frames")
                     return
 
     def _dispatch(self, f: Frame, out: Outbox, scratch: bytearray) -> None:
@@ -197,7 +197,7 @@ class ClientSession:
     def _refusal(self, key: str, what: str) -> AuthError | None:
         if in_scope(self.scope, key):
             return None
-        self.daemon.counters["scope_refusals"] += 1
+        self.daemon.count("scope_refusals")
         return AuthError(f"{what} {key!r} refused: this client's run token reaches only {self.scope} keys")
 
     def _own(self, key: str, what: str) -> None:
@@ -218,7 +218,7 @@ class ClientSession:
         except StorageError as exc:
             error = exc
         if error is None and not cos_in_scope(self.scope, f.key):
-            d.counters["scope_refusals"] += 1
+            d.count("scope_refusals")
             error = AuthError(f"{what} of {f.key!r} refused: clients reach only tier/, persisted/ and outputs/ "
                               + (f"objects, and this run token only those of run {self.scope[:-1]}"
                                  if self.scope else "objects"))

@@ -7,7 +7,9 @@ blocks (``PlaceChunk``), the chunks counted per function, the memory ledger
 function lost them and that are not back yet). No sockets, no threads, no
 clock: the daemon (``_server``) stamps events with the time, drives the state
 under one lock, and carries out the instructions (``_store_events``). A refused
-event raises a ``StorageError`` before changing anything.
+event raises a ``StorageError`` before changing anything. (The table, an
+``ObjectTable``, keeps its own small lock only so that GET threads can look a
+version up without taking the daemon's; every change to it comes through here.)
 
 Semantics:
 

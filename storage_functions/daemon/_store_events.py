@@ -24,7 +24,7 @@ from ._objects import ObjectVersion
 __all__ = [
     "Place",
     "Event", "PutBegun", "StripeBegun", "ChunkStored", "ChunkFailed", "PutRetry", "PutReady", "PutAbandoned",
-    "Free", "FunctionAttached", "FunctionLost", "ChunkRecovered", "Tick",
+    "Free", "FunctionLost", "ChunkRecovered", "Tick",
     "Instruction", "Begun", "SendChunk", "Release", "Recover", "Upload", "Discard", "Warm", "Freed", "Degraded",
 ]
 
@@ -107,13 +107,6 @@ class Free(Event):
     """Every version of ``keys`` goes (the metadata server expired them)."""
 
     keys: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class FunctionAttached(Event):
-    """An instance of function ``fn`` connected (its first, or the same one again)."""
-
-    fn: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
