@@ -50,7 +50,8 @@ def _check(name: str, value: Any, where: str) -> None:
         raise bad("must be at least 1")
     if name.startswith("wds_max_") and value < 1:
         raise bad("must be at least 1")
-    if name in ("ec_parity", "kill_rate", "kill_storage_rate", "crash_rate", "run_ttl_s", "idle_reclaim_min_s",
+    if name in ("ec_parity", "kill_rate", "kill_storage_rate", "restart_daemon_after_s", "crash_rate", "run_ttl_s",
+                "idle_reclaim_min_s",
                 "idle_reclaim_max_s", "task_concurrency") and value < 0:
         raise bad("must not be negative")
     if name in ("kill_rate", "kill_storage_rate", "crash_rate") and value > 1:
@@ -88,6 +89,7 @@ class Config:
     # fault injection
     kill_rate: float = 0.0
     kill_storage_rate: float = 0.0  # SIGKILL storage-function instances (the embedded stack's)
+    restart_daemon_after_s: float = 0.0  # kill -9 the embedded stack's daemon this long into a run, restart it
     crash_rate: float = 0.0
     # workflow descriptions: how large one may be and expand to (wds.Limits; README, "Validation")
     wds_max_bytes: int = _WDS.max_bytes

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 import zlib
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Sequence
@@ -48,7 +49,8 @@ class StoreClient:
     borrows a pooled connection)."""
 
     def __init__(self, daemon_addr: tuple[str, int] | str, token: str, *, codec: Codec | None = None,
-                 max_object_bytes: int | None = None, timeout: float = 120.0, pool_size: int = 16) -> None:
+                 max_object_bytes: int | None = None, timeout: float = 120.0, pool_size: int = 16,
+                 reconnect_s: float = 30.0) -> None:
         if isinstance(daemon_addr, str):
             host, _, port = daemon_addr.rpartition(":")
             daemon_addr = (host or "127.0.0.1", int(port))
@@ -58,6 +60,7 @@ class StoreClient:
         self.max_object_bytes = max_object_bytes
         self.timeout = timeout
         self.pool_size = pool_size
+        self.reconnect_s = reconnect_s  # a daemon restart: calls wait this long for it to return
         self._idle: list[socket.socket] = []
         self._lock = threading.Lock()
         self._closed = False
@@ -115,15 +118,34 @@ class StoreClient:
         else:
             sock.close()
 
-    def _call(self, fn: Any, *args: Any) -> Any:
-        sock = self._borrow()
-        try:
-            result = fn(sock, *args)
-        except BaseException as exc:
-            self._settle(sock, exc)
-            raise
-        self._give_back(sock)
-        return result
+    def _call(self, fn: Any, *args: Any, again: Callable[[], tuple[Any, ...]] | None | bool = True) -> Any:
+        """``fn(sock, *args)`` on a pooled connection. A daemon that cannot be reached, or that
+        went away before its reply was whole (restarted: its table survives, see
+        ``storage_functions.daemon._restore``), is tried again on a new connection until
+        ``reconnect_s`` ran out; a request already sent is sent again only when ``again``
+        allows it (True: the same arguments; a callable: fresh ones; False/None: never)."""
+        deadline = time.monotonic() + self.reconnect_s
+        delay = 0.05
+        while True:
+            try:
+                sock = self._borrow()
+            except (ConnectionRefusedError, ConnectionResetError, ConnectionAbortedError):
+                if time.monotonic() + delay > deadline:
+                    raise
+                time.sleep(delay)  # the daemon is (re)starting
+                delay = min(delay * 2, 1.0)
+                continue
+            try:
+                result = fn(sock, *args)
+            except BaseException as exc:
+                self._settle(sock, exc)
+                if not again or not _connection_lost(exc) or time.monotonic() > deadline:
+                    raise
+                if callable(again):
+                    args = again()
+                continue
+            self._give_back(sock)
+            return result
 
     # -- operations -------------------------------------------------------------
     def put(self, key: str, data: bytes | bytearray | memoryview, alloc: Alloc | None = None) -> PutResult:
@@ -133,7 +155,8 @@ class StoreClient:
         chunks itself."""
         size = len(memoryview(data).cast("B")) if not isinstance(data, (bytes, bytearray)) else len(data)
         self._check_size(key, size)
-        return self._call(self._put, key, self.codec.stripes(data), size, alloc)  # type: ignore[no-any-return]
+        return self._call(self._put, key, self.codec.stripes(data), size, alloc,  # type: ignore[no-any-return]
+                          again=lambda: (key, self.codec.stripes(data), size, alloc))
 
     def put_stream(self, key: str, read: Callable[[int], Any] | Any, size: int, *,
                    prefix: bytes | bytearray | memoryview = b"", alloc: Alloc | None = None) -> PutResult:
@@ -149,7 +172,8 @@ class StoreClient:
         self._check_size(key, total)
         stripes = self.codec.stripes_from(read, size, prefix=prefix)
         first = [next(stripes)]  # the first read happens before a connection is taken
-        return self._call(self._put, key, _then(first, stripes), total, alloc)  # type: ignore[no-any-return]
+        return self._call(self._put, key, _then(first, stripes), total, alloc,  # type: ignore[no-any-return]
+                          again=False)  # the source cannot be read again
 
     def _check_size(self, key: str, size: int) -> None:
         if self.max_object_bytes is not None and size > self.max_object_bytes:
@@ -334,6 +358,11 @@ class StoreClient:
             send_frame(sock, Op.STAT, meta={"run": run_id})
             return dict(self._reply(sock).meta)
         return self._call(op)  # type: ignore[no-any-return]
+
+
+def _connection_lost(exc: BaseException) -> bool:
+    """The daemon's end of the connection went away (reset, or closed mid-reply)."""
+    return isinstance(exc, ConnectionError) or (isinstance(exc, ProtocolError) and "closed the connection" in str(exc))
 
 
 def _then(first: list[Any], rest: Iterator[Any]) -> Iterator[Any]:

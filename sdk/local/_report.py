@@ -129,11 +129,17 @@ RECOVERY_COUNTERS = (("functions_lost", ("lost_functions",)), ("chunks_recovered
 
 def recovery_figures(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> dict[str, Any]:
     """What the store lived through during the run: the daemon's counters at its end minus at
-    its start (the daemon is shared: concurrent runs' events count in each). Empty when the
-    daemon could not be asked."""
+    its start (the daemon is shared: concurrent runs' events count in each). A daemon restarted
+    meanwhile (``daemon_restarts`` grew: that count survives in its durable table) began its
+    counters again: the others then count from its last start. Empty when the daemon could
+    not be asked."""
     if before is None or after is None:
         return {}
-    return {k: sum(int(after.get(n, 0)) - int(before.get(n, 0)) for n in names) for k, names in RECOVERY_COUNTERS}
+    restarted = int(after.get("daemon_restarts", 0)) > int(before.get("daemon_restarts", 0))
+    base = {} if restarted else before
+    out = {k: sum(int(after.get(n, 0)) - int(base.get(n, 0)) for n in names) for k, names in RECOVERY_COUNTERS}
+    out["daemon_restarts"] = int(after.get("daemon_restarts", 0)) - int(before.get("daemon_restarts", 0))
+    return out
 
 
 def memory_series(samples: Sequence[Sequence[float]], started: float, ended: float, t0: float,

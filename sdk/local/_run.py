@@ -35,7 +35,7 @@ from .._store_client import StoreClient
 from ..exceptions import FuncsionError, RunEnded
 from ._executor import ExecutionResult, ExecutorOptions, LocalExecutor
 from ._inputs import InputError, PreparedRun, default_inputs, prepare_run
-from ._chaos import StorageChaos
+from ._chaos import DaemonRestart, StorageChaos
 from ._report import RunReport, memory_figures, memory_series, object_rows, recovery_figures, task_rows
 from ._report_store import save_report
 from ._stack import Stack
@@ -146,7 +146,8 @@ class _Driver:
             self.ran = True
             chaos = StorageChaos(self.stack, self.config.kill_storage_rate if self.stack is not None else 0.0,
                                  seed=self.executor.opts.seed)
-            with chaos:
+            restart = DaemonRestart(self.stack, self.config.restart_daemon_after_s if self.stack is not None else 0.0)
+            with chaos, restart:
                 result = self.executor.run(self.run.run_id, self.run.token)
             if result.succeeded:
                 for name in self.prep.graph.outputs:

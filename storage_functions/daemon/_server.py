@@ -29,6 +29,7 @@ from ._config import DaemonConfig
 from ._functions import FunctionHandle
 from ._ledger import MemoryLedger
 from ._recovery import LostChunk, Recovery
+from ._restore import DurableTable
 from ._objects import ObjectTable, ObjectVersion, Stripe, chunk_key, cos_object_key, trailer
 from ._outbox import BufferPool, Outbox
 from ._placement import BadPlacement, PlaceChunk, PoolExhausted
@@ -84,7 +85,9 @@ class Daemon:
         self._own_buffer_dir = config.buffer_dir is None
         self.buffer_dir = config.buffer_dir or tempfile.mkdtemp(prefix="sion-buffer-")
         self.buffer = PersistentBuffer(self.buffer_dir, cos, workers=config.upload_workers,
-                                       delay_s=config.upload_delay_s, fsync=config.buffer_fsync)
+                                       delay_s=config.upload_delay_s, fsync=config.buffer_fsync,
+                                       on_uploaded=lambda obj: self.durable.uploaded(obj))
+        self.durable = DurableTable(self)  # the table on disk: a restarted daemon rebuilds it (_restore)
         self.handles: list[FunctionHandle] = []
         self._by_name: dict[str, FunctionHandle] = {}
         self._place_lock = threading.Lock()
@@ -105,6 +108,7 @@ class Daemon:
 
     # -- lifecycle --------------------------------------------------------------
     def start(self) -> tuple[str, int]:
+        self.durable.restore()
         ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         ls.bind((self.config.host, self.config.port))
@@ -116,6 +120,7 @@ class Daemon:
             t = threading.Thread(target=target, daemon=True, name=name)
             t.start()
             self._threads.append(t)
+        self.durable.verify()
         return self.address
 
     def stop(self) -> None:
@@ -139,6 +144,7 @@ class Daemon:
         for t in self._threads:
             t.join(5)
         self.buffer.close()
+        self.durable.close()
         if self._own_buffer_dir:
             shutil.rmtree(self.buffer_dir, ignore_errors=True)
 
@@ -160,6 +166,8 @@ class Daemon:
         versions freed; unknown keys are ignored."""
         n = 0
         per_fn: dict[int, list[str]] = {}
+        keys = list(keys)
+        self.durable.freed(keys)
         for key in keys:
             for obj in self.table.pop(key):
                 n += 1
@@ -256,7 +264,9 @@ class Daemon:
     def sweep_runs(self, keep: Callable[[str], bool]) -> list[str]:
         """At start, before any PUT: drop the COS copies and buffer files that earlier daemon
         processes left for every run ``keep(run_id)`` is false for; returns those runs."""
-        return sweep_files(self.cos, self.config.cos_prefix, self.buffer_dir, keep)
+        dropped = sweep_files(self.cos, self.config.cos_prefix, self.buffer_dir, keep)
+        self.free([k for k in self.table.keys() if (r := run_of(k)) is not None and not keep(r)])  # restored
+        return dropped
 
     def prewarm(self, count: int) -> int:
         """Start the first ``count`` storage functions now (a warm-up invocation each), so
@@ -460,6 +470,7 @@ class Daemon:
             os.unlink(path)
             self._abandon(obj)
             raise StoreError(f"PUT {f.key!r}: {len(failed)} chunk(s) could not be stored in any function")
+        self.durable.put(obj)  # on disk before it is readable and acknowledged
         obj.state = "ready"
         self.buffer.submit(obj)
         self.counters["puts"] += 1
