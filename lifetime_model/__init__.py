@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._dataset import COLUMNS, FEATURES, Row, append_rows, categories, check_category, dataset_path, load_rows
-from ._measure import MIN_RUNS, Score, intervals, score, split_by_run
+from ._measure import MIN_RUNS, Score, feature_ceiling, intervals, score, split_by_run
 from ._model_file import Mlp, load_model, model_path, read_meta, save_model
 from ._predictor import ModelPredictor, ModelStore
 from .exceptions import DatasetError, LifetimeModelError, ModelFileError
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = ["BUNDLED_MODELS", "COLUMNS", "DatasetError", "FEATURES", "LifetimeModelError", "MIN_RUNS", "Mlp",
            "ModelFileError", "ModelPredictor", "ModelStore", "Outcome", "Row", "Score", "append_rows",
-           "categories", "check_category", "dataset_path", "intervals", "load_model", "load_rows", "model_path",
+           "categories", "check_category", "dataset_path", "feature_ceiling", "intervals", "load_model", "load_rows", "model_path",
            "read_meta", "retrain", "save_model", "score", "split_by_run", "train"]
 
 #: The trained models shipped with funcsion (the example categories).

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -24,7 +25,7 @@ from ._dataset import Row
 
 Key = tuple[str, str, tuple[int, ...]]
 
-__all__ = ["Key", "Z95", "MIN_RUNS", "Score", "intervals", "score", "split_by_run"]
+__all__ = ["Key", "Z95", "MIN_RUNS", "Score", "intervals", "score", "split_by_run", "feature_ceiling"]
 
 Z95 = 1.959964
 MIN_RUNS = 3
@@ -99,3 +100,17 @@ def _h(seed: int, run: str) -> int:
 def _bucket(h: int) -> int:
     d = h % 10
     return 0 if d < 8 else 1 if d == 8 else 2
+
+
+def feature_ceiling(rows: Sequence[Row], seed: int = 0) -> Score:
+    """The test score of predicting, for each test row, the median training lifetime of
+    the rows with the same workflow and features: about the best any predictor of these
+    five features can do (objects that share features but not lifetimes, e.g. the
+    outputs of one mapper for different reducers, get one prediction)."""
+    train_rows, _, test_rows = split_by_run(rows, seed)
+    by: dict[tuple[str, tuple[int, ...]], list[float]] = {}
+    for r in train_rows:
+        by.setdefault((r.workflow, r.features), []).append(r.lifetime_ms)
+    med = {k: statistics.median(v) for k, v in by.items()}
+    pred = [med.get((r.workflow, r.features), 0.0) for r in test_rows]
+    return score(test_rows, pred, intervals(rows))

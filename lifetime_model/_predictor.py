@@ -78,6 +78,9 @@ class ModelStore:
                 log.info("lifetime model for %s: version %s from %s", category, e.model.version, sig[0])
             except ModelFileError as exc:
                 log.warning("%s; keeping %s", exc, "the model before it" if e.model else "the heuristic")
+            except ImportError:                   # numpy: the server's `local` extra brings it
+                log.warning("a lifetime model for %s is there but numpy is not installed "
+                            "(pip install 'funcsion[local]'): the heuristic serves", category)
             e.signature = sig
             return e.model
 

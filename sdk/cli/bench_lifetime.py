@@ -1,8 +1,9 @@
 """``funcsion bench lifetime``: how well lifetimes are predicted and what grouping by them
 buys. Reports, per category, FuncStore's accuracy (a prediction lies in the 95% interval
 of that object's lifetimes across runs) and the mean absolute error of the served model
-on the test runs of the dataset (its held-out 10%; the heuristic's on the same rows
-beside it), the prediction time per object (``predict_us``: a whole workflow in one
+on the test runs of the dataset (its held-out 10%; beside it the heuristic's on the
+same rows, and ``feature_ceiling``: the median lifetime per feature vector, about the
+best any predictor of the five features can do), the prediction time per object (``predict_us``: a whole workflow in one
 numpy pass, as the server does at registration), and the fragmentation (allocated minus
 live bytes over time, ``frag_mb_s``, from the metadata server's accounting) of the
 examples run on one embedded stack under funcstore grouped by the model's lifetimes, by
@@ -27,8 +28,6 @@ CONFIGS = {"model": ("funcstore", "model"), "heuristic": ("funcstore", "heuristi
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from sdk.cli._common import parse_size
-
     p.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     p.add_argument("--data", default=None,
                    help="datasets to score the models on (default: lifetime_data, <state_dir>/lifetimes; "
@@ -38,9 +37,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--state-dir", default=None, help="state directory for --data/--models defaults (.funcsion)")
     p.add_argument("--examples", default="wordcount,gg_compile,video", help="examples to run for fragmentation")
     p.add_argument("--repeat", type=int, default=3, help="runs of each example per configuration (default 3)")
-    p.add_argument("--block-size", type=parse_size, default=256 << 10,
-                   help="block size of the stack the examples run on (default 256KiB: the examples' small "
-                        "objects then share blocks, which is where grouping matters)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -60,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     result: dict[str, Any] = {"models": [str(d) for d in dirs], "data": str(cfg.resolved_lifetime_data)}
     result |= _accuracy(predictor, cfg.resolved_lifetime_data, names)
     result["predict_us"], result["heuristic_predict_us"] = _predict_time(predictor, names)
-    result |= _fragmentation(predictor, names, args.repeat, args.block_size)
+    result |= _fragmentation(predictor, names, args.repeat)
     result["bench_s"] = round(time.monotonic() - t0, 1)
     _print(result)
     if args.json:
@@ -77,7 +73,7 @@ def _categories(names: list[str]) -> dict[str, str]:
 
 
 def _accuracy(predictor: Any, data: Path, names: list[str]) -> dict[str, Any]:
-    from lifetime_model import DatasetError, intervals, load_rows, score, split_by_run
+    from lifetime_model import DatasetError, feature_ceiling, intervals, load_rows, score, split_by_run
     from lifetime_model._train import evaluate
     from metadata_server import HeuristicPredictor
 
@@ -96,7 +92,8 @@ def _accuracy(predictor: Any, data: Path, names: list[str]) -> dict[str, Any]:
             s = evaluate(model, test, bounds)
             h = score(test, [heuristic.predict(_info(r)) * 1000.0 for r in test], bounds)
             entry |= {"source": f"{len(test)} test rows of {data / (cat + '.csv')}", **s.to_dict(),
-                      "heuristic_accuracy": h.accuracy, "heuristic_mae_ms": h.mae_ms}
+                      "heuristic_accuracy": h.accuracy, "heuristic_mae_ms": h.mae_ms,
+                      "feature_ceiling": feature_ceiling(rows).accuracy}
         elif model is not None:
             entry |= {"source": "the model's metadata (its own test runs)", "accuracy": model.meta.get("accuracy"),
                       "mae_ms": model.meta.get("mae_ms")}
@@ -134,13 +131,14 @@ def _predict_time(predictor: Any, names: list[str]) -> tuple[float, float]:
     return out[0], out[1]
 
 
-def _fragmentation(predictor: Any, names: list[str], repeat: int, block_size: int) -> dict[str, Any]:
+def _fragmentation(predictor: Any, names: list[str], repeat: int) -> dict[str, Any]:
     from metadata_server import HeuristicPredictor
     from sdk._config import Config
     from sdk.local._collect import VARIANTS, Variant, collect_runs
     from sdk.local._stack import Stack
 
-    cfg = Config.load(state_dir=tempfile.mkdtemp(prefix="funcsion-bench-lifetime-"), env={}, block_size=block_size)
+    cfg = Config.load(state_dir=tempfile.mkdtemp(prefix="funcsion-bench-lifetime-"), env={})
+    block_size = cfg.block_size
     frag: dict[str, dict[str, float]] = {c: {n: 0.0 for n in names} for c in CONFIGS}
     alloc: dict[str, float] = {c: 0.0 for c in CONFIGS}
     with Stack(cfg, metadata_port=0, daemon_port=0) as stack:
@@ -170,7 +168,8 @@ def _print(r: dict[str, Any]) -> None:
 
     for cat, e in r["per_category"].items():
         mae = "n/a" if e["mae_ms"] is None else f"{e['mae_ms']:.1f} ms"
-        extra = (f" (heuristic {pct(e['heuristic_accuracy'])})" if "heuristic_accuracy" in e else "")
+        extra = (f" (heuristic {pct(e['heuristic_accuracy'])}, best any predictor of the 5 features does "
+                 f"{pct(e['feature_ceiling'])})" if "heuristic_accuracy" in e else "")
         print(f"{cat:<10} accuracy {pct(e['accuracy'])}{extra}, MAE {mae}  [{e['source']}]")
     print(f"prediction: {r['predict_us']:.2f} us per object (heuristic {r['heuristic_predict_us']:.2f} us)")
     print(f"fragmentation (allocated - live, MB*s, {r['block_size'] >> 10} KiB blocks, mean of {r['repeat']} runs "

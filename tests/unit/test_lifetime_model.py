@@ -203,3 +203,15 @@ def test_predictor_uses_the_categorys_model_else_the_fallback(tmp_path: Path, tr
     assert list(got) == list(featured) and np.allclose(list(got.values()), want)
     assert p.revision(category) == "model:7"
     assert math.isclose(p.predict(graph.objects["a"]), HeuristicPredictor().predict(graph.objects["a"]))
+
+
+def test_feature_ceiling_shows_what_shared_features_cost():
+    from lifetime_model import feature_ceiling
+
+    rows = []
+    for r in range(40):                       # two objects, same features, lifetimes 100 and 300 ms
+        rows.append(Row(f"s/r-{r}", "w/1", "x", (0, 1, 1, 1, 1), 1, 100.0 + r % 3))
+        rows.append(Row(f"s/r-{r}", "w/1", "y", (0, 1, 1, 1, 1), 1, 300.0 + r % 3))
+        rows.append(Row(f"s/r-{r}", "w/1", "z", (0, 1, 1, 2, 1), 1, 50.0 + r % 3))
+    s = feature_ceiling(rows)
+    assert s.accuracy == pytest.approx(1 / 3, abs=0.05)  # only z, alone with its features, can be hit
