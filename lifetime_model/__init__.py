@@ -3,7 +3,8 @@
 MLP (5 -> 3 hidden layers of 64, ReLU -> 1, in ms) trained per application category
 (``_train``, the only module that imports torch, imported on demand), the model file
 (``_model_file``) and a predictor for serving that needs numpy, not torch
-(``_predictor``). Models shipped with funcsion live in ``models/`` (``BUNDLED_MODELS``).
+(``_predictor``). Models shipped with funcsion live in ``models/`` (``BUNDLED_MODELS``),
+the datasets they were trained on in ``datasets/``.
 """
 
 from __future__ import annotations
@@ -20,13 +21,15 @@ from .exceptions import DatasetError, LifetimeModelError, ModelFileError
 if TYPE_CHECKING:
     from ._train import Outcome
 
-__all__ = ["BUNDLED_MODELS", "COLUMNS", "DatasetError", "FEATURES", "LifetimeModelError", "MIN_RUNS", "Mlp",
+__all__ = ["BUNDLED_DATASETS", "BUNDLED_MODELS", "COLUMNS", "DatasetError", "FEATURES", "LifetimeModelError", "MIN_RUNS", "Mlp",
            "ModelFileError", "ModelPredictor", "ModelStore", "Outcome", "Row", "Score", "append_rows",
            "categories", "check_category", "dataset_path", "feature_ceiling", "intervals", "load_model", "load_rows", "model_path",
            "read_meta", "retrain", "save_model", "score", "split_by_run", "train"]
 
-#: The trained models shipped with funcsion (the example categories).
+#: The trained models shipped with funcsion (the example categories), and the datasets
+#: they were trained on (``funcsion collect`` on the examples).
 BUNDLED_MODELS = Path(__file__).resolve().parent / "models"
+BUNDLED_DATASETS = Path(__file__).resolve().parent / "datasets"
 
 
 def train(*args: Any, **kwargs: Any) -> Mlp:

@@ -64,13 +64,13 @@ def evaluate(mlp: Mlp, rows: Sequence[Row], bounds: dict[Key, tuple[float, float
     return score(rows, [float(p) for p in pred], bounds)
 
 
-def train(rows: Sequence[Row], *, seed: int = 0, epochs: int = 600, lr: float = 3e-3) -> Mlp:
+def train(rows: Sequence[Row], *, seed: int = 0, epochs: int = 600, lr: float = 1e-2) -> Mlp:
     """Train on ``rows`` (split 80/10/10 by run); the returned model's ``meta`` holds its
     split, validation and test scores. ``DatasetError`` when there is too little data."""
     return fit(rows, seed=seed, epochs=epochs, lr=lr)[0]
 
 
-def fit(rows: Sequence[Row], *, seed: int = 0, epochs: int = 600, lr: float = 3e-3) -> tuple[Mlp, Any]:
+def fit(rows: Sequence[Row], *, seed: int = 0, epochs: int = 600, lr: float = 1e-2) -> tuple[Mlp, Any]:
     """``train``, also returning the torch network holding the kept weights (its output on
     standardized features is the standardized lifetime): what the export is checked against."""
     import numpy as np

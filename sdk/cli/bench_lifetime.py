@@ -30,8 +30,8 @@ CONFIGS = {"model": ("funcstore", "model"), "heuristic": ("funcstore", "heuristi
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     p.add_argument("--data", default=None,
-                   help="datasets to score the models on (default: lifetime_data, <state_dir>/lifetimes; "
-                        "without them the accuracy saved with each model is reported)")
+                   help="datasets to score the models on (default: lifetime_data, <state_dir>/lifetimes, "
+                        "then the ones shipped in lifetime_model/datasets)")
     p.add_argument("--models", default=None,
                    help="model directory (default: lifetime_models, then the models shipped with funcsion)")
     p.add_argument("--state-dir", default=None, help="state directory for --data/--models defaults (.funcsion)")
@@ -73,7 +73,7 @@ def _categories(names: list[str]) -> dict[str, str]:
 
 
 def _accuracy(predictor: Any, data: Path, names: list[str]) -> dict[str, Any]:
-    from lifetime_model import DatasetError, feature_ceiling, intervals, load_rows, score, split_by_run
+    from lifetime_model import BUNDLED_DATASETS, DatasetError, feature_ceiling, intervals, load_rows, score, split_by_run
     from lifetime_model._train import evaluate
     from metadata_server import HeuristicPredictor
 
@@ -82,16 +82,19 @@ def _accuracy(predictor: Any, data: Path, names: list[str]) -> dict[str, Any]:
     for cat in sorted(set(_categories(names).values())):
         model = predictor.store.get(cat)
         entry: dict[str, Any] = {"model_version": model.version if model else None}
-        try:
-            rows = load_rows(data, cat)
-        except DatasetError:
-            rows = []
+        rows, src = [], data
+        for src in (data, BUNDLED_DATASETS):              # then the datasets the shipped models came from
+            try:
+                rows = load_rows(src, cat)
+                break
+            except DatasetError:
+                continue
         test = split_by_run(rows)[2] if rows else []
         if model is not None and test:
             bounds = intervals(rows)
             s = evaluate(model, test, bounds)
             h = score(test, [heuristic.predict(_info(r)) * 1000.0 for r in test], bounds)
-            entry |= {"source": f"{len(test)} test rows of {data / (cat + '.csv')}", **s.to_dict(),
+            entry |= {"source": f"{len(test)} test rows of {src / (cat + '.csv')}", **s.to_dict(),
                       "heuristic_accuracy": h.accuracy, "heuristic_mae_ms": h.mae_ms,
                       "feature_ceiling": feature_ceiling(rows).accuracy}
         elif model is not None:
