@@ -110,3 +110,45 @@ def test_collect_then_bench_lifetime(tmp_path: Path, capsys: pytest.CaptureFixtu
     r = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert set(r["frag_mb_s_by_config"]) == {"model", "heuristic", "expiry_model", "nogroup"}
     assert r["predict_us"] > 0 and "analytics" in r["per_category"] and r["frag_mb_s"] >= 0
+
+
+def _finished_fig9_run(fig9: Path):
+    from metadata_server import CoreDriver
+
+    d = CoreDriver(block_size=1000)
+    key = d.register(fig9)
+    d.capacity("s0", 64)
+    r = d.start(key)
+    d.put(r, "", "in2", 100)
+    d.get(r, "F2", "in2")
+    d.put(r, "F2", "b1", 70)
+    d.put(r, "F2", "b2", 80)
+    d.advance(1.0)
+    d.get(r, "F4", "b1")
+    d.put(r, "F4", "d", 10)
+    d.end(r)
+    return d.state.runs[r]
+
+
+@pytest.mark.slow
+def test_retrain_every_n_runs_trains_in_the_background(tmp_path: Path, fig9_path: Path) -> None:
+    import random
+
+    from lifetime_model import Row, append_rows, load_model, model_path
+    from metadata_server import LifetimeRecorder, rows_of_run
+
+    rng = random.Random(5)
+    append_rows(tmp_path / "data", "paper", [Row(f"old/r-{r}", "fig9/9", f"o{o}", (3, 1, 1 + o, 1, 2), 10,
+                                                 200.0 * (1 + o) + rng.gauss(0, 5))
+                                             for r in range(12) for o in range(3)])
+    rec = LifetimeRecorder(tmp_path / "data", models_dir=tmp_path / "models", retrain_every=2)
+    run = _finished_fig9_run(fig9_path)
+    rec(run)
+    assert rec.retrains == {}                          # 1 of 2 runs
+    rec(run)
+    assert set(rec.retrains) == {"paper"}
+    rec.wait(300)
+    assert rec.retrains["paper"].returncode == 0
+    assert load_model(model_path(tmp_path / "models", "paper")).version == 1
+    mine = [r for r in load_rows(tmp_path / "data", "paper") if r.run.startswith(rec.session + "/")]
+    assert len(mine) == 2 * len(rows_of_run(run, "x")) and {r.object for r in mine} == {"b1"}
