@@ -10,7 +10,10 @@ does); here the server's listener wakes it the moment an instruction is
 emitted, so drops reach the functions at once. Capacity: each storage function
 of the daemon's pool offers ``DaemonConfig.capacity // block_size`` blocks to
 the allocator; the first function group is registered and warm before the
-first put. At start the control loop sweeps the COS copies and buffer files of
+first put. Lifetimes: the metadata server predicts with the models of
+``lifetime_models`` (then those shipped with funcsion) and records every
+successful run's measured lifetimes under ``lifetime_data`` (``attach_lifetimes``).
+At start the control loop sweeps the COS copies and buffer files of
 every run the metadata server does not know as running.
 
 ``Stack`` runs in the calling process (threads plus the platform's worker
@@ -89,7 +92,8 @@ class Stack:
     def _start(self, cfg: Config) -> None:
         from dataclasses import replace
 
-        from metadata_server import Journal, MetadataHandler, MetadataServer, MetadataState
+        from lifetime_model import BUNDLED_MODELS
+        from metadata_server import Journal, MetadataHandler, MetadataServer, MetadataState, attach_lifetimes
         from storage_functions.daemon import DaemonConfig, LocalStore
         from storage_functions.local import LocalPlatform, PlatformConfig
 
@@ -99,6 +103,9 @@ class Stack:
         self.journal = Journal(str(self.root / "metadata.journal")) if self.use_journal else None
         self.handler = MetadataHandler(state, journal=self.journal, admin_token=self.admin_token,
                                        default_ttl_s=cfg.run_ttl_s)
+        self.lifetimes = attach_lifetimes(self.handler, data_dir=cfg.resolved_lifetime_data,
+                                          models_dirs=[cfg.resolved_lifetime_models, BUNDLED_MODELS],
+                                          retrain_every=cfg.retrain_every)
         self.metadata_server = MetadataServer(self.handler, cfg.host, self.metadata_port).start()
         platform: dict[str, Any] = {"idle_reclaim_s": (cfg.idle_reclaim_min_s, cfg.idle_reclaim_max_s), "kill_rate": cfg.kill_rate,
                     "kill_functions": "sion-*", "log_dir": str(self.root / "logs")}
