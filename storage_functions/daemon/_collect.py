@@ -153,31 +153,40 @@ class Collector:
         order = self.order[s]
         if order is None:
             order = self.order[s] = self._order(s)
-        places = self.obj.stripes[s].places
         out: list[int] = []
         while k > 0 and self.next[s] < len(order):
             i = order[self.next[s]]
             self.next[s] += 1
-            place = places[i]
-            if place is None:
+            fn = self._holder(s, i)
+            if fn is None:
                 self.daemon.counters["missing_chunks"] += 1
                 continue
-            self.waiting[(s, i)] = place[0]
+            self.waiting[(s, i)] = fn
             out.append(i)
             k -= 1
         self.inflight[s] += len(out)
         return out
 
+    def _holder(self, s: int, i: int) -> int | None:
+        """The function to ask for chunk ``i``: where it is placed, or while it is being
+        recovered, a recovery function holding a copy (SION Sec. 5.5.2)."""
+        place = self.obj.stripes[s].places[i]
+        if place is not None:
+            return place[0]
+        fn = self.daemon.recovery.route(self.obj, s, i)
+        if fn is not None:
+            self.daemon.counters["rerouted_gets"] = self.daemon.counters.get("rerouted_gets", 0) + 1
+        return fn
+
     def _issue(self, s: int, idxs: list[int]) -> None:
         obj = self.obj
-        st = obj.stripes[s]
         for i in idxs:
-            place = st.places[i]
+            fn = self._holder(s, i)
             cb = self.callback(s, i)
-            if place is None:  # its function was lost meanwhile
+            if fn is None:  # its function was lost meanwhile
                 cb(None, None)
                 continue
-            self.daemon.handles[place[0]].request(Op.GET, chunk_key(obj.key, obj.version, s, i), cb,
+            self.daemon.handles[fn].request(Op.GET, chunk_key(obj.key, obj.version, s, i), cb,
                                                   b=1 if self.inline else 0, large=self.large[s])
 
     def _advance_locked(self) -> list[tuple[int, list[int]]]:
@@ -258,6 +267,8 @@ class Collector:
                     if not ok:
                         kind = "corrupt_chunks" if f is not None and f.status == Status.CORRUPT else "missing_chunks"
                         self.daemon.counters[kind] += 1
+                        if self.obj.stripes[s].places[i] is None:  # a recovery function's copy is gone
+                            self.daemon.recovery.unroute(self.obj, s, i)
                         if self.state[s] == _ASKED and self._need(s) > 0:
                             more = self._pick(s, self._need(s))
                         if not more and self._short(s):
