@@ -140,13 +140,21 @@ class Collector:
     def _order(self, s: int) -> list[int]:
         places = self.obj.stripes[s].places
 
-        def late(i: int) -> bool:
+        handles = self.daemon.handles
+
+        def late(i: int) -> tuple[bool, bool]:
+            # a function that is not connected (killed, or starting) answers only after a cold
+            # start: its chunk comes after those whose function is up, when there are enough
             pl = places[i]
-            return pl is not None and pl[0] in self.slow
+            return pl is not None and pl[0] in self.slow, pl is not None and handles[pl[0]].state != "active"
 
         idx = list(range(len(places)))
-        if self.slow:
-            idx.sort(key=late)
+        keys = [late(i) for i in idx]
+        if any(k != (False, False) for k in keys) and sum(1 for k in keys if k == (False, False)) >= \
+                self.obj.stripes[s].d:
+            idx.sort(key=lambda i: keys[i])
+        elif self.slow:
+            idx.sort(key=lambda i: keys[i][0])
         return idx
 
     def _pick(self, s: int, k: int) -> list[int]:

@@ -134,3 +134,30 @@ def test_an_object_freed_while_its_function_was_down_is_neither_restored_nor_upl
     run.end_run("aborted")
     run.close()
     driver.close()
+
+
+def test_a_get_does_not_wait_for_a_killed_function_when_enough_others_are_up(stack: Stack) -> None:
+    """First-d with a function down: its chunk is asked last, so the GET neither invokes it
+    (a cold start) nor waits for it while d functions holding the object are connected."""
+    d = stack.store.daemon
+    driver = stack.client()
+    run = driver.start_run(driver.register_workflow(LIFETIME.read_text(), {}, str(LIFETIME)))
+    big = os.urandom(3 * MiB)
+    run.put("seed", big)
+    key = f"{run.run_id}/seed"
+    with StoreClient(stack.store.address, stack.store.token) as store:
+        assert bytes(store.get(key))[1:] == big                  # every holder is connected now
+        obj = d.table.latest(key)
+        assert obj is not None
+        victim = d.handles[obj.stripes[0].places[0][0]]           # holds data chunk 0
+        stack.platform.kill(victim.name)
+        deadline = time.monotonic() + 10
+        while victim.state == "active" and time.monotonic() < deadline:   # the daemon sees the connection go
+            time.sleep(0.01)
+        assert victim.state != "active"
+        invocations = victim.invocations
+        assert bytes(store.get(key))[1:] == big
+        assert victim.invocations == invocations
+    run.end_run("aborted")
+    run.close()
+    driver.close()
