@@ -23,7 +23,8 @@ chunks the daemon also invokes a recovery group of ``recovery_group_size``
 other functions (each serves one storage function at a time); member i
 downloads into its cache space the chunks whose key hashes to i modulo the
 group size, and GETs of a missing chunk are rerouted to its copy
-(:meth:`route`). Service returns to the storage function chunk by chunk as it
+(:meth:`route`). The storage function starts its own downloads once the
+group's are answered (they would compete for COS bandwidth). Service returns to the storage function chunk by chunk as it
 restores them; the copies are kept ``recovery_keep_s`` after it finished (a
 second loss soon after reuses them), then deleted; a freed object's copies go
 at once.
@@ -92,6 +93,7 @@ class _Group:
 
     members: list[int]
     copies: dict[int, set[str]] = field(default_factory=dict)  # member -> cached chunk keys
+    inflight: int = 0  # copy requests not answered yet
     release: threading.Timer | None = None
 
 
@@ -205,10 +207,21 @@ class Recovery:
                 g.release = None
         new.sort(key=lambda c: (len(c.obj.stripes) > 1 or c.obj.stripes[c.stripe].n > 1, c.obj.version))
         cfg = self.daemon.config
+        g = None
         if cfg.recovery_group_size > 0 and len(new) > cfg.parallel_recovery_threshold:
-            self._parallel(fn, new)
-        for c in new:
-            self._local(c)
+            g = self._parallel(fn, new)
+        if g is None:
+            for c in new:
+                self._local(c)
+        else:  # the group first: the function's own downloads would compete with it for COS
+            for c in new:
+                if not c.obj.uploaded:
+                    self._local(c)
+            with self._idle:
+                self._idle.wait_for(lambda: g.inflight == 0, cfg.invoke_timeout_s + 60 * len(new))
+            for c in new:
+                if c.obj.uploaded:
+                    self._local(c)
         self._maybe_finished(fn)
 
     def _from_log(self, fn: int, known: set[str]) -> list[LostChunk]:
@@ -372,19 +385,25 @@ class Recovery:
                 g.copies.setdefault(m, set())
         return members
 
-    def _parallel(self, fn: int, chunks: list[LostChunk]) -> None:
+    def _parallel(self, fn: int, chunks: list[LostChunk]) -> _Group | None:
+        """Start the group's copies; returns the group (None: no COS or no free function)."""
         d = self.daemon
         if d.cos is None:
-            return
+            return None
         members = self._pick_group(fn, d.config.recovery_group_size)
         if not members:
-            return
+            return None
         self._count("parallel_recoveries")
+        with self._lock:
+            g = self._groups[fn]
         for c in chunks:
             if not c.obj.uploaded or c.cid in self._routes:
                 continue
             m = members[zlib.crc32(c.ckey.encode()) % len(members)]
+            with self._lock:
+                g.inflight += 1
             self._copy(fn, m, c)
+        return g
 
     def _copy(self, fn: int, m: int, c: LostChunk) -> None:
         d = self.daemon
@@ -392,10 +411,14 @@ class Recovery:
 
         def replied(f: Frame | None, sock: Any) -> None:
             _drain(f, sock)
-            if f is None or f.status != Status.OK:
-                return  # no copy: the storage function's own recovery still brings it back
+            ok = f is not None and f.status == Status.OK
             with self._lock:
                 g = self._groups.get(fn)
+                if g is not None:
+                    g.inflight -= 1
+                    self._idle.notify_all()
+                if not ok:
+                    return  # no copy: the storage function's own recovery still brings it back
                 keep = g is not None and m in g.members and self._live(c)
                 if keep:
                     assert g is not None
