@@ -364,7 +364,8 @@ class Recovery:
     # -- parallel recovery ---------------------------------------------------------------
     def _pick_group(self, fn: int, size: int) -> list[int]:
         """Members for ``fn``'s group: its previous ones if still free, then functions that
-        neither serve another group nor are recovering themselves, at random."""
+        neither serve another group nor are recovering themselves: connected ones holding
+        no chunks first, then connected ones, then the rest, at random within each."""
         d = self.daemon
         with self._lock:
             g = self._groups.get(fn)
@@ -373,6 +374,10 @@ class Recovery:
             keep = [m for m in (g.members if g else []) if m not in busy]
             pool = [i for i in range(d.config.max_functions) if i not in busy and i not in keep]
             self._rng.shuffle(pool)
+            # warm ones first (SION draws them from the active GC-buckets): no cold start in the
+            # way; among them those holding no chunks, whose own loss would not take two at once
+            pool.sort(key=lambda i: (not (i < len(d.handles) and d.handles[i].state == "active"),
+                                     i < len(d.handles) and d.handles[i].chunks > 0))
             members = (keep + pool)[:size]
             if g is None:
                 g = self._groups[fn] = _Group(members)

@@ -73,6 +73,7 @@ class FunctionState:
         self.cached: dict[str, int] = {}  # cache-space key -> bytes
         self.cache_next = CACHE_BASE
         self.losses = 0  # invocations that found this instance was not the one the daemon knew
+        self.cos: tuple[str, Any] | None = None  # (url, adapter), opened once per instance
 
 
 class _Throttle:
@@ -204,6 +205,10 @@ class _Invocation:
         return sock
 
     def run(self) -> dict[str, Any]:
+        try:  # before HELLO: importing boto3 later would stall the requests this instance serves
+            self._open_cos()
+        except Exception as exc:  # noqa: BLE001 - a bad COS fails the reads that need it, not the invocation
+            self.errors.append(f"opening COS: {exc!r}")
         small = self._connect("small")
         try:
             large = self._connect("large")
@@ -452,8 +457,13 @@ class _Invocation:
                 time.sleep(0.05 * (attempt + 1))
 
     def _open_cos(self) -> Any:
-        if self._cos is None and self.event.get("cos_url"):
-            from ..cos import open_cos  # lazy: boto3 only when the URL asks for S3
+        url = self.event.get("cos_url")
+        if self._cos is None and url:
+            st = self.state
+            with st.lock:
+                if st.cos is None or st.cos[0] != url:
+                    from ..cos import open_cos  # lazy: boto3 only when the URL asks for S3
 
-            self._cos = open_cos(str(self.event["cos_url"]))
+                    st.cos = (str(url), open_cos(str(url)))
+                self._cos = st.cos[1]
         return self._cos
