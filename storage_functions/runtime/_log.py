@@ -42,6 +42,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..exceptions import ManifestError
+
 __all__ = ["LogState", "ManifestError", "consistent", "node_hash", "log_key", "replay", "snapshot_key"]
 
 
@@ -57,10 +59,6 @@ def log_key(prefix: str, name: str, term: int) -> str:
 
 def snapshot_key(prefix: str, name: str) -> str:
     return f"{prefix}/functions/{name}/snapshot.json"
-
-
-class ManifestError(ValueError):
-    """A snapshot or log node that does not continue the hash chain."""
 
 
 def consistent(term: int, hash_: str, diff_rank: int, want_term: int, want_hash: str, want_diff: int) -> bool:
