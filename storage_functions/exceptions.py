@@ -27,6 +27,8 @@ the root here too; the SDK wraps these in ``StoreFailure`` at its boundary.
         │   ├── UnknownKey           no such key/version in the store
         │   ├── ChunkCorrupt         a chunk failed its checksum (recovered from parity/COS when possible)
         │   ├── NotEnoughChunks      fewer than d chunks reachable and no COS copy
+        │   ├── ManifestError        a storage function's insertion log in COS does not continue its
+        │   │                        hash chain (also a ValueError; recovery uses the daemon's table)
         │   └── AuthError            a missing or wrong run token / invocation secret
         ├── ControlError             the daemon's control loop cannot follow the metadata server
         │                            as configured (e.g. another block size)
@@ -56,6 +58,7 @@ __all__ = [
     "UnknownKey",
     "ChunkCorrupt",
     "NotEnoughChunks",
+    "ManifestError",
     "AuthError",
     "ControlError",
     "ProtocolError",
@@ -163,6 +166,10 @@ class ChunkCorrupt(StoreError):
 
 class NotEnoughChunks(StoreError):
     pass
+
+
+class ManifestError(StoreError, ValueError):
+    """A snapshot or log node that does not continue a function's hash chain."""
 
 
 class AuthError(StoreError):

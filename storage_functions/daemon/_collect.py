@@ -140,44 +140,61 @@ class Collector:
     def _order(self, s: int) -> list[int]:
         places = self.obj.stripes[s].places
 
-        def late(i: int) -> bool:
+        handles = self.daemon.handles
+
+        def late(i: int) -> tuple[bool, bool]:
+            # a function that is not connected (killed, or starting) answers only after a cold
+            # start: its chunk comes after those whose function is up, when there are enough
             pl = places[i]
-            return pl is not None and pl[0] in self.slow
+            return pl is not None and pl[0] in self.slow, pl is not None and handles[pl[0]].state != "active"
 
         idx = list(range(len(places)))
-        if self.slow:
-            idx.sort(key=late)
+        keys = [late(i) for i in idx]
+        if any(k != (False, False) for k in keys) and sum(1 for k in keys if k == (False, False)) >= \
+                self.obj.stripes[s].d:
+            idx.sort(key=lambda i: keys[i])
+        elif self.slow:
+            idx.sort(key=lambda i: keys[i][0])
         return idx
 
     def _pick(self, s: int, k: int) -> list[int]:
         order = self.order[s]
         if order is None:
             order = self.order[s] = self._order(s)
-        places = self.obj.stripes[s].places
         out: list[int] = []
         while k > 0 and self.next[s] < len(order):
             i = order[self.next[s]]
             self.next[s] += 1
-            place = places[i]
-            if place is None:
+            fn = self._holder(s, i)
+            if fn is None:
                 self.daemon.counters["missing_chunks"] += 1
                 continue
-            self.waiting[(s, i)] = place[0]
+            self.waiting[(s, i)] = fn
             out.append(i)
             k -= 1
         self.inflight[s] += len(out)
         return out
 
+    def _holder(self, s: int, i: int) -> int | None:
+        """The function to ask for chunk ``i``: where it is placed, or while it is being
+        recovered, a recovery function holding a copy (SION Sec. 5.5.2)."""
+        place = self.obj.stripes[s].places[i]
+        if place is not None:
+            return place[0]
+        fn = self.daemon.recovery.route(self.obj, s, i)
+        if fn is not None:
+            self.daemon.counters["rerouted_gets"] = self.daemon.counters.get("rerouted_gets", 0) + 1
+        return fn
+
     def _issue(self, s: int, idxs: list[int]) -> None:
         obj = self.obj
-        st = obj.stripes[s]
         for i in idxs:
-            place = st.places[i]
+            fn = self._holder(s, i)
             cb = self.callback(s, i)
-            if place is None:  # its function was lost meanwhile
+            if fn is None:  # its function was lost meanwhile
                 cb(None, None)
                 continue
-            self.daemon.handles[place[0]].request(Op.GET, chunk_key(obj.key, obj.version, s, i), cb,
+            self.daemon.handles[fn].request(Op.GET, chunk_key(obj.key, obj.version, s, i), cb,
                                                   b=1 if self.inline else 0, large=self.large[s])
 
     def _advance_locked(self) -> list[tuple[int, list[int]]]:
@@ -258,6 +275,8 @@ class Collector:
                     if not ok:
                         kind = "corrupt_chunks" if f is not None and f.status == Status.CORRUPT else "missing_chunks"
                         self.daemon.counters[kind] += 1
+                        if self.obj.stripes[s].places[i] is None:  # a recovery function's copy is gone
+                            self.daemon.recovery.unroute(self.obj, s, i)
                         if self.state[s] == _ASKED and self._need(s) > 0:
                             more = self._pick(s, self._need(s))
                         if not more and self._short(s):

@@ -172,6 +172,7 @@ class Daemon:
             for obj in self.table.pop(key):
                 n += 1
                 self.buffer.discard(obj)
+                self.recovery.forget(obj)
                 with self._place_lock:
                     for s, st in enumerate(obj.stripes):
                         for i, place in enumerate(st.places):
@@ -336,7 +337,8 @@ class Daemon:
                     self.on_new_function(name)
                 h = FunctionHandle(i, name, invoke=self.invoker.invoke_async, event=self._event,
                                    invoke_timeout_s=self.config.invoke_timeout_s, on_lost=self._function_lost,
-                                   on_mem=lambda h, m: None)
+                                   on_mem=lambda h, m: None,
+                                   on_instance=lambda h: self.recovery.instance_changed(h.index))
                 self.handles.append(h)
                 self._by_name[name] = h
             return self.handles[index]
@@ -346,12 +348,15 @@ class Daemon:
         host, port = c.dial_address(self.address)
         return {"daemon": [host, port], "name": h.name, "secret": h.secret, "idle_s": c.idle_s,
                 "tick_ms": c.tick_ms, "block_size": c.block_size, "capacity": c.capacity,
-                "cos_url": c.cos_url, "cos_prefix": c.cos_prefix, "warmup": warmup, "debug": c.debug, "spin_us": c.spin_us}
+                "cos_url": c.cos_url, "cos_prefix": c.cos_prefix, "warmup": warmup, "debug": c.debug, "spin_us": c.spin_us,
+                "term": h.term, "hash": h.hash, "diff_rank": h.diff_rank, "cache_cap": c.capacity - c.hardcap,
+                "recover_workers": c.recover_workers, "bandwidth_mbps": c.function_bandwidth_mbps}
 
     def _function_lost(self, h: FunctionHandle) -> None:
-        """A new instance answered for ``h``: its memory is gone. Forget the chunks it
-        held (GETs use the other chunks or COS meanwhile) and hand the ones the metadata
-        server placed there to local recovery, which stores them there again."""
+        """A new instance answered for ``h`` and found its memory is not what the daemon
+        placed there (SION's term/hash check). Forget the chunks it held (GETs use the
+        other chunks, recovery functions' copies or COS meanwhile) and hand the ones the
+        metadata server placed there to recovery (``_recovery``)."""
         self.counters["lost_functions"] += 1
         lost: list[LostChunk] = []
         with self._place_lock:
@@ -366,8 +371,7 @@ class Daemon:
             h.chunks = 0
         with self._ledger_lock:
             self.ledger.function_lost(time.monotonic(), h.name)
-        if lost:
-            self.recovery.lost(lost)
+        self.recovery.lost(lost, h.index)
 
     def _warm_loop(self) -> None:
         while not self._stopping.wait(max(0.05, self.config.warm_interval_s / 4)):
