@@ -231,7 +231,7 @@ class LocalPlatform:
             self._check_open()
             self._spec(name)
             self._async.add(thread)
-        thread.start()
+            thread.start()  # under the lock: shutdown() never sees (and joins) a thread not yet started
         return InvocationHandle(name, request_id, future)
 
     def _run_async(self, name: str, text: str, request_id: str, future: Future[Any]) -> None:
