@@ -246,10 +246,20 @@ class ForkServer:
 def bytecode_env(where: str | None) -> tuple[dict[str, str], tuple[str, ...]]:
     """(variables to set, variables to drop) so an instance writes and reuses the bytecode of
     what it imports under ``where`` (``PlatformConfig.bytecode_dir``; None or "off": Python's own
-    settings stand). Makes the directory (0700)."""
+    settings stand). Makes the directory (0700); one that another user owns or may write to is
+    not used (its bytecode would run as ours), with a warning."""
     if not where or where == "off":
         return {}, ()
-    private_dir(where)
+    try:
+        st = private_dir(where).stat()
+    except OSError as exc:
+        log.warning("bytecode cache %s cannot be made (%s); instances cache no bytecode", where, exc)
+        return {}, ()
+    if st.st_uid != os.getuid() or st.st_mode & 0o022:
+        log.warning("bytecode cache %s is not this user's alone (owner %d, mode %o); instances cache no "
+                    "bytecode (set FUNCSION_BYTECODE_DIR to a private directory)", where, st.st_uid,
+                    st.st_mode & 0o777)
+        return {}, ()
     return {"PYTHONPYCACHEPREFIX": where}, ("PYTHONDONTWRITEBYTECODE",)
 
 
@@ -262,12 +272,14 @@ class ForkServers:
         self.start_timeout_s = start_timeout_s
         self._servers: dict[tuple[tuple[str, ...], tuple[tuple[str, str], ...]], ForkServer] = {}
         self._lock = threading.Lock()  # held while one starts
+        self._failed: set[tuple[tuple[str, ...], tuple[tuple[str, str], ...]]] = set()  # not tried again
         self._closed = False
 
     def get(self, spec: FunctionSpec) -> ForkServer | None:
-        """The running fork server for ``spec`` (started now if needed); None when the function
-        preloads nothing, forking is off, or its modules cannot be imported (then its instances
-        start fresh interpreters: logged once per attempt to start one)."""
+        """The running fork server for ``spec`` (started now if needed, again if it died); None
+        when the function preloads nothing, forking is off, or its fork server could not start
+        (its modules cannot be imported: logged once, not tried again; its instances start
+        fresh interpreters)."""
         if not spec.preload or not self.enabled:
             return None
         key = (spec.preload, spec.env)
@@ -275,7 +287,7 @@ class ForkServers:
             server = self._servers.get(key)
             if server is not None and not server.dead:
                 return server
-            if self._closed:
+            if self._closed or key in self._failed:
                 return None
             extra, drop = bytecode_env(self.bytecode_dir)
             env = {k: v for k, v in os.environ.items() if k not in drop}
@@ -287,6 +299,7 @@ class ForkServers:
             except OSError as exc:
                 log.warning("%s: no fork server (%s); its instances start fresh interpreters", spec.name, exc)
                 self._servers.pop(key, None)
+                self._failed.add(key)
                 return None
             self._servers[key] = server
             return server

@@ -184,3 +184,26 @@ def test_shutdown_tells_every_worker_to_stop_before_waiting_for_any(tmp_path: Pa
     pids = [i.pid for i in p.instances("bye")]
     p.shutdown()
     assert sorted(f.name for f in marks.glob("done-*")) == sorted(f"done-{pid}" for pid in pids)
+
+
+def test_a_bytecode_cache_others_may_write_to_is_not_used(code: Path, tmp_path: Path,
+                                                          caplog: pytest.LogCaptureFixture) -> None:
+    shared = tmp_path / "shared-pyc"
+    shared.mkdir()
+    shared.chmod(0o777)  # anyone could plant bytecode here that the workers would run
+    with LocalPlatform(PlatformConfig(bytecode_dir=str(shared)), environ={}) as p:
+        p.deploy("fk-shared", "wk:probe", code_paths=[code], preload=["sdk"])
+        assert p.invoke("fk-shared", {"run": "r-1"})["preloaded"] is True
+    assert not list(shared.rglob("*.pyc"))
+    assert "is not this user's alone" in caplog.text
+
+
+def test_preload_modules_that_cannot_be_imported_fall_back_to_fresh_interpreters(
+        code: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with LocalPlatform(PlatformConfig(), environ={}) as p:
+        p.deploy("fk-nopre", "wk:probe", code_paths=[code], preload=["no_such_module_anywhere"])
+        first = p.invoke("fk-nopre", {"run": "r-1"})
+        p.kill("fk-nopre")
+        second = p.invoke("fk-nopre", {"run": "r-1"})
+    assert first["ppid"] == second["ppid"] == os.getpid()  # spawned, each
+    assert caplog.text.count("no fork server") == 1          # tried once, not at every cold start
