@@ -168,8 +168,9 @@ class LocalExecutor:
 
     def load_handlers(self) -> None:
         """Start one worker per entry now, each importing its handler, and as many as the first
-        stage can use at once for its entries (provisioned concurrency: the first tasks find them warm). Raises ``HandlerImportError`` naming the entry, its
-        tasks and where the import failed, before any task runs."""
+        stage can use at once for its entries (provisioned concurrency: the first tasks find them
+        warm). Raises ``HandlerImportError`` naming the entry, its tasks and where the import
+        failed, before any task runs."""
         names = list(dict.fromkeys(self.names.values()))  # the workflow's order: the first broken one is named
         first = self.stage_needs[0] if self.stage_needs else {}
         with cf.ThreadPoolExecutor(max_workers=max(1, min(len(names), os.cpu_count() or 2)),
@@ -284,7 +285,6 @@ class LocalExecutor:
                 self.platform.provision(name, count)
             except Exception as exc:  # noqa: BLE001 - its tasks will report what is wrong
                 log.debug("starting workers of %s ahead: %r", name, exc)
-                return
 
     def result(self) -> ExecutionResult:
         """What the last ``run`` did so far (also after it was interrupted)."""
