@@ -32,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..exceptions import ForkServerError
 from ..private_files import private_dir
 from . import _zygote
 
@@ -42,10 +43,6 @@ __all__ = ["ForkServer", "ForkServers", "ForkedProcess", "ForkServerError", "byt
 
 log = logging.getLogger("storage_functions.local")
 _ZYGOTE = Path(_zygote.__file__).resolve()
-
-
-class ForkServerError(OSError):
-    """The fork server could not start, preload its modules, or fork."""
 
 
 class ForkedProcess:
@@ -296,7 +293,7 @@ class ForkServers:
             try:
                 server = ForkServer(spec.preload, env=env, sys_path=sys.path,
                                     start_timeout_s=self.start_timeout_s).start()
-            except OSError as exc:
+            except (ForkServerError, OSError) as exc:
                 log.warning("%s: no fork server (%s); its instances start fresh interpreters", spec.name, exc)
                 self._servers.pop(key, None)
                 self._failed.add(key)
