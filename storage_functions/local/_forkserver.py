@@ -271,6 +271,13 @@ class ForkServers:
         self._lock = threading.Lock()  # held while one starts
         self._failed: set[tuple[tuple[str, ...], tuple[tuple[str, str], ...]]] = set()  # not tried again
         self._closed = False
+        self._bytecode: tuple[dict[str, str], tuple[str, ...]] | None = None
+
+    def bytecode_env(self) -> tuple[dict[str, str], tuple[str, ...]]:
+        """``bytecode_env(bytecode_dir)``, decided (and warned about) once per platform."""
+        if self._bytecode is None:
+            self._bytecode = bytecode_env(self.bytecode_dir)
+        return self._bytecode
 
     def get(self, spec: FunctionSpec) -> ForkServer | None:
         """The running fork server for ``spec`` (started now if needed, again if it died); None
@@ -286,7 +293,7 @@ class ForkServers:
                 return server
             if self._closed or key in self._failed:
                 return None
-            extra, drop = bytecode_env(self.bytecode_dir)
+            extra, drop = self.bytecode_env()
             env = {k: v for k, v in os.environ.items() if k not in drop}
             env.update(extra)
             env.update(dict(spec.env))

@@ -37,7 +37,7 @@ from ..exceptions import (
     ConcurrencyLimit, FunctionNotDeployed, InvalidPayload, InvocationFailed, PlatformConfigError, PlatformError,
 )
 from ._config import PlatformConfig
-from ._forkserver import ForkServerError, ForkServers, bytecode_env
+from ._forkserver import ForkServerError, ForkServers
 from ._instance import FunctionSpec, Instance, InstanceInfo, close_all, read_rss_mb
 from ._policy import kill_delay, matches, reclaim_at
 from ._pricing import BillingMeter, BillingReport
@@ -371,7 +371,7 @@ class LocalPlatform:
     def _cold_start(self, inst: Instance, request_id: str) -> float:
         name = inst.spec.name
         t0 = time.monotonic()
-        extra, drop = bytecode_env(self.config.bytecode_dir)
+        extra, drop = self._forkers.bytecode_env()
         forker = self._forkers.get(inst.spec)
         try:
             inst.spawn(max_payload_bytes=self.config.max_payload_bytes, log_dir=self.config.log_dir,
