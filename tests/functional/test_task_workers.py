@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -110,8 +111,9 @@ def test_a_crash_a_timeout_and_a_kill_of_forked_workers_are_reported(platform: L
     platform.provision("fk-kill", 1)
     (inst,) = platform.instances("fk-kill")
     handle = platform.invoke_async("fk-kill", {"s": 30})
-    killed = []
-    while not killed:  # the instance takes the invocation, then dies under it
+    killed: list[int] = []
+    deadline = time.monotonic() + 30
+    while not killed and time.monotonic() < deadline:  # the instance takes the invocation, then dies under it
         if platform.instances("fk-kill")[0].state == "busy":
             killed = platform.kill("fk-kill")
     with pytest.raises(InvocationFailed, match=r"signal: killed \(fault injection\)") as info:
