@@ -185,7 +185,8 @@ class Client:
     def put_many(self, values: Mapping[str, Any], *, codec: str | None = None, persist: bool = False,
                  adhoc: bool = False) -> bool:
         """Write several objects with two batched metadata calls (also when retried); the data goes
-        in between, in order.
+        in between: values in memory in one pipelined store call (one round trip each way), file-like
+        ones streamed each on its own.
         A file-like value (``open(path, "rb")``, ``io.BytesIO``) is stored as its bytes and streamed
         one stripe at a time instead of being read into memory."""
         frames: dict[str, bytes | Upload] = {}
@@ -212,6 +213,7 @@ class Client:
         for g in grants:
             if g.already_committed:
                 raise AlreadyCommitted(self.function)
+        batch: list[tuple[str, bytes, Any]] = []  # in-memory values for the store: one pipelined call
         for g in grants:
             if g.freed:
                 continue  # a retry of a write whose object was already read and freed
@@ -220,28 +222,44 @@ class Client:
                 continue  # the same write reached the store in an earlier attempt
             frame, name = frames[g.object_name], g.object_name
             cos_tier = g.placement is not None and g.placement.tier == "cos"
+            if not cos_tier and not isinstance(frame, Upload):
+                batch.append((name, frame, alloc_of(g.placement)))
+                continue
             # the COS paths take bytes: a file-like value is read into memory once, for both
             data = frame.read_all() if isinstance(frame, Upload) and (persist or cos_tier) else frame
-            alloc = alloc_of(g.placement)
             if cos_tier:
                 self._cos_call("put", name, self._store.cos_put, tier_key(self.run_id, name), data)
             else:
+                assert isinstance(frame, Upload)
                 try:
-                    if isinstance(frame, Upload):
-                        self._store.put_stream(self._key(name), frame.read_from_start(), frame.size,
-                                               prefix=frame.prefix, alloc=alloc)
-                    else:
-                        self._store.put(self._key(name), frame, alloc=alloc)
+                    self._store.put_stream(self._key(name), frame.read_from_start(), frame.size,
+                                           prefix=frame.prefix, alloc=alloc_of(g.placement))
                 except NoRoom as exc:  # overflow never fails a put: the COS tier takes it
-                    self._md.fallback_to_cos(self.run_id, self.function, name, str(exc))
-                    data = frame.read_all() if isinstance(frame, Upload) else frame
-                    self._cos_call("put", name, self._store.cos_put, tier_key(self.run_id, name), data)
+                    self._to_cos(name, frame.read_all(), exc)
                 except StorageError as exc:
                     raise StoreFailure(f"put of {name!r} in run {self.run_id} failed in the store: {exc}") from exc
             if persist:
                 self._cos_call("persist", name, self._store.cos_put, persist_key(self.run_id, name), data)
+        if batch:
+            try:
+                stored = self._store.put_many([(self._key(n), f, alloc) for n, f, alloc in batch])
+            except StorageError as exc:
+                raise StoreFailure(f"put of {', '.join(repr(n) for n, _, _ in batch)} in run {self.run_id} failed "
+                                   f"in the store: {exc}") from exc
+            for (name, frame, _), res in zip(batch, stored):
+                if isinstance(res, NoRoom):  # overflow never fails a put: the COS tier takes it
+                    self._to_cos(name, frame, res)
+                elif isinstance(res, StorageError):
+                    raise StoreFailure(f"put of {name!r} in run {self.run_id} failed in the store: {res}") from res
+                if persist:
+                    self._cos_call("persist", name, self._store.cos_put, persist_key(self.run_id, name), frame)
         results = self._md.finish_put_batch(self.run_id, self.function, [g.object_name for g in grants])
         return any(r.committed for r in results)
+
+    def _to_cos(self, name: str, data: bytes | bytearray, why: NoRoom) -> None:
+        """The daemon had no room where ``name`` was placed: tell the metadata server, write COS."""
+        self._md.fallback_to_cos(self.run_id, self.function, name, str(why))
+        self._cos_call("put", name, self._store.cos_put, tier_key(self.run_id, name), data)
 
     def get(self, name: str, *, delete: bool = False, stream: bool = False) -> Any:
         """Read one object (recorded once per function for deferred commit). ``delete=True``

@@ -4,6 +4,7 @@ talks to the client daemon over the framing of
 memory, or of a file pulled stripe by stripe: ``put_stream``), per-chunk
 checksums, first-d decode on GET (into one buffer, or streamed stripe by
 stripe: ``get_stream``/``get_to``, receiving in ``sdk._stream``),
+pipelined PUTs of many objects (``put_many``: one round trip each way),
 delete/free, the SDK's own COS objects through the daemon (``cos_put``/
 ``cos_get``/``cos_delete``: the daemon holds the COS credentials and checks
 the token's scope), a small connection pool for thread safety; not metadata
@@ -181,6 +182,13 @@ class StoreClient:
 
     def _put(self, sock: socket.socket, key: str, stripes: Iterator[tuple[StripeInfo, list[Any]]], size: int,
              alloc: Alloc | None) -> PutResult:
+        n, coded = self._send_put(sock, key, stripes, size, alloc)
+        f = self._reply(sock)
+        return PutResult(key, int(f.meta["version"]), size, n, coded)
+
+    def _send_put(self, sock: socket.socket, key: str, stripes: Iterator[tuple[StripeInfo, list[Any]]], size: int,
+                  alloc: Alloc | None) -> tuple[int, bool]:
+        """Send a PUT and its stripes; (stripes, coded). The reply is the caller's to read."""
         plan = self.codec.plan(size)
         meta: dict[str, Any] = {"n": len(plan), "size": size}
         if alloc is not None:
@@ -192,8 +200,59 @@ class StoreClient:
             crcs = [zlib.crc32(f) for f in frags]
             send_frame(sock, Op.STRIPE, meta={"d": info.d, "p": info.p, "fs": info.fs, "ol": info.ol,
                                               "crcs": crcs}, payload=list(frags))
-        f = self._reply(sock)
-        return PutResult(key, int(f.meta["version"]), size, len(plan), coded)
+        return len(plan), coded
+
+    #: PUTs ``put_many`` sends ahead of the replies it has read: their replies (a few dozen
+    #: bytes each) always fit the socket buffers, so neither side can block the other.
+    PIPELINE_WINDOW = 32
+
+    def put_many(self, items: Sequence[tuple[str, bytes | bytearray | memoryview, Alloc | None]]
+                 ) -> list[PutResult | StorageError]:
+        """Store several objects (key, data, alloc) over one connection, pipelined: the PUTs go
+        out back to back, at most ``PIPELINE_WINDOW`` ahead of the replies read, so n objects
+        cost one round trip each way instead of n. The daemon answers each PUT in order and keeps
+        the stream in step after a refusal; per item: its ``PutResult`` or the ``StorageError``
+        the daemon answered (e.g. ``NoRoom``). A connection that breaks raises."""
+        out: list[PutResult | StorageError | None] = [None] * len(items)
+        todo = []
+        for i, (key, data, _) in enumerate(items):
+            size = len(memoryview(data).cast("B")) if not isinstance(data, (bytes, bytearray)) else len(data)
+            try:
+                self._check_size(key, size)
+            except StorageError as exc:
+                out[i] = exc
+                continue
+            todo.append((i, size))
+        if todo:
+            self._call(self._put_pipelined, items, todo, out)
+        return [r for r in out if r is not None]
+
+    def _put_pipelined(self, sock: socket.socket, items: Sequence[tuple[str, Any, Alloc | None]],
+                       todo: list[tuple[int, int]], out: list[PutResult | StorageError | None]) -> None:
+        sent: list[tuple[int, int, int, bool]] = []  # (item, size, stripes, coded) awaiting a reply
+        done = 0
+
+        def read_one() -> None:
+            nonlocal done
+            i, size, n, coded = sent[done]
+            done += 1
+            try:
+                f = self._reply(sock)
+            except StorageError as exc:
+                if not getattr(exc, "_stream_ok", False):
+                    raise
+                out[i] = exc
+                return
+            out[i] = PutResult(items[i][0], int(f.meta["version"]), size, n, coded)
+
+        for i, size in todo:
+            key, data, alloc = items[i]
+            n, coded = self._send_put(sock, key, self.codec.stripes(data), size, alloc)
+            sent.append((i, size, n, coded))
+            while len(sent) - done >= self.PIPELINE_WINDOW:
+                read_one()
+        while done < len(sent):
+            read_one()
 
     def _reply(self, sock: socket.socket, *, keep_payload: bool = False) -> Any:
         """The reply frame; an error reply raises; its payload is read and

@@ -19,7 +19,9 @@ the root here too; the SDK wraps these in ``StoreFailure`` at its boundary.
         │   ├── ConcurrencyLimit     more concurrent instances than the configured limit
         │   ├── InvalidPayload       an event or result that is not JSON or is over the size limit
         │   │                        (also a ValueError)
-        │   └── DeployError          packaging or creating/updating a Lambda function failed
+        │   ├── DeployError          packaging or creating/updating a Lambda function failed
+        │   └── ForkServerError      the local platform's fork server could not start, import its
+        │                            modules or fork (instances then start fresh interpreters)
         ├── StoreError               the data path (daemon, storage functions) failed
         │   ├── ObjectTooLarge       over the configured maximum object size
         │   ├── NoRoom               the pool has no room where the metadata server placed an
@@ -46,6 +48,7 @@ __all__ = [
     "InvalidKey",
     "COSConfigError",
     "PlatformError",
+    "ForkServerError",
     "PlatformConfigError",
     "FunctionNotDeployed",
     "InvocationFailed",
@@ -140,6 +143,10 @@ class InvalidPayload(PlatformError, ValueError):
 
 
 class DeployError(PlatformError):
+    pass
+
+
+class ForkServerError(PlatformError):
     pass
 
 

@@ -40,7 +40,8 @@ _GROUPS = {
         "metadata": "serve_metadata", "daemon": "serve_daemon", "stack": "serve_stack"}),
     "bench": ("benchmarks; add --json for one JSON object as the last line", {
         "metadata": "bench_metadata", "store": "bench_store", "hdag": "bench_hdag",
-        "utilization": "bench_utilization", "lifetime": "bench_lifetime", "recovery": "bench_recovery"}),
+        "utilization": "bench_utilization", "lifetime": "bench_lifetime", "recovery": "bench_recovery",
+        "run": "bench_run"}),
     "deploy": ("deploy storage functions or a workflow", {
         "storage": "deploy_storage", "workflow": "deploy_workflow"}),
 }
