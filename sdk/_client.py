@@ -28,7 +28,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -252,7 +252,7 @@ class Client:
         if r.already_committed:
             raise AlreadyCommitted(self.function)
         if stream:
-            return self._stream(name, r.placement)
+            return self._stream(name, r.placement, on_close=lambda: self._free_read([r]))
         value = self._unframe(self._fetch_frame(name, r.placement))
         self._free_read([r])
         return value
@@ -269,7 +269,7 @@ class Client:
             except StorageError:
                 pass
 
-    def _stream(self, name: str, placement: Any) -> ValueStream:
+    def _stream(self, name: str, placement: Any, on_close: Callable[[], None] | None = None) -> ValueStream:
         if placement is not None and placement.tier == "cos":
             frame = self._fetch_frame(name, placement)
             inner: Any = io.BytesIO(memoryview(frame)[1:])
@@ -282,7 +282,7 @@ class Client:
         if codec is None:
             inner.close()
             raise CodecError(f"stored object {name!r} has {'no' if not head else 'an unknown'} codec byte")
-        return ValueStream(inner, size, codec)
+        return ValueStream(inner, size, codec, on_close)
 
     def get_many(self, names: Iterable[str]) -> dict[str, Any]:
         names = list(names)

@@ -81,6 +81,59 @@ def test_the_ledger_agrees_with_what_each_function_reports(stack: Stack) -> None
     driver.close()
 
 
+def test_coded_chunks_smaller_than_a_block_share_blocks_physically(stack: Stack) -> None:
+    """Two 3 MB objects of one pool: 12 chunks of ~300 KB each, packed two to a block on
+    each of 12 functions (12 blocks held, not 24); freeing one leaves the other whole."""
+    driver = stack.client()
+    run = driver.start_run(driver.register_workflow(LIFETIME.read_text(), {}, str(LIFETIME)))
+    one, two = bytes(range(256)) * 11_719, bytes(reversed(range(256))) * 11_719     # 3,000,064 bytes each
+    run.put("adhoc-one", one, adhoc=True)
+    run.put("adhoc-two", two, adhoc=True)
+    places = {n: {(e.function_name, e.block) for e in run.lookup(n).placement.extents} for n in ("adhoc-one", "adhoc-two")}
+    assert len(places["adhoc-one"]) == 12 and places["adhoc-one"] == places["adhoc-two"]
+    daemon = stack.store.daemon
+    assert daemon.memory(run.run_id)["allocated_bytes"] == 12 * stack.config.block_size   # what the functions hold
+    for h in list(daemon.handles):
+        assert len(daemon.function_memory(h.name)["blocks"]) * stack.config.block_size == daemon.ledger.function_bytes(h.name)
+    assert run.get("adhoc-one") == one
+    run.delete("adhoc-one")
+    stack.drain()
+    deadline = time.monotonic() + 10
+    while daemon.memory(run.run_id)["live_bytes"] > len(two) * 2 and time.monotonic() < deadline:
+        stack.pump_once()
+        time.sleep(0.02)
+    m = daemon.memory(run.run_id)
+    assert m["allocated_bytes"] == 12 * stack.config.block_size and m["live_bytes"] < len(two) * 2
+    assert run.get("adhoc-two") == two                        # the block-mate is intact
+    run.end_run("aborted")
+    run.close()
+    driver.close()
+
+
+@pytest.mark.parametrize("size", [50_000, 3_000_000])    # a slice, a coded object
+def test_oracle_frees_a_streamed_read_when_its_last_reader_closes_the_stream(stack: Stack, size: int) -> None:
+    """Under ``oracle`` the last declared reader's read frees the object: its bytes leave
+    function memory once the reader has them, also when it streamed them (closing the
+    stream), not only after the drop instruction's grace period (``Stack.ORACLE_GRACE_S``)."""
+    driver = stack.client()
+    run = driver.start_run(driver.register_workflow(LIFETIME.read_text(), {}, str(LIFETIME)), policy="oracle")
+    run.put("seed", b"0123456789")
+    daemon = stack.store.daemon
+    seed = daemon.memory(run.run_id)["live_bytes"]
+    run.bind(function="writer").put("short", b"s" * size)
+    assert daemon.memory(run.run_id)["live_bytes"] > seed + size   # short held (coded: with parity)
+    with run.bind(function="a").get("short", stream=True) as src:
+        assert sum(len(piece) for piece in src) == size
+        closed_at = time.monotonic()
+    deadline = closed_at + Stack.ORACLE_GRACE_S / 2           # well before the grace period ends
+    while daemon.memory(run.run_id)["live_bytes"] > seed and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert daemon.memory(run.run_id)["live_bytes"] == seed, "the streamed object waited for the grace period"
+    run.end_run("aborted")
+    run.close()
+    driver.close()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("policy", ["funcstore", "pocket", "jiffy:5000", "oracle"])
 def test_physical_and_model_memory_agree_on_word_count(stack: Stack, policy: str) -> None:
