@@ -24,7 +24,9 @@ III-C1, SION Fig. 5). Pure: takes sizes, names and pool keys; no clock, no I/O.
   pool (``("chunks", key, function)``), so the chunks of objects with the
   same predicted lifetime share blocks and a block frees when its last chunk
   does (a 3.5 MiB object's 12 chunks of 369 KB took 12 whole 1 MiB blocks
-  before: 2.7x its bytes). A larger chunk takes a *contiguous run* of whole
+  before: 2.7x its bytes); a chunk that does not fit the active block's rest
+  runs on into the next block of that function when it is free (one entry
+  over ``block, block+1``), so no tail is left empty. A larger chunk takes a *contiguous run* of whole
   blocks of one function (the storage runtime lays an entry over ``block,
   block+1, ...``, so stripe ``s`` of chunk ``i`` sits at the chunk's start
   plus the chunks of the stripes before it).
@@ -248,8 +250,21 @@ class Allocator:
         if plan is None:
             return None
         extents: list[Extent] = []
-        for i, (f, _) in enumerate(plan):
-            e = self._carve(chunk, owner, _chunk_pool(key, f.name), f)
+        for i, (f, fits) in enumerate(plan):
+            pk = _chunk_pool(key, f.name)
+            pool = self.pools.get((owner, pk))
+            b = pool.active if pool is not None else None
+            if not fits and pool is not None and b is not None and b.index + 1 in f.free:
+                # the chunk continues into the next block, so a block's tail is not lost
+                nb = self._take_block(owner, pk, "active", f, b.index + 1)
+                assert nb is not None
+                head = self.block_size - b.offset
+                extents += [Extent(f.name, b.index, b.offset, head, i), Extent(f.name, nb.index, 0, chunk - head, i)]
+                b.offset, nb.offset, b.state = self.block_size, chunk - head, "frozen"
+                pool.frozen[(b.function, b.index)] = b
+                pool.active = nb
+                continue
+            e = self._carve(chunk, owner, pk, f)
             assert e is not None
             extents.append(Extent(e.function, e.block, e.offset, chunk, i))
         return Placement("memory", "blocks", tuple(extents), self.data_chunks, self.parity_chunks, chunk)

@@ -303,3 +303,22 @@ def test_packed_chunk_probes_past_a_full_function_and_is_all_or_nothing():
     assert a.allocate(150, "r", 7) is None             # chunk 1 finds s1 and s4 taken: nothing placed
     assert (a.allocated_bytes, a.owner_blocks) == before and a.new_blocks(150, "r", 7) == 3
     a.validate()
+
+
+def test_a_packed_chunk_continues_into_the_next_block_when_it_is_free():
+    """Chunks of 60 in blocks of 100: the second starts at 60 and runs on into block+1 of
+    the same function (one contiguous entry), so no block's tail is left empty."""
+    a = Allocator(block_size=100, data_chunks=2, parity_chunks=1)
+    for f in ("s0", "s1", "s2"):
+        a.register(f, 3)
+    p = a.allocate(120, "r", 0)                        # chunk 60
+    q = a.allocate(120, "r", 0)
+    for e in p.extents:
+        ext = [x for x in q.extents if x.chunk == e.chunk]
+        assert [(x.function, x.block, x.offset, x.length) for x in ext] == \
+            [(e.function, e.block, 60, 40), (e.function, e.block + 1, 0, 20)]
+    assert a.allocated_bytes == 600 and a.new_blocks(120, "r", 0) == 0   # 20 + 60 fits block+1
+    a.free(p)                                          # the first blocks still hold q's heads
+    assert a.allocated_bytes == 600
+    assert sorted(a.free(q)) == ["s0", "s1", "s2"] and a.allocated_bytes == 0 and not a.pools
+    a.validate()
