@@ -144,7 +144,9 @@ class Stack:
     def endpoints(self) -> Endpoints:
         h, p = self.metadata_server.host, self.metadata_server.port
         dh, dp = self.store.address
-        return Endpoints(f"{h}:{p}", f"{dh}:{dp}", self.store.token, self.admin_token, self.config.resolved_cos_url)
+        c = self.config
+        return Endpoints(f"{h}:{p}", f"{dh}:{dp}", self.store.token, self.admin_token, c.resolved_cos_url,
+                         block_size=c.block_size, ec_data=c.ec_data, ec_parity=c.ec_parity)
 
     def client(self) -> Client:
         """A driver client (admin token; bind it to a run with ``start_run``)."""

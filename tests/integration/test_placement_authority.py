@@ -142,6 +142,20 @@ def test_oracle_frees_a_streamed_read_when_its_last_reader_closes_the_stream(sta
 
 
 @pytest.mark.slow
+def test_a_stack_with_smaller_blocks_codes_what_its_allocator_codes(tmp_path: Path) -> None:
+    """Blocks of 256 KiB: word count's 466 KB input is a coded object for the allocator, so
+    the tasks' client must code it too (its codec's threshold is the stack's block size, not
+    the 1 MiB default); its ~47 KB chunks are packed, and the run frees everything."""
+    from sdk._config import Config
+
+    cfg = Config.load(state_dir=str(tmp_path), env={}, block_size=256 << 10)
+    with Stack(cfg, metadata_port=0, daemon_port=0) as small:
+        rep = run_workflow(WORDCOUNT, config=cfg, stack=small)
+        assert rep.status == "succeeded", rep.error
+        assert rep.memory["leaked_bytes"] == 0 and rep.memory["peak_bytes"] % (256 << 10) == 0
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", ["funcstore", "pocket", "jiffy:5000", "oracle"])
 def test_physical_and_model_memory_agree_on_word_count(stack: Stack, policy: str) -> None:
     rep = run_workflow(WORDCOUNT, config=stack.config, stack=stack, policy=policy)
