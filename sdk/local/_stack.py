@@ -159,7 +159,8 @@ class Stack:
         with open_private(tmp, "wb") as fh:  # tokens: 0600 from the first byte
             fh.write(json.dumps({"pid": os.getpid(), "metadata": ep.metadata, "daemon": ep.daemon,
                                  "store_token": ep.store_token, "admin_token": ep.admin_token,
-                                 "cos_url": self.config.resolved_cos_url}).encode())
+                                 "cos_url": self.config.resolved_cos_url, "block_size": ep.block_size,
+                                 "ec_data": ep.ec_data, "ec_parity": ep.ec_parity}).encode())
         os.replace(tmp, path)
         return path
 
