@@ -26,10 +26,10 @@ III-C1, SION Fig. 5). Pure: takes sizes, names and pool keys; no clock, no I/O.
   does (a 3.5 MiB object's 12 chunks of 369 KB took 12 whole 1 MiB blocks
   before: 2.7x its bytes); a chunk that does not fit the active block's rest
   runs on into the next block of that function when it is free (one entry
-  over ``block, block+1``), so no tail is left empty. A larger chunk takes a *contiguous run* of whole
-  blocks of one function (the storage runtime lays an entry over ``block,
-  block+1, ...``, so stripe ``s`` of chunk ``i`` sits at the chunk's start
-  plus the chunks of the stripes before it).
+  over ``block, block+1``), so no tail is left empty. A larger chunk takes a
+  *contiguous run* of whole blocks of one function (the storage runtime lays
+  an entry over ``block, block+1, ...``, so stripe ``s`` of chunk ``i`` sits
+  at the chunk's start plus the chunks of the stripes before it).
 
 The extents are where the bytes physically go: the SDK hands them to the
 daemon with the PUT, and the daemon stores every chunk exactly there.
@@ -254,7 +254,8 @@ class Allocator:
             pk = _chunk_pool(key, f.name)
             pool = self.pools.get((owner, pk))
             b = pool.active if pool is not None else None
-            if not fits and pool is not None and b is not None and b.index + 1 in f.free:
+            if not fits and pool is not None and b is not None and b.offset < self.block_size \
+                    and b.index + 1 in f.free:
                 # the chunk continues into the next block, so a block's tail is not lost
                 nb = self._take_block(owner, pk, "active", f, b.index + 1)
                 assert nb is not None

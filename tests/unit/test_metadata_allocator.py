@@ -322,3 +322,14 @@ def test_a_packed_chunk_continues_into_the_next_block_when_it_is_free():
     assert a.allocated_bytes == 600
     assert sorted(a.free(q)) == ["s0", "s1", "s2"] and a.allocated_bytes == 0 and not a.pools
     a.validate()
+
+
+def test_a_chunk_after_an_exactly_full_block_starts_a_block_of_its_own():
+    a = Allocator(block_size=100, data_chunks=4, parity_chunks=2)
+    for i in range(6):
+        a.register(f"s{i}", 3)
+    a.allocate(200, "r", 0)
+    a.allocate(200, "r", 0)                            # two chunks of 50: every block exactly full
+    p = a.allocate(200, "r", 0)
+    assert all(e.length == 50 and e.offset == 0 and e.block == 1 for e in p.extents), p.extents
+    a.validate()
