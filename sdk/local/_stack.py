@@ -189,7 +189,9 @@ class Stack:
     def endpoints(self) -> Endpoints:
         h, p = self.metadata_server.host, self.metadata_server.port
         dh, dp = self.store.address
-        return Endpoints(f"{h}:{p}", f"{dh}:{dp}", self.store.token, self.admin_token, self.config.resolved_cos_url)
+        c = self.config
+        return Endpoints(f"{h}:{p}", f"{dh}:{dp}", self.store.token, self.admin_token, c.resolved_cos_url,
+                         block_size=c.block_size, ec_data=c.ec_data, ec_parity=c.ec_parity)
 
     def client(self) -> Client:
         """A driver client (admin token; bind it to a run with ``start_run``)."""
@@ -202,7 +204,8 @@ class Stack:
         with open_private(tmp, "wb") as fh:  # tokens: 0600 from the first byte
             fh.write(json.dumps({"pid": os.getpid(), "metadata": ep.metadata, "daemon": ep.daemon,
                                  "store_token": ep.store_token, "admin_token": ep.admin_token,
-                                 "cos_url": self.config.resolved_cos_url}).encode())
+                                 "cos_url": self.config.resolved_cos_url, "block_size": ep.block_size,
+                                 "ec_data": ep.ec_data, "ec_parity": ep.ec_parity}).encode())
         os.replace(tmp, path)
         return path
 
