@@ -30,11 +30,12 @@ __all__ = ["StoreSnapshot", "run_cost", "platform_invocations", "cos_byte_second
 
 class StoreSnapshot:
     """The counters a cost account needs at one moment: the daemon's STAT (or None) and,
-    for an in-process stack, its COS adapter's counters."""
+    for a store in this process (a ``Stack``'s ``LocalStore``, or a ``LocalStore``), its COS
+    adapter's counters."""
 
     def __init__(self, stack: Any, stat: Mapping[str, Any] | None) -> None:
         self.stat = dict(stat) if stat is not None else None
-        cos = getattr(getattr(stack, "store", None), "cos", None) if stack is not None else None
+        cos = getattr(getattr(stack, "store", stack), "cos", None) if stack is not None else None
         stats = getattr(cos, "stats", None)
         self.cos = stats.as_dict() if stats is not None and hasattr(stats, "as_dict") else None
 
