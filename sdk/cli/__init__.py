@@ -39,7 +39,7 @@ _GROUPS = {
     "serve": ("run one funcsion server in the foreground", {
         "metadata": "serve_metadata", "daemon": "serve_daemon", "stack": "serve_stack"}),
     "bench": ("benchmarks; add --json for one JSON object as the last line", {
-        "metadata": "bench_metadata", "store": "bench_store", "hdag": "bench_hdag",
+        "metadata": "bench_metadata", "store": "bench_store", "hdag": "bench_hdag", "elasticity": "bench_elasticity",
         "utilization": "bench_utilization"}),
     "deploy": ("deploy storage functions or a workflow", {
         "storage": "deploy_storage", "workflow": "deploy_workflow"}),
