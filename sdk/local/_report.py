@@ -42,6 +42,7 @@ class RunReport:
     recovery: dict[str, Any] = field(default_factory=dict)
     started: float = 0.0  # wall clock (Unix time) of the run's start; report times count from here
     output_codecs: dict[str, str] = field(default_factory=dict)  # codec each saved output was written with
+    cost: dict[str, Any] = field(default_factory=dict)  # the cost account (storage_functions.cost)
     saved_to: str | None = None  # the file the report was saved to (not part of the report)
 
     def to_dict(self) -> dict[str, Any]:
@@ -49,7 +50,8 @@ class RunReport:
                 "started": round(self.started, 3), "wall_s": round(self.wall_s, 3), "outputs": self.outputs,
                 "output_codecs": self.output_codecs, "persisted": self.persisted,
                 "failed_task": self.failed_task, "error": self.error, "tasks": self.tasks, "objects": self.objects,
-                "memory": self.memory, "plan": self.plan, "billing": self.billing, "recovery": self.recovery}
+                "memory": self.memory, "plan": self.plan, "billing": self.billing, "recovery": self.recovery,
+                "cost": self.cost}
 
 
 def _rel(t: float, t0: float) -> float | None:

@@ -13,6 +13,7 @@ from storage_functions.local._pricing import (
     PRICE_PER_GB_SECOND_USD,
     PRICE_PER_REQUEST_USD,
 )
+from storage_functions.pricing import S3_GET_USD, S3_PUT_USD
 
 __all__ = [
     "POLICIES",
@@ -29,9 +30,6 @@ __all__ = [
 
 #: the study's policies, jiffy's lease filled in once funcstore's lifetimes are known
 POLICIES = ("funcstore", "pocket", "jiffy", "oracle")
-#: S3 Standard request prices, us-east-1 (https://aws.amazon.com/s3/pricing/)
-S3_PUT_USD = 0.005 / 1000
-S3_GET_USD = 0.0004 / 1000
 
 
 def lease_ms(reports: Iterable[Mapping[str, Any]]) -> int:

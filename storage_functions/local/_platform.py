@@ -29,7 +29,7 @@ import weakref
 from collections import deque
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +52,10 @@ MIN_MEMORY_MB, MAX_MEMORY_MB, MAX_TIMEOUT_S = 128, 10240, 900.0
 @dataclass(frozen=True, slots=True)
 class InvocationRecord:
     """One finished invocation. ``outcome`` is "ok" or an
-    ``InvocationFailed.reason``; times in milliseconds."""
+    ``InvocationFailed.reason``; times in milliseconds. ``metrics``: the
+    numbers the handler reported about itself under its result's ``"metrics"``
+    key (as a Lambda emits CloudWatch embedded metrics; e.g. the storage
+    runtime's warm-ups and COS requests), empty when it reported none."""
 
     function_name: str
     request_id: str
@@ -64,6 +67,7 @@ class InvocationRecord:
     outcome: str
     max_memory_used_mb: float
     started_at: float  # wall clock
+    metrics: Mapping[str, float] = field(default_factory=dict)
 
 
 class InvocationHandle:
@@ -87,6 +91,14 @@ class InvocationHandle:
     def __repr__(self) -> str:
         state = "done" if self.done() else "running"
         return f"InvocationHandle({self.function_name!r}, {self.request_id}, {state})"
+
+
+def _metrics(result: Any) -> dict[str, float]:
+    """The numbers under a result's ``"metrics"`` key (others are ignored)."""
+    m = result.get("metrics") if isinstance(result, dict) else None
+    if not isinstance(m, dict):
+        return {}
+    return {str(k): float(v) for k, v in m.items() if isinstance(v, int | float) and not isinstance(v, bool)}
 
 
 def _kill_all(instances: dict[int, Instance], forkers: ForkServers) -> None:
@@ -318,6 +330,7 @@ class LocalPlatform:
         outcome = "ok"
         init_s = duration_s = 0.0
         mem_used = 0.0
+        metrics: dict[str, float] = {}
         started_at = time.time()
         try:
             if cold:
@@ -355,7 +368,9 @@ class LocalPlatform:
                     error_type=frame["errorType"], error_message=frame["errorMessage"],
                     stack_trace=frame.get("traceback") or "".join(frame.get("stackTrace") or ()),
                 )
-            return json.loads(frame["result"])
+            result = json.loads(frame["result"])
+            metrics = _metrics(result)
+            return result
         except InvocationFailed as exc:
             outcome = exc.reason
             raise
@@ -365,7 +380,8 @@ class LocalPlatform:
                                         error=outcome != "ok", bill_init=bool(self.config.bill_init),
                                         max_memory_used_mb=mem_used)
             self._records.append(InvocationRecord(name, request_id, inst.pid, cold, init_s * 1000.0,
-                                                  duration_s * 1000.0, billed, outcome, mem_used, started_at))
+                                                  duration_s * 1000.0, billed, outcome, mem_used, started_at,
+                                                  metrics))
             self._release(inst, healthy=healthy)
 
     def _cold_start(self, inst: Instance, request_id: str) -> float:

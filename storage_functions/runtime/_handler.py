@@ -235,7 +235,17 @@ class _Invocation:
         st = self.state
         return {"function": st.name, "instance": st.instance, "term": st.log.term, "hash": st.log.hash,
                 "served": self.served, "mem": st.memory.used(), "chunks": len(st.memory.index),
-                "duration_ms": round((time.monotonic() - self.started) * 1000, 3), "errors": self.errors}
+                "duration_ms": round((time.monotonic() - self.started) * 1000, 3), "errors": self.errors,
+                "metrics": self.metrics()}
+
+    def metrics(self) -> dict[str, int]:
+        """What this invocation did, for the cost account (the platform records a result's
+        ``metrics``): a warm-up or not, requests served, and its own COS requests (the
+        insertion log's PUTs)."""
+        cos = self._cos.stats if self._cos is not None else None
+        return {"warmup": int(bool(self.event.get("warmup"))), "served": self.served,
+                "cos_puts": cos.puts if cos is not None else 0, "cos_gets": cos.gets if cos is not None else 0,
+                "cos_lists": cos.lists if cos is not None else 0}
 
     def _serve_guarded(self, sock: socket.socket, small: bool) -> None:
         try:
