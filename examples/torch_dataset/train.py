@@ -143,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.samples < args.batch or args.epochs < 1 or args.workers < 0:
         p.error("--samples must be at least --batch, --epochs at least 1, --workers at least 0")
+    torch.set_num_threads(1)  # the loader's workers need the other cores; on 2 cores torch's threads starve them
     state = args.state_dir or tempfile.mkdtemp(prefix="funcsion-torch-")
     data = make_dataset(args.samples, seed=7)
     names = [f"sample_{i:05d}" for i in range(len(data))]
