@@ -5,7 +5,8 @@ lifetime-aware allocator, expiry and a journal.
 Layers: ``MetadataState`` (pure core, ``handle(event) -> list[Instruction]``),
 ``Allocator`` and the release policies (pure), ``Journal`` (an append-only log with group commit),
 ``MetadataHandler`` (thin Thrift handler), ``MetadataServer`` (the socket loop).
-Run tokens are kept as digests only (``token_digest``).
+Run tokens are kept as digests only (``token_digest``). Lifetime models are served
+and finished runs recorded for training through ``attach_lifetimes``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ from ._events import (EVENT_TYPES, AckInstructions, BeginPut, CapacityChanged, C
 from ._driver import CoreDriver, reply
 from ._handler import MetadataHandler
 from ._journal import Journal, JournalBusy, JournalCorrupt
-from ._policy import HeuristicPredictor, LifetimePredictor, ReleasePolicy, parse_policy, pool_key
+from ._lifetimes import LifetimeRecorder, attach_lifetimes, rows_of_run
+from ._policy import (HeuristicPredictor, LifetimePredictor, ReleasePolicy, group_key, parse_policy,
+                      predict_lifetimes, pool_key)
 from ._server import MetadataServer, tune_gc_for_serving
 from ._state import MetadataState
 from ._tokens import token_digest
@@ -27,8 +30,9 @@ from ._tokens import token_digest
 __all__ = [
     "AckInstructions", "Allocator", "BeginPut", "CapacityChanged", "Commit", "Committed", "CoreDriver", "Delete",
     "DeregisterWorkflow", "DropObject", "EVENT_TYPES", "EndRun", "Event", "Extent", "FinishPut", "Freed", "Get",
-    "HeuristicPredictor", "Instruction", "Journal", "JournalBusy", "JournalCorrupt", "LifetimePredictor", "MIB", "MetadataHandler", "MetadataServer", "MetadataState", "Placed", "Placement",
+    "HeuristicPredictor", "Instruction", "Journal", "JournalBusy", "JournalCorrupt", "LifetimePredictor",
+    "LifetimeRecorder", "MIB", "MetadataHandler", "MetadataServer", "MetadataState", "Placed", "Placement",
     "PutFinished", "ReadRecorded", "RegisterCapacity", "RegisterWorkflow", "ReleaseFunction", "ReleasePolicy",
     "RunFinished", "RunStarted", "ScaleOut", "StartRun", "StorageInstruction", "Tick", "Touch", "UnregisterCapacity",
-    "WorkflowRegistered", "parse_policy", "pool_key", "reply", "token_digest", "tune_gc_for_serving",
+    "WorkflowRegistered", "attach_lifetimes", "group_key", "parse_policy", "pool_key", "predict_lifetimes", "reply", "rows_of_run", "token_digest", "tune_gc_for_serving",
 ]

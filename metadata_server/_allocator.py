@@ -15,13 +15,21 @@ III-C1, SION Fig. 5). Pure: takes sizes, names and pool keys; no clock, no I/O.
   frozen and a free block becomes active; freeing a slice only grows
   ``fragment``, and when ``fragment == offset`` the whole block is free again
   (active or frozen alike).
-- Block allocator (object > one block): d+p erasure-coded chunks of
+- Coded objects (object > one block): d+p erasure-coded chunks of
   ``chunk_bytes`` bytes each (the client's stripes' chunks end to end; by
-  default ``ceil(size / d)``), each in a *contiguous run* of whole blocks of
-  one function (the storage runtime lays an entry over ``block, block+1,
-  ...``, so stripe ``s`` of chunk ``i`` sits at the run's start plus the
-  chunks of the stripes before it); chunk ``i`` probes functions ``i, i+n,
-  i+2n, ...`` (n = d+p), so no two chunks share a function. All-or-nothing.
+  default ``ceil(size / d)``); chunk ``i`` probes functions ``i, i+n, i+2n,
+  ...`` (n = d+p), so no two chunks share a function. All-or-nothing.
+  A chunk of at most one block is *packed* like a slice: carved from the
+  active block of a per-function chunk pool keyed like the object's slice
+  pool (``("chunks", key, function)``), so the chunks of objects with the
+  same predicted lifetime share blocks and a block frees when its last chunk
+  does (a 3.5 MiB object's 12 chunks of 369 KB took 12 whole 1 MiB blocks
+  before: 2.7x its bytes); a chunk that does not fit the active block's rest
+  runs on into the next block of that function when it is free (one entry
+  over ``block, block+1``), so no tail is left empty. A larger chunk takes a
+  *contiguous run* of whole blocks of one function (the storage runtime lays
+  an entry over ``block, block+1, ...``, so stripe ``s`` of chunk ``i`` sits
+  at the chunk's start plus the chunks of the stripes before it).
 
 The extents are where the bytes physically go: the SDK hands them to the
 daemon with the PUT, and the daemon stores every chunk exactly there.
@@ -144,11 +152,15 @@ class Allocator:
 
     def new_blocks(self, size: int, owner: Hashable, key: Hashable = 0, chunk_bytes: int = 0) -> int:
         """Blocks ``allocate(size, owner, key)`` would take from the free pool now: 0 for
-        a slice that fits its pool's active block."""
+        a slice that fits its pool's active block, one per packed chunk that does not."""
         if 0 < size <= self.block_size:
             pool = self.pools.get((owner, key))
             if pool is not None and pool.active is not None and pool.active.offset + size <= self.block_size:
                 return 0
+        elif size > self.block_size and self.chunk_bytes(size, chunk_bytes) <= self.block_size:
+            plan = self._chunk_plan(owner, key, self.chunk_bytes(size, chunk_bytes))
+            if plan is not None:
+                return sum(1 for _, fits in plan if not fits)
         return self.blocks_needed(size, chunk_bytes)
 
     def chunk_bytes(self, size: int, asked: int = 0) -> int:
@@ -169,8 +181,12 @@ class Allocator:
         if size == 0:
             return Placement("empty", "empty")
         if size <= self.block_size:
-            return self._slice(size, owner, key)
-        return self._whole_blocks(size, owner, self.chunk_bytes(size, chunk_bytes))
+            ext = self._carve(size, owner, key)
+            return None if ext is None else Placement("memory", "slice", (ext,))
+        chunk = self.chunk_bytes(size, chunk_bytes)
+        if chunk <= self.block_size:
+            return self._packed_chunks(owner, key, chunk)
+        return self._whole_blocks(size, owner, chunk)
 
     def _take_block(self, owner: Hashable, pool: Hashable | None,
                     state: Literal["active", "frozen", "whole"], function: _Function | None = None,
@@ -189,13 +205,16 @@ class Allocator:
         self.owner_blocks[owner] = self.owner_blocks.get(owner, 0) + 1
         return b
 
-    def _slice(self, size: int, owner: Hashable, key: Hashable) -> Placement | None:
+    def _carve(self, size: int, owner: Hashable, key: Hashable, function: _Function | None = None) -> Extent | None:
+        """``size`` bytes from the active block of pool ``(owner, key)``; when they do not
+        fit, the active block is frozen and a free block (of ``function`` when given)
+        becomes active."""
         pool = self.pools.get((owner, key))
         if pool is None:
             pool = self.pools[(owner, key)] = _Pool(key, owner)
         b = pool.active
         if b is None or b.offset + size > self.block_size:
-            nb = self._take_block(owner, key, "active")
+            nb = self._take_block(owner, key, "active", function)
             if nb is None:
                 return None
             if b is not None:
@@ -204,7 +223,52 @@ class Allocator:
             pool.active = b = nb
         ext = Extent(b.function, b.index, b.offset, size)
         b.offset += size
-        return Placement("memory", "slice", (ext,))
+        return ext
+
+    def _chunk_plan(self, owner: Hashable, key: Hashable, chunk: int) -> list[tuple[_Function, bool]] | None:
+        """PlaceChunk for packed chunks: per chunk ``i`` the first function of ``i, i+n,
+        ...`` whose chunk pool's active block has room (True) or that has a free block
+        (False); None when a chunk finds neither."""
+        n = self.data_chunks + self.parity_chunks
+        fns = [f for f in self.functions.values() if not f.retired]
+        plan: list[tuple[_Function, bool]] = []
+        for i in range(n):
+            for f in fns[i::n]:
+                pool = self.pools.get((owner, _chunk_pool(key, f.name)))
+                if pool is not None and pool.active is not None and pool.active.offset + chunk <= self.block_size:
+                    plan.append((f, True))
+                    break
+                if f.free:
+                    plan.append((f, False))
+                    break
+            else:
+                return None                     # needs a scale-out
+        return plan
+
+    def _packed_chunks(self, owner: Hashable, key: Hashable, chunk: int) -> Placement | None:
+        plan = self._chunk_plan(owner, key, chunk)
+        if plan is None:
+            return None
+        extents: list[Extent] = []
+        for i, (f, fits) in enumerate(plan):
+            pk = _chunk_pool(key, f.name)
+            pool = self.pools.get((owner, pk))
+            b = pool.active if pool is not None else None
+            if not fits and pool is not None and b is not None and b.offset < self.block_size \
+                    and b.index + 1 in f.free:
+                # the chunk continues into the next block, so a block's tail is not lost
+                nb = self._take_block(owner, pk, "active", f, b.index + 1)
+                assert nb is not None
+                head = self.block_size - b.offset
+                extents += [Extent(f.name, b.index, b.offset, head, i), Extent(f.name, nb.index, 0, chunk - head, i)]
+                b.offset, nb.offset, b.state = self.block_size, chunk - head, "frozen"
+                pool.frozen[(b.function, b.index)] = b
+                pool.active = nb
+                continue
+            e = self._carve(chunk, owner, pk, f)
+            assert e is not None
+            extents.append(Extent(e.function, e.block, e.offset, chunk, i))
+        return Placement("memory", "blocks", tuple(extents), self.data_chunks, self.parity_chunks, chunk)
 
     def _whole_blocks(self, size: int, owner: Hashable, chunk: int) -> Placement | None:
         n = self.data_chunks + self.parity_chunks
@@ -237,22 +301,18 @@ class Allocator:
     def free(self, placement: Placement) -> list[str]:
         """Return an object's memory. Returns the storage functions left with no
         block in use (candidates to leave the memory pool)."""
-        if placement.kind == "slice":
-            (e,) = placement.extents
-            b = self.used[(e.function, e.block)]
-            b.fragment += e.length
-            if b.fragment == b.offset:
-                return self._release(b)
+        if placement.kind not in ("slice", "blocks"):
             return []
-        if placement.kind == "blocks":
-            idle: list[str] = []
-            seen: set[tuple[str, int]] = set()
-            for e in placement.extents:
-                if (e.function, e.block) not in seen:
-                    seen.add((e.function, e.block))
-                    idle += self._release(self.used[(e.function, e.block)])
-            return idle
-        return []
+        idle: list[str] = []
+        for e in placement.extents:
+            b = self.used[(e.function, e.block)]
+            if b.pool is None:                  # a whole block of one chunk: one extent each
+                idle += self._release(b)
+                continue
+            b.fragment += e.length              # a slice or a packed chunk
+            if b.fragment == b.offset:
+                idle += self._release(b)
+        return idle
 
     def _release(self, b: _Block) -> list[str]:
         del self.used[(b.function, b.index)]
@@ -295,6 +355,11 @@ class Allocator:
             assert len(f.free) + below == f.blocks, f"{f.name}: {f.blocks} blocks, {len(f.free)} free, {below} used"
             assert not f.retired or (f.blocks == 0 and f.used > 0)
         assert sum(self.owner_blocks.values()) == len(self.used)
+
+
+def _chunk_pool(key: Hashable, function: str) -> Hashable:
+    """The pool packing the chunks of slice pool ``key`` on ``function``."""
+    return ("chunks", key, function)
 
 
 def _run_start(free: list[int], k: int) -> int | None:

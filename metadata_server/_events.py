@@ -100,6 +100,9 @@ class StartRun(Event):
     max_concurrency: int = 0
     capacity_bytes: int = 0
     latency_sensitive: bool = True
+    # predicted lifetimes (seconds per object): filled by the core when it applies the event,
+    # so the journal replays the predictions the run was placed with, whatever model serves then
+    lifetimes: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(slots=True)

@@ -46,6 +46,7 @@ from funcsion_rpc.limits import MAX_WDS_BYTES
 
 from . import _events as ev
 from ._journal import Journal
+from ._records import RunRecord
 from ._state import MetadataState
 from ._tokens import same_token, token_digest
 
@@ -113,6 +114,7 @@ class MetadataHandler:
         self.started = clock()
         self._rids = map("m{}".format, itertools.count(1))     # request ids m1, m2, ...
         self._listeners: list[Listener] = []
+        self._run_observers: list[Callable[[RunRecord], None]] = []
         # group commit: the server loop sets this, applies every ready request, then calls
         # flush_journal() before it sends any reply, so no reply leaves before its events are durable
         self.defer_journal = False
@@ -230,6 +232,11 @@ class MetadataHandler:
         """Call ``listener`` with every new storage instruction (in the applying thread)."""
         self._listeners.append(listener)
 
+    def add_run_observer(self, observe: Callable[[RunRecord], None]) -> None:
+        """Call ``observe`` with every run that finishes from now on (not the journal's
+        replayed ones), after the call that ended it applied: e.g. to record its lifetimes."""
+        self._run_observers.append(observe)
+
     def apply(self, events: Sequence[ev.Event]) -> list[list[ev.Instruction]]:
         """Apply events in order; journal those that applied (all, or up to the refused one)."""
         outs: list[list[ev.Instruction]] = []
@@ -240,12 +247,8 @@ class MetadataHandler:
             finally:
                 if self.journal is not None and outs:
                     self._journal(self._durable(events[:len(outs)], outs))
-        if self._listeners:
-            for out in outs:
-                for i in out:
-                    if isinstance(i, ev.StorageInstruction):
-                        for listener in self._listeners:
-                            listener(i)
+        for out in outs:
+            self._carry_out(out)
         return outs
 
     def _one(self, event: ev.Event) -> list[ev.Instruction]:
@@ -260,12 +263,25 @@ class MetadataHandler:
                     self._unflushed.append(event)
                 else:
                     self.journal.append((event,))
-        if self._listeners:
-            for i in out:
-                if isinstance(i, ev.StorageInstruction):
-                    for listener in self._listeners:
-                        listener(i)
+        self._carry_out(out)
         return out
+
+    def _carry_out(self, out: list[ev.Instruction]) -> None:
+        """Hand storage instructions to the listeners and finished runs to the run observers."""
+        if not (self._listeners or self._run_observers):
+            return
+        for i in out:
+            if isinstance(i, ev.StorageInstruction):
+                for listener in self._listeners:
+                    listener(i)
+            elif isinstance(i, ev.RunFinished) and self._run_observers:
+                run = self.state.runs.get(i.run_id)
+                if run is not None:
+                    for observe in self._run_observers:
+                        try:
+                            observe(run)
+                        except Exception:  # an observer (a dataset file) must not fail the call
+                            log.exception("run observer failed for run %s", i.run_id)
 
     def _rid_next(self) -> str:
         return next(self._rids)
@@ -321,10 +337,7 @@ class MetadataHandler:
             out = self.state.handle(event)
             if out and self.journal is not None:
                 self._journal([event])
-        for i in out:
-            if isinstance(i, ev.StorageInstruction):
-                for listener in self._listeners:
-                    listener(i)
+        self._carry_out(out)
         return out
 
     # -- service: control -----------------------------------------------------------

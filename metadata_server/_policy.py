@@ -5,7 +5,12 @@ under each and the memory-time products compared:
 
 - ``funcstore`` (default): free when the object's counter reaches zero at a
   commit (deferred commit); small objects grouped in block pools by predicted
-  lifetime.
+  lifetime (log2 buckets, ``pool_key``). ``funcstore:expiry[:<window_ms>]``
+  groups by predicted expiry instead, the put's time plus its predicted lifetime,
+  in windows of ``window_ms`` (default 250) since the run started, so objects
+  that die together share blocks whatever their lifetimes (``group_key``);
+  ``funcstore:nogroup`` puts every slice of a run in one pool (the baseline the
+  grouping is measured against).
 - ``pocket``: keep everything until the run ends (one pool, no prediction).
 - ``jiffy:<lease_ms>``: free an object when ``lease_ms`` passed with no access
   to it (a put or a get renews the lease); one pool, no prediction.
@@ -16,8 +21,9 @@ under each and the memory-time products compared:
   refused, as in any system without deferred commit.
 
 The predictor turns an object's HDAG facts into a predicted lifetime in
-seconds; ``HeuristicPredictor`` serves until ``lifetime_model`` supplies a
-trained one behind the same ``LifetimePredictor`` protocol.
+seconds; ``HeuristicPredictor`` serves when no trained model does
+(``lifetime_model.ModelPredictor`` falls back to it per category).
+``predict_lifetimes`` asks a predictor for every object of a workflow at once.
 """
 
 from __future__ import annotations
@@ -27,19 +33,31 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from funcsion_rpc.errors import InvalidRequest
-from hdag import ObjectInfo
+from hdag import HDAG, ObjectInfo
 
-__all__ = ["ReleasePolicy", "parse_policy", "LifetimePredictor", "HeuristicPredictor", "pool_key"]
+__all__ = ["ReleasePolicy", "parse_policy", "LifetimePredictor", "HeuristicPredictor", "pool_key", "group_key",
+           "predict_lifetimes", "predictor_revision", "EXPIRY_WINDOW_MS"]
+
+#: ``funcstore:expiry``'s default window: objects predicted to expire within it share a pool.
+EXPIRY_WINDOW_MS = 250
 
 
 @dataclass(frozen=True, slots=True)
 class ReleasePolicy:
     name: str                      # "funcstore" | "pocket" | "jiffy" | "oracle"
     lease_s: float = 0.0
+    grouping: str = "lifetime"     # funcstore's pools: "lifetime" | "expiry" | "none"
+    window_s: float = 0.0          # grouping "expiry": the window
 
     @property
     def spec(self) -> str:
-        return f"jiffy:{int(round(self.lease_s * 1000))}" if self.name == "jiffy" else self.name
+        if self.name == "jiffy":
+            return f"jiffy:{int(round(self.lease_s * 1000))}"
+        if self.name == "funcstore" and self.grouping == "expiry":
+            return f"funcstore:expiry:{int(round(self.window_s * 1000))}"
+        if self.name == "funcstore" and self.grouping == "none":
+            return "funcstore:nogroup"
+        return self.name
 
     @property
     def frees_on_commit(self) -> bool:
@@ -55,7 +73,7 @@ class ReleasePolicy:
 
     @property
     def lifetime_pools(self) -> bool:
-        return self.name == "funcstore"
+        return self.name == "funcstore" and self.grouping != "none"
 
     @property
     def exact_bytes(self) -> bool:
@@ -63,15 +81,25 @@ class ReleasePolicy:
 
 
 def parse_policy(spec: str) -> ReleasePolicy:
-    """``funcstore`` | ``pocket`` | ``oracle`` | ``jiffy:<lease_ms>``; "" means funcstore."""
+    """``funcstore[:expiry[:<window_ms>]|:nogroup]`` | ``pocket`` | ``oracle`` |
+    ``jiffy:<lease_ms>``; "" means funcstore."""
     text = (spec or "funcstore").strip().lower()
     if text in ("funcstore", "pocket", "oracle"):
         return ReleasePolicy(text)
-    name, sep, lease = text.partition(":")
-    if name == "jiffy" and sep and lease.isdigit() and int(lease) > 0:
-        return ReleasePolicy("jiffy", int(lease) / 1000.0)
-    raise InvalidRequest(f"unknown release policy {spec!r}: use funcstore, pocket, oracle or jiffy:<lease_ms> "
-                         "(e.g. jiffy:5000)")
+    name, sep, rest = text.partition(":")
+    if name == "jiffy" and sep and rest.isdigit() and int(rest) > 0:
+        return ReleasePolicy("jiffy", int(rest) / 1000.0)
+    if name == "funcstore":
+        if rest == "nogroup":
+            return ReleasePolicy("funcstore", grouping="none")
+        how, sep2, window = rest.partition(":")
+        if how == "lifetime" and not sep2:
+            return ReleasePolicy("funcstore")
+        if how == "expiry" and (not sep2 or (window.isdigit() and int(window) > 0)):
+            return ReleasePolicy("funcstore", grouping="expiry",
+                                 window_s=(int(window) if sep2 else EXPIRY_WINDOW_MS) / 1000.0)
+    raise InvalidRequest(f"unknown release policy {spec!r}: use funcstore (or funcstore:expiry[:<window_ms>], "
+                         "funcstore:nogroup), pocket, oracle or jiffy:<lease_ms> (e.g. jiffy:5000)")
 
 
 class LifetimePredictor(Protocol):
@@ -98,3 +126,30 @@ def pool_key(lifetime_s: float) -> int:
     """Pool of a predicted lifetime: log2 buckets, so 1 s and 1.5 s share a pool
     and 1 s and 8 s do not."""
     return int(math.floor(math.log2(1.0 + max(lifetime_s, 0.0) * 4)))
+
+
+def group_key(policy: ReleasePolicy, predicted_s: float, since_start_s: float) -> int:
+    """The pool of a slice put ``since_start_s`` after its run started with a predicted
+    lifetime of ``predicted_s``: its lifetime bucket, its predicted expiry's window, or 0
+    (one pool) when the policy does not group."""
+    if not policy.lifetime_pools:
+        return 0
+    if policy.grouping == "expiry":
+        return int(math.floor(max(since_start_s + max(predicted_s, 0.0), 0.0) / policy.window_s))
+    return pool_key(predicted_s)
+
+
+def predict_lifetimes(predictor: LifetimePredictor, graph: HDAG) -> dict[str, float]:
+    """Predicted seconds for every object of ``graph`` that has features, in one call when
+    the predictor can (``predict_graph``: a trained model per category)."""
+    many = getattr(predictor, "predict_graph", None)
+    if many is not None:
+        return dict(many(graph))
+    return {n: predictor.predict(o) for n, o in graph.objects.items() if o.features is not None}
+
+
+def predictor_revision(predictor: LifetimePredictor, category: str) -> str:
+    """What predicts for ``category`` now (``model:<version>``, ``heuristic``): a workflow's
+    predictions are made again at run start when this changed since its registration."""
+    rev = getattr(predictor, "revision", None)
+    return str(rev(category)) if rev is not None else type(predictor).__name__

@@ -28,6 +28,8 @@ class WorkflowEntry:
     graph: hdag.HDAG
     wds_text: str
     params: dict[str, int]
+    lifetimes: dict[str, float] = field(default_factory=dict)   # predicted seconds per object
+    revision: str = ""                                          # what predicted them (``predictor_revision``)
 
 
 @dataclass(slots=True)
@@ -86,6 +88,10 @@ class RunRecord:
     plan: dict[str, Any] = field(default_factory=dict)
     cos_only: bool = False                   # latency_sensitive=False: no function memory
     budget_bytes: int = 0                    # capacity hint: memory beyond it spills to COS
+    # lifetimes: predicted at run start (seconds per object) and measured, readable -> freed by
+    # the last reader's commit (what the lifetime datasets record)
+    predicted: dict[str, float] = field(default_factory=dict)
+    measured: dict[str, tuple[float, int]] = field(default_factory=dict)   # name -> (seconds, bytes)
 
     def bump(self, name: str, by: int = 1) -> None:
         self.counters[name] = self.counters.get(name, 0) + by

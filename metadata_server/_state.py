@@ -55,7 +55,8 @@ from ._events import (AckInstructions, BeginPut, CapacityChanged, Commit, Commit
                       RunStarted, ScaleOut, StartRun, StorageInstruction, Tick, Touch, UnregisterCapacity,
                       WorkflowRegistered)
 from ._invariants import validate
-from ._policy import HeuristicPredictor, LifetimePredictor, parse_policy, pool_key
+from ._policy import (HeuristicPredictor, LifetimePredictor, group_key, parse_policy, predict_lifetimes,
+                      predictor_revision)
 from ._records import ObjectRecord, RunRecord, WorkflowEntry
 from ._tokens import is_digest, token_digest
 
@@ -238,6 +239,8 @@ class MetadataState:
         """Release an object's memory and tell the storage layer. ``keep``: its COS copy
         stays (state ``kept``)."""
         assert rec.state in ("allocated", "readable")
+        if reason == "committed" and rec.state == "readable" and not rec.adhoc:   # a lifetime for the datasets
+            run.measured[rec.name] = (self.now - rec.readable_at, rec.size)
         if rec.placement.tier == "memory":
             run.live_bytes -= rec.size
             self.live_bytes -= rec.size
@@ -261,9 +264,18 @@ class MetadataState:
     def _register_workflow(self, ev: RegisterWorkflow) -> list[Instruction]:
         workflow = wds.loads(ev.wds_text, source=ev.source, params=ev.params or None, limits=self.wds_limits)
         graph = hdag.build(workflow)
-        self.workflows[graph.key] = WorkflowEntry(graph.key, graph, ev.wds_text, dict(ev.params))
+        entry = self.workflows[graph.key] = WorkflowEntry(graph.key, graph, ev.wds_text, dict(ev.params))
+        self._predict(entry)
         self._bump("workflows_registered")
         return [WorkflowRegistered(graph.key, len(graph.functions), len(graph.objects))]
+
+    def _predict(self, entry: WorkflowEntry) -> dict[str, float]:
+        """Every object's predicted lifetime, made again when what predicts for the workflow's
+        category changed since (a new model, or its model went)."""
+        rev = predictor_revision(self.predictor, entry.graph.workflow.category)
+        if rev != entry.revision or not entry.revision:
+            entry.lifetimes, entry.revision = predict_lifetimes(self.predictor, entry.graph), rev
+        return entry.lifetimes
 
     def _deregister_workflow(self, ev: DeregisterWorkflow) -> list[Instruction]:
         if self.workflows.pop(ev.key, None) is None:
@@ -297,6 +309,9 @@ class MetadataState:
         self.next_run += 1
         run = self.runs[run_id] = RunRecord(run_id, ev.token_digest, entry.key, entry.graph, policy, ev.ttl_s, ev.now,
                                             ev.now, last_t=ev.now)
+        if not ev.lifetimes:             # live (a replay has the journaled ones): see StartRun.lifetimes
+            ev.lifetimes = dict(self._predict(entry))
+        run.predicted = ev.lifetimes
         out: list[Instruction] = []
         self._plan(run, ev, out)
         self._bump("runs_started")
@@ -485,7 +500,7 @@ class MetadataState:
         if info is None:
             key: Any = "adhoc"
         else:
-            key = pool_key(self.predictor.predict(info)) if run.policy.lifetime_pools else 0
+            key = group_key(run.policy, run.predicted.get(name, 0.0), self.now - run.started)
         if size > a.block_size and chunk_bytes:
             try:
                 a.chunk_bytes(size, chunk_bytes)

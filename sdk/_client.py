@@ -28,7 +28,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -39,6 +39,7 @@ from storage_functions.exceptions import COSNotFound, NoRoom, StorageError
 
 from ._codecs import CODECS, CodecError, decode, encode
 from ._cos_io import cos_location, output_key, persist_key, tier_key
+from ._erasure import DEFAULT_D, DEFAULT_P, DEFAULT_THRESHOLD, Codec
 from ._store_client import StoreClient
 from ._values import Upload, ValueStream, is_file_like
 from .exceptions import StoreFailure
@@ -72,6 +73,16 @@ class Endpoints:
     store_token: str
     admin_token: str = ""
     cos_url: str = ""
+    #: the stack's block size and erasure code (0: the defaults, 1 MiB and 10+2): the client
+    #: codes an object exactly when the metadata server's allocator does (size > one block)
+    block_size: int = 0
+    ec_data: int = 0
+    ec_parity: int = 0
+
+    def codec(self) -> Codec:
+        """The codec for this stack's shape."""
+        return Codec(self.ec_data or DEFAULT_D, self.ec_parity or DEFAULT_P,
+                     threshold=self.block_size or DEFAULT_THRESHOLD)
 
     def for_run(self, run_id: str) -> Endpoints:
         """What a task of ``run_id`` gets: a store token for that run's keys only
@@ -81,11 +92,14 @@ class Endpoints:
             token = mint_run_token(token, run_id)
         return replace(self, store_token=token, admin_token="")
 
-    def to_dict(self) -> dict[str, str]:
+    def to_dict(self) -> dict[str, Any]:
         """What a task's event carries (never the admin token)."""
-        d = {"metadata": self.metadata, "daemon": self.daemon, "store_token": self.store_token}
+        d: dict[str, Any] = {"metadata": self.metadata, "daemon": self.daemon, "store_token": self.store_token}
         if self.cos_url:
             d["cos_url"] = self.cos_url
+        for k, default in (("block_size", DEFAULT_THRESHOLD), ("ec_data", DEFAULT_D), ("ec_parity", DEFAULT_P)):
+            if getattr(self, k) not in (0, default):      # the defaults go without saying
+                d[k] = getattr(self, k)
         return d
 
 
@@ -103,7 +117,8 @@ class Client:
         self.run_id, self.token, self.function = run_id, token, function
         host, port = parse_addr(endpoints.metadata)
         self._md = metadata or MetadataClient(host, port, token=token, admin_token=endpoints.admin_token)
-        self._store = store or StoreClient(parse_addr(endpoints.daemon), endpoints.store_token)
+        self._store = store or StoreClient(parse_addr(endpoints.daemon), endpoints.store_token,
+                                           codec=endpoints.codec())
         self._owns = metadata is None, store is None
         self.plan: dict[str, Any] = {}
 
@@ -185,7 +200,8 @@ class Client:
     def put_many(self, values: Mapping[str, Any], *, codec: str | None = None, persist: bool = False,
                  adhoc: bool = False) -> bool:
         """Write several objects with two batched metadata calls (also when retried); the data goes
-        in between, in order.
+        in between: values in memory in one pipelined store call (one round trip each way), file-like
+        ones streamed each on its own.
         A file-like value (``open(path, "rb")``, ``io.BytesIO``) is stored as its bytes and streamed
         one stripe at a time instead of being read into memory."""
         frames: dict[str, bytes | Upload] = {}
@@ -212,6 +228,7 @@ class Client:
         for g in grants:
             if g.already_committed:
                 raise AlreadyCommitted(self.function)
+        batch: list[tuple[str, bytes, Any]] = []  # in-memory values for the store: one pipelined call
         for g in grants:
             if g.freed:
                 continue  # a retry of a write whose object was already read and freed
@@ -220,28 +237,44 @@ class Client:
                 continue  # the same write reached the store in an earlier attempt
             frame, name = frames[g.object_name], g.object_name
             cos_tier = g.placement is not None and g.placement.tier == "cos"
+            if not cos_tier and not isinstance(frame, Upload):
+                batch.append((name, frame, alloc_of(g.placement)))
+                continue
             # the COS paths take bytes: a file-like value is read into memory once, for both
             data = frame.read_all() if isinstance(frame, Upload) and (persist or cos_tier) else frame
-            alloc = alloc_of(g.placement)
             if cos_tier:
                 self._cos_call("put", name, self._store.cos_put, tier_key(self.run_id, name), data)
             else:
+                assert isinstance(frame, Upload)
                 try:
-                    if isinstance(frame, Upload):
-                        self._store.put_stream(self._key(name), frame.read_from_start(), frame.size,
-                                               prefix=frame.prefix, alloc=alloc)
-                    else:
-                        self._store.put(self._key(name), frame, alloc=alloc)
+                    self._store.put_stream(self._key(name), frame.read_from_start(), frame.size,
+                                           prefix=frame.prefix, alloc=alloc_of(g.placement))
                 except NoRoom as exc:  # overflow never fails a put: the COS tier takes it
-                    self._md.fallback_to_cos(self.run_id, self.function, name, str(exc))
-                    data = frame.read_all() if isinstance(frame, Upload) else frame
-                    self._cos_call("put", name, self._store.cos_put, tier_key(self.run_id, name), data)
+                    self._to_cos(name, frame.read_all(), exc)
                 except StorageError as exc:
                     raise StoreFailure(f"put of {name!r} in run {self.run_id} failed in the store: {exc}") from exc
             if persist:
                 self._cos_call("persist", name, self._store.cos_put, persist_key(self.run_id, name), data)
+        if batch:
+            try:
+                stored = self._store.put_many([(self._key(n), f, alloc) for n, f, alloc in batch])
+            except StorageError as exc:
+                raise StoreFailure(f"put of {', '.join(repr(n) for n, _, _ in batch)} in run {self.run_id} failed "
+                                   f"in the store: {exc}") from exc
+            for (name, frame, _), res in zip(batch, stored):
+                if isinstance(res, NoRoom):  # overflow never fails a put: the COS tier takes it
+                    self._to_cos(name, frame, res)
+                elif isinstance(res, StorageError):
+                    raise StoreFailure(f"put of {name!r} in run {self.run_id} failed in the store: {res}") from res
+                if persist:
+                    self._cos_call("persist", name, self._store.cos_put, persist_key(self.run_id, name), frame)
         results = self._md.finish_put_batch(self.run_id, self.function, [g.object_name for g in grants])
         return any(r.committed for r in results)
+
+    def _to_cos(self, name: str, data: bytes | bytearray, why: NoRoom) -> None:
+        """The daemon had no room where ``name`` was placed: tell the metadata server, write COS."""
+        self._md.fallback_to_cos(self.run_id, self.function, name, str(why))
+        self._cos_call("put", name, self._store.cos_put, tier_key(self.run_id, name), data)
 
     def get(self, name: str, *, delete: bool = False, stream: bool = False) -> Any:
         """Read one object (recorded once per function for deferred commit). ``delete=True``
@@ -252,7 +285,7 @@ class Client:
         if r.already_committed:
             raise AlreadyCommitted(self.function)
         if stream:
-            return self._stream(name, r.placement)
+            return self._stream(name, r.placement, on_close=lambda: self._free_read([r]))
         value = self._unframe(self._fetch_frame(name, r.placement))
         self._free_read([r])
         return value
@@ -269,7 +302,7 @@ class Client:
             except StorageError:
                 pass
 
-    def _stream(self, name: str, placement: Any) -> ValueStream:
+    def _stream(self, name: str, placement: Any, on_close: Callable[[], None] | None = None) -> ValueStream:
         if placement is not None and placement.tier == "cos":
             frame = self._fetch_frame(name, placement)
             inner: Any = io.BytesIO(memoryview(frame)[1:])
@@ -282,7 +315,7 @@ class Client:
         if codec is None:
             inner.close()
             raise CodecError(f"stored object {name!r} has {'no' if not head else 'an unknown'} codec byte")
-        return ValueStream(inner, size, codec)
+        return ValueStream(inner, size, codec, on_close)
 
     def get_many(self, names: Iterable[str]) -> dict[str, Any]:
         names = list(names)

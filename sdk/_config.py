@@ -29,8 +29,8 @@ from ._constants import CONFIG_FILE, ENV_PREFIX
 __all__ = ["Config", "ConfigError", "POLICIES"]
 
 _WDS = Limits()  # the defaults of the wds_max_* fields
-POLICIES = ("funcstore", "pocket", "oracle", "jiffy:<lease_ms>")
-_POLICY = re.compile(r"^(funcstore|pocket|oracle|jiffy:[1-9][0-9]*)$")
+POLICIES = ("funcstore", "funcstore:expiry[:<window_ms>]", "funcstore:nogroup", "pocket", "oracle", "jiffy:<lease_ms>")
+_POLICY = re.compile(r"^(funcstore(:expiry(:[1-9][0-9]*)?|:nogroup|:lifetime)?|pocket|oracle|jiffy:[1-9][0-9]*)$")
 
 
 class ConfigError(FuncsionError):
@@ -44,14 +44,15 @@ def _check(name: str, value: Any, where: str) -> None:
     if name.endswith("_port") and not 0 <= value <= 65535:
         raise bad("a port is 0..65535 (0 picks a free one)")
     if name == "policy" and not _POLICY.match(value):
-        raise bad("use funcstore, pocket, oracle or jiffy:<lease_ms>, e.g. jiffy:5000")
+        raise bad("use funcstore (or funcstore:expiry[:<window_ms>], funcstore:nogroup), pocket, oracle or "
+                  "jiffy:<lease_ms>, e.g. jiffy:5000")
     if name in ("block_size", "ec_data", "max_object_size", "memory_budget_mb", "storage_functions",
                 "function_memory_mb", "task_memory_mb", "max_attempts", "task_timeout_s") and value < 1:
         raise bad("must be at least 1")
     if name.startswith("wds_max_") and value < 1:
         raise bad("must be at least 1")
-    if name in ("ec_parity", "kill_rate", "kill_storage_rate", "crash_rate", "run_ttl_s", "idle_reclaim_min_s",
-                "idle_reclaim_max_s", "task_concurrency") and value < 0:
+    if name in ("ec_parity", "kill_rate", "kill_storage_rate", "restart_daemon_after_s", "crash_rate", "run_ttl_s",
+                "idle_reclaim_min_s", "idle_reclaim_max_s", "task_concurrency", "retrain_every") and value < 0:
         raise bad("must not be negative")
     if name in ("kill_rate", "kill_storage_rate", "crash_rate") and value > 1:
         raise bad("is a probability between 0 and 1")
@@ -80,6 +81,10 @@ class Config:
     # runs
     policy: str = "funcstore"
     run_ttl_s: float = 3600.0
+    # lifetime prediction: datasets recorded from runs, trained models, automatic retraining
+    lifetime_data: str = ""  # default: <state_dir>/lifetimes
+    lifetime_models: str = ""  # default: <state_dir>/models (then the models shipped with funcsion)
+    retrain_every: int = 0  # retrain a category after every N recorded runs (0: never; needs torch)
     # tasks
     task_memory_mb: int = 512
     task_timeout_s: float = 300.0
@@ -88,6 +93,7 @@ class Config:
     # fault injection
     kill_rate: float = 0.0
     kill_storage_rate: float = 0.0  # SIGKILL storage-function instances (the embedded stack's)
+    restart_daemon_after_s: float = 0.0  # kill -9 the embedded stack's daemon this long into a run, restart it
     crash_rate: float = 0.0
     # workflow descriptions: how large one may be and expand to (wds.Limits; README, "Validation")
     wds_max_bytes: int = _WDS.max_bytes
@@ -106,6 +112,14 @@ class Config:
     @property
     def resolved_cos_url(self) -> str:
         return self.cos_url or (Path(self.state_dir).resolve() / "cos").as_uri()
+
+    @property
+    def resolved_lifetime_data(self) -> Path:
+        return Path(self.lifetime_data) if self.lifetime_data else Path(self.state_dir).resolve() / "lifetimes"
+
+    @property
+    def resolved_lifetime_models(self) -> Path:
+        return Path(self.lifetime_models) if self.lifetime_models else Path(self.state_dir).resolve() / "models"
 
     @classmethod
     def field_names(cls) -> list[str]:

@@ -4,6 +4,7 @@ talks to the client daemon over the framing of
 memory, or of a file pulled stripe by stripe: ``put_stream``), per-chunk
 checksums, first-d decode on GET (into one buffer, or streamed stripe by
 stripe: ``get_stream``/``get_to``, receiving in ``sdk._stream``),
+pipelined PUTs of many objects (``put_many``: one round trip each way),
 delete/free, the SDK's own COS objects through the daemon (``cos_put``/
 ``cos_get``/``cos_delete``: the daemon holds the COS credentials and checks
 the token's scope), a small connection pool for thread safety; not metadata
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 import zlib
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Sequence
@@ -48,7 +50,8 @@ class StoreClient:
     borrows a pooled connection)."""
 
     def __init__(self, daemon_addr: tuple[str, int] | str, token: str, *, codec: Codec | None = None,
-                 max_object_bytes: int | None = None, timeout: float = 120.0, pool_size: int = 16) -> None:
+                 max_object_bytes: int | None = None, timeout: float = 120.0, pool_size: int = 16,
+                 reconnect_s: float = 30.0) -> None:
         if isinstance(daemon_addr, str):
             host, _, port = daemon_addr.rpartition(":")
             daemon_addr = (host or "127.0.0.1", int(port))
@@ -58,6 +61,7 @@ class StoreClient:
         self.max_object_bytes = max_object_bytes
         self.timeout = timeout
         self.pool_size = pool_size
+        self.reconnect_s = reconnect_s  # a daemon restart: calls wait this long for it to return
         self._idle: list[socket.socket] = []
         self._lock = threading.Lock()
         self._closed = False
@@ -115,15 +119,34 @@ class StoreClient:
         else:
             sock.close()
 
-    def _call(self, fn: Any, *args: Any) -> Any:
-        sock = self._borrow()
-        try:
-            result = fn(sock, *args)
-        except BaseException as exc:
-            self._settle(sock, exc)
-            raise
-        self._give_back(sock)
-        return result
+    def _call(self, fn: Any, *args: Any, again: Callable[[], tuple[Any, ...]] | None | bool = True) -> Any:
+        """``fn(sock, *args)`` on a pooled connection. A daemon that cannot be reached, or that
+        went away before its reply was whole (restarted: its table survives, see
+        ``storage_functions.daemon._restore``), is tried again on a new connection until
+        ``reconnect_s`` ran out; a request already sent is sent again only when ``again``
+        allows it (True: the same arguments; a callable: fresh ones; False/None: never)."""
+        deadline = time.monotonic() + self.reconnect_s
+        delay = 0.05
+        while True:
+            try:
+                sock = self._borrow()
+            except (ConnectionRefusedError, ConnectionResetError, ConnectionAbortedError):
+                if time.monotonic() + delay > deadline:
+                    raise
+                time.sleep(delay)  # the daemon is (re)starting
+                delay = min(delay * 2, 1.0)
+                continue
+            try:
+                result = fn(sock, *args)
+            except BaseException as exc:
+                self._settle(sock, exc)
+                if not again or not _connection_lost(exc) or time.monotonic() > deadline:
+                    raise
+                if callable(again):
+                    args = again()
+                continue
+            self._give_back(sock)
+            return result
 
     # -- operations -------------------------------------------------------------
     def put(self, key: str, data: bytes | bytearray | memoryview, alloc: Alloc | None = None) -> PutResult:
@@ -133,7 +156,8 @@ class StoreClient:
         chunks itself."""
         size = len(memoryview(data).cast("B")) if not isinstance(data, (bytes, bytearray)) else len(data)
         self._check_size(key, size)
-        return self._call(self._put, key, self.codec.stripes(data), size, alloc)  # type: ignore[no-any-return]
+        return self._call(self._put, key, self.codec.stripes(data), size, alloc,  # type: ignore[no-any-return]
+                          again=lambda: (key, self.codec.stripes(data), size, alloc))
 
     def put_stream(self, key: str, read: Callable[[int], Any] | Any, size: int, *,
                    prefix: bytes | bytearray | memoryview = b"", alloc: Alloc | None = None) -> PutResult:
@@ -149,7 +173,8 @@ class StoreClient:
         self._check_size(key, total)
         stripes = self.codec.stripes_from(read, size, prefix=prefix)
         first = [next(stripes)]  # the first read happens before a connection is taken
-        return self._call(self._put, key, _then(first, stripes), total, alloc)  # type: ignore[no-any-return]
+        return self._call(self._put, key, _then(first, stripes), total, alloc,  # type: ignore[no-any-return]
+                          again=False)  # the source cannot be read again
 
     def _check_size(self, key: str, size: int) -> None:
         if self.max_object_bytes is not None and size > self.max_object_bytes:
@@ -157,6 +182,13 @@ class StoreClient:
 
     def _put(self, sock: socket.socket, key: str, stripes: Iterator[tuple[StripeInfo, list[Any]]], size: int,
              alloc: Alloc | None) -> PutResult:
+        n, coded = self._send_put(sock, key, stripes, size, alloc)
+        f = self._reply(sock)
+        return PutResult(key, int(f.meta["version"]), size, n, coded)
+
+    def _send_put(self, sock: socket.socket, key: str, stripes: Iterator[tuple[StripeInfo, list[Any]]], size: int,
+                  alloc: Alloc | None) -> tuple[int, bool]:
+        """Send a PUT and its stripes; (stripes, coded). The reply is the caller's to read."""
         plan = self.codec.plan(size)
         meta: dict[str, Any] = {"n": len(plan), "size": size}
         if alloc is not None:
@@ -168,8 +200,59 @@ class StoreClient:
             crcs = [zlib.crc32(f) for f in frags]
             send_frame(sock, Op.STRIPE, meta={"d": info.d, "p": info.p, "fs": info.fs, "ol": info.ol,
                                               "crcs": crcs}, payload=list(frags))
-        f = self._reply(sock)
-        return PutResult(key, int(f.meta["version"]), size, len(plan), coded)
+        return len(plan), coded
+
+    #: PUTs ``put_many`` sends ahead of the replies it has read: their replies (a few dozen
+    #: bytes each) always fit the socket buffers, so neither side can block the other.
+    PIPELINE_WINDOW = 32
+
+    def put_many(self, items: Sequence[tuple[str, bytes | bytearray | memoryview, Alloc | None]]
+                 ) -> list[PutResult | StorageError]:
+        """Store several objects (key, data, alloc) over one connection, pipelined: the PUTs go
+        out back to back, at most ``PIPELINE_WINDOW`` ahead of the replies read, so n objects
+        cost one round trip each way instead of n. The daemon answers each PUT in order and keeps
+        the stream in step after a refusal; per item: its ``PutResult`` or the ``StorageError``
+        the daemon answered (e.g. ``NoRoom``). A connection that breaks raises."""
+        out: list[PutResult | StorageError | None] = [None] * len(items)
+        todo = []
+        for i, (key, data, _) in enumerate(items):
+            size = len(memoryview(data).cast("B")) if not isinstance(data, (bytes, bytearray)) else len(data)
+            try:
+                self._check_size(key, size)
+            except StorageError as exc:
+                out[i] = exc
+                continue
+            todo.append((i, size))
+        if todo:
+            self._call(self._put_pipelined, items, todo, out)
+        return [r for r in out if r is not None]
+
+    def _put_pipelined(self, sock: socket.socket, items: Sequence[tuple[str, Any, Alloc | None]],
+                       todo: list[tuple[int, int]], out: list[PutResult | StorageError | None]) -> None:
+        sent: list[tuple[int, int, int, bool]] = []  # (item, size, stripes, coded) awaiting a reply
+        done = 0
+
+        def read_one() -> None:
+            nonlocal done
+            i, size, n, coded = sent[done]
+            done += 1
+            try:
+                f = self._reply(sock)
+            except StorageError as exc:
+                if not getattr(exc, "_stream_ok", False):
+                    raise
+                out[i] = exc
+                return
+            out[i] = PutResult(items[i][0], int(f.meta["version"]), size, n, coded)
+
+        for i, size in todo:
+            key, data, alloc = items[i]
+            n, coded = self._send_put(sock, key, self.codec.stripes(data), size, alloc)
+            sent.append((i, size, n, coded))
+            while len(sent) - done >= self.PIPELINE_WINDOW:
+                read_one()
+        while done < len(sent):
+            read_one()
 
     def _reply(self, sock: socket.socket, *, keep_payload: bool = False) -> Any:
         """The reply frame; an error reply raises; its payload is read and
@@ -334,6 +417,11 @@ class StoreClient:
             send_frame(sock, Op.STAT, meta={"run": run_id})
             return dict(self._reply(sock).meta)
         return self._call(op)  # type: ignore[no-any-return]
+
+
+def _connection_lost(exc: BaseException) -> bool:
+    """The daemon's end of the connection went away (reset, or closed mid-reply)."""
+    return isinstance(exc, ConnectionError) or (isinstance(exc, ProtocolError) and "closed the connection" in str(exc))
 
 
 def _then(first: list[Any], rest: Iterator[Any]) -> Iterator[Any]:

@@ -15,7 +15,7 @@ import hashlib
 import io
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 __all__ = ["Upload", "ValueStream", "is_file_like", "SPOOL_BYTES"]
@@ -90,12 +90,15 @@ class ValueStream:
     """A stored object's payload as a stream: ``read``/``readinto`` it like a binary file,
     or iterate it for bytes-like pieces in order. ``size`` is the payload's size and
     ``codec`` the codec its writer chose (the bytes are not decoded). Close it, or use
-    ``with``, when stopping early."""
+    ``with``, when stopping early. ``on_close`` runs once, after the first ``close``
+    (the client frees an object this read was the last reader of: under ``oracle`` its
+    bytes leave function memory once the reader has them)."""
 
-    def __init__(self, inner: Any, size: int, codec: str) -> None:
+    def __init__(self, inner: Any, size: int, codec: str, on_close: Callable[[], None] | None = None) -> None:
         self._inner = inner
         self.size = size
         self.codec = codec
+        self._on_close = on_close
 
     def readable(self) -> bool:
         return True
@@ -117,6 +120,9 @@ class ValueStream:
 
     def close(self) -> None:
         self._inner.close()
+        done, self._on_close = self._on_close, None
+        if done is not None:
+            done()
 
     def __enter__(self) -> ValueStream:
         return self

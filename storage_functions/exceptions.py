@@ -19,7 +19,9 @@ the root here too; the SDK wraps these in ``StoreFailure`` at its boundary.
         │   ├── ConcurrencyLimit     more concurrent instances than the configured limit
         │   ├── InvalidPayload       an event or result that is not JSON or is over the size limit
         │   │                        (also a ValueError)
-        │   └── DeployError          packaging or creating/updating a Lambda function failed
+        │   ├── DeployError          packaging or creating/updating a Lambda function failed
+        │   └── ForkServerError      the local platform's fork server could not start, import its
+        │                            modules or fork (instances then start fresh interpreters)
         ├── StoreError               the data path (daemon, storage functions) failed
         │   ├── ObjectTooLarge       over the configured maximum object size
         │   ├── NoRoom               the pool has no room where the metadata server placed an
@@ -27,6 +29,8 @@ the root here too; the SDK wraps these in ``StoreFailure`` at its boundary.
         │   ├── UnknownKey           no such key/version in the store
         │   ├── ChunkCorrupt         a chunk failed its checksum (recovered from parity/COS when possible)
         │   ├── NotEnoughChunks      fewer than d chunks reachable and no COS copy
+        │   ├── ManifestError        a storage function's insertion log in COS does not continue its
+        │   │                        hash chain (also a ValueError; recovery uses the daemon's table)
         │   └── AuthError            a missing or wrong run token / invocation secret
         ├── ControlError             the daemon's control loop cannot follow the metadata server
         │                            as configured (e.g. another block size)
@@ -44,6 +48,7 @@ __all__ = [
     "InvalidKey",
     "COSConfigError",
     "PlatformError",
+    "ForkServerError",
     "PlatformConfigError",
     "FunctionNotDeployed",
     "InvocationFailed",
@@ -56,6 +61,7 @@ __all__ = [
     "UnknownKey",
     "ChunkCorrupt",
     "NotEnoughChunks",
+    "ManifestError",
     "AuthError",
     "ControlError",
     "ProtocolError",
@@ -140,6 +146,10 @@ class DeployError(PlatformError):
     pass
 
 
+class ForkServerError(PlatformError):
+    pass
+
+
 class StoreError(StorageError):
     pass
 
@@ -163,6 +173,10 @@ class ChunkCorrupt(StoreError):
 
 class NotEnoughChunks(StoreError):
     pass
+
+
+class ManifestError(StoreError, ValueError):
+    """A snapshot or log node that does not continue a function's hash chain."""
 
 
 class AuthError(StoreError):

@@ -95,6 +95,7 @@ class Op:
     COS_PUT = 17
     COS_GET = 18
     COS_DEL = 19
+    RECOVER = 20  # a storage or recovery function downloads one chunk from COS (SION Sec. 5.5)
 
 
 class Status:

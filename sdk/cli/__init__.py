@@ -26,21 +26,22 @@ from pathlib import Path
 
 from funcsion_errors import FuncsionError
 
-from . import get_cmd, inspect_cmd, report_cmd, run_cmd, runs_cmd, stack_cmd
+from . import collect_cmd, get_cmd, inspect_cmd, report_cmd, run_cmd, runs_cmd, stack_cmd, train_cmd
 from ._common import missing_extra
 from ._dispatch import add_group
 from ._env import unknown_env_warnings
 
 __all__ = ["main", "build_parser"]
 
-_COMMANDS = [inspect_cmd, run_cmd, runs_cmd, report_cmd, get_cmd, stack_cmd]
+_COMMANDS = [inspect_cmd, run_cmd, runs_cmd, report_cmd, get_cmd, stack_cmd, collect_cmd, train_cmd]
 # group -> (help, {subcommand: module under sdk.cli})
 _GROUPS = {
     "serve": ("run one funcsion server in the foreground", {
         "metadata": "serve_metadata", "daemon": "serve_daemon", "stack": "serve_stack"}),
     "bench": ("benchmarks; add --json for one JSON object as the last line", {
         "metadata": "bench_metadata", "store": "bench_store", "hdag": "bench_hdag",
-        "utilization": "bench_utilization"}),
+        "utilization": "bench_utilization", "lifetime": "bench_lifetime", "recovery": "bench_recovery",
+        "run": "bench_run", "elasticity": "bench_elasticity"}),
     "deploy": ("deploy storage functions or a workflow", {
         "storage": "deploy_storage", "workflow": "deploy_workflow"}),
 }

@@ -46,7 +46,8 @@ def stack_endpoints(running: dict[str, Any]) -> Endpoints:
     from sdk._client import Endpoints
 
     return Endpoints(running["metadata"], running["daemon"], running["store_token"], running["admin_token"],
-                     running.get("cos_url", ""))
+                     running.get("cos_url", ""), block_size=int(running.get("block_size") or 0),
+                     ec_data=int(running.get("ec_data") or 0), ec_parity=int(running.get("ec_parity") or 0))
 
 
 def stack_option(text: str, env: Mapping[str, str]) -> Endpoints:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from storage_functions.cost import format_cost
+
 __all__ = ["format_report", "failure_line", "failure_details", "stage_table"]
 
 
@@ -63,9 +65,12 @@ def format_report(d: dict[str, Any]) -> str:
     leaked = "unknown" if m["leaked_bytes"] is None else f"{m['leaked_bytes']} bytes"
     lines.append(f"  memory: peak {m['peak_bytes'] / 2**20:.2f} MiB allocated ({m['peak_live_bytes'] / 2**20:.2f} "
                  f"MiB live), {m['mb_s']:.3f} MB*s allocated, leaked {leaked}")
-    cost = d.get("billing", {}).get("cost_usd")
-    if cost is not None:
-        lines.append(f"  task Lambda cost at AWS prices: ${cost:.8f}")
+    if d.get("cost"):
+        lines += format_cost(d["cost"])
+    else:
+        cost = d.get("billing", {}).get("cost_usd")
+        if cost is not None:  # a report saved before the cost account
+            lines.append(f"  task Lambda cost at AWS prices: ${cost:.8f}")
     failed = failure_line(d)
     if failed is not None:
         lines.append(f"  {failed}")

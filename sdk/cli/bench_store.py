@@ -31,7 +31,7 @@ HELP = "measure PUT/GET latency and throughput of the store next to Redis, S3 (m
 MiB = 1 << 20
 DEFAULT_SIZES = [4096, 65536, MiB, 10 * MiB, 100 * MiB]
 
-__all__ = ["HELP", "add_arguments", "run"]
+__all__ = ["HELP", "add_arguments", "run", "start_redis"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -110,27 +110,41 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _bench_redis(sizes: list[int], base: int) -> tuple[str, dict[int, dict[str, float]]]:
+def start_redis(max_bulk_bytes: int) -> str | tuple[Any, subprocess.Popen[bytes], str]:
+    """A redis-server on a free loopback port (no persistence) and a connected redis-py
+    client: (client, process, "found at <path>"); or why not, as a string."""
     exe = shutil.which("redis-server") or ("/usr/bin/redis-server" if os.path.exists("/usr/bin/redis-server") else None)
     if exe is None:
-        return "absent: redis-server not on PATH (apt-get install redis-server)", {}
+        return "absent: redis-server not on PATH (apt-get install redis-server)"
     try:
         import redis
     except ImportError:
-        return "absent: redis-py not installed (pip install redis)", {}
+        return "absent: redis-py not installed (pip install redis)"
     port = _free_port()
     proc = subprocess.Popen([exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                             "--proto-max-bulk-len", str(max(sizes) * 2)],
+                             "--proto-max-bulk-len", str(max(max_bulk_bytes, 1 << 20))],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    r = redis.Redis(host="127.0.0.1", port=port)
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            r.ping()
+            return r, proc, f"found at {exe}"
+        except redis.ConnectionError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                proc.terminate()
+                proc.wait(10)
+                return f"absent: redis-server at {exe} did not answer on port {port}"
+            time.sleep(0.05)
+
+
+def _bench_redis(sizes: list[int], base: int) -> tuple[str, dict[int, dict[str, float]]]:
+    started = start_redis(max(sizes) * 2)
+    if isinstance(started, str):
+        return started, {}
+    r, proc, note = started
     res: dict[int, dict[str, float]] = {}
     try:
-        r = redis.Redis(host="127.0.0.1", port=port)
-        for _ in range(100):
-            try:
-                r.ping()
-                break
-            except redis.ConnectionError:
-                time.sleep(0.05)
         for size in sizes:
             n = _iters(size, base)
             data = os.urandom(size)
@@ -142,7 +156,7 @@ def _bench_redis(sizes: list[int], base: int) -> tuple[str, dict[int, dict[str, 
     finally:
         proc.terminate()
         proc.wait(10)
-    return f"found at {exe}", res
+    return note, res
 
 
 # -- S3 through moto's server ---------------------------------------------------------

@@ -4,8 +4,11 @@ stack. Runs word count, gg compile and video, each alone and then all at once, u
 in the funcstore runs, as the paper sets it) and ``oracle``, and reports the physical
 memory-time product (MB-s of what the storage functions held) per policy and workflow,
 funcstore's reductions, the jobs a 200/400 MB budget admits, the concurrent set's completion
-time with the stack's memory budget at 20/60/100% of its peak, storage cost at AWS prices,
+time under funcstore, pocket and jiffy with the stack's memory budget at 20/60/100% of the
+workload's peak (pocket's), storage cost at AWS prices,
 and a PNG of allocated memory over time, one line per policy (Fig. 12a), beside the JSON.
+Each workflow runs alone ``--repeat`` times per policy, in interleaved rounds, and the run
+with the median MB-s counts (one run's figures swing with the shared machine's load).
 ``--json`` prints one JSON object as the last line. The figures are ``sdk.local._study``."""
 
 from __future__ import annotations
@@ -37,7 +40,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"comma-separated workflows to study (default {','.join(WORKFLOWS)})")
     p.add_argument("--out", default=".funcsion/bench", help="directory for the JSON and PNG (default .funcsion/bench)")
     p.add_argument("--quick", action="store_true",
-                   help="no warm-up runs and no all-concurrent case (a smoke test, not a measurement)")
+                   help="no warm-up runs, one run each and no all-concurrent case (a smoke test, not a measurement)")
+    p.add_argument("--repeat", type=int, default=3,
+                   help="runs of each workflow alone per policy, interleaved; the median MB-s counts (default 3)")
+    p.add_argument("--block-size", type=int, default=0,
+                   help="the stack's block size in bytes (default: the config's, 1 MiB)")
 
 
 def _workflows(spec: str) -> dict[str, Path]:
@@ -59,10 +66,16 @@ def run(args: argparse.Namespace) -> int:
     from sdk.local._stack import Stack
 
     wfs = _workflows(args.workflows)
+    if args.repeat < 1:
+        raise InvalidRequest(f"--repeat must be at least 1, got {args.repeat}")
+    if args.block_size < 0 or args.block_size & (args.block_size - 1):
+        raise InvalidRequest(f"--block-size must be a power of two in bytes (e.g. 65536), got {args.block_size}")
+    repeat = 1 if args.quick else args.repeat
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     opts = ExecutorOptions(progress=False)
-    cfg = Config.load(state_dir=tempfile.mkdtemp(prefix="funcsion-study-"), env={})
+    sized = {"block_size": args.block_size} if args.block_size else {}
+    cfg = Config.load(state_dir=tempfile.mkdtemp(prefix="funcsion-study-"), env={}, **sized)
     alone: dict[str, dict[str, dict[str, Any]]] = {}  # policy -> workflow -> report dict
     both: dict[str, dict[str, Any]] = {}  # policy -> concurrent figures
     budget: dict[str, Any] = {}
@@ -82,8 +95,19 @@ def run(args: argparse.Namespace) -> int:
             return d
 
         warm = [once(n, "funcstore") for n in wfs] if not args.quick else []  # cold starts skew the first
-        alone["funcstore"] = {n: once(n, "funcstore") for n in wfs}
-        lease = _study.lease_ms([*warm, *alone["funcstore"].values()])
+        runs: dict[str, dict[str, list[dict[str, Any]]]] = {}  # policy -> workflow -> its runs
+
+        def rounds(pols: dict[str, str]) -> None:
+            """``repeat`` rounds, each running every workflow under every policy in turn, so
+            that the machine's load drifts over all policies alike (jiffy with the lease
+            as it stands, doubled when a run outlives it)."""
+            for _ in range(repeat):
+                for name, spec in pols.items():
+                    for n in wfs:
+                        d = with_lease(lambda s, n=n: once(n, s)) if name == "jiffy" else once(n, spec)
+                        runs.setdefault(name, {}).setdefault(n, []).append(d)
+
+        lease = _study.lease_ms([*warm, *(once(n, "funcstore") for n in wfs)])
         leases = [lease]
 
         def with_lease(go: Any) -> Any:
@@ -99,10 +123,9 @@ def run(args: argparse.Namespace) -> int:
                     leases.append(leases[-1] * 2)
             return go(f"jiffy:{leases[-1]}")
 
-        for pol in ("pocket", "oracle"):
-            alone[pol] = {n: once(n, pol) for n in wfs}
-        alone["jiffy"] = with_lease(lambda spec: {n: once(n, spec) for n in wfs})
+        rounds({"funcstore": "funcstore", "pocket": "pocket", "jiffy": "jiffy", "oracle": "oracle"})
         policies = {"funcstore": "funcstore", "pocket": "pocket", "jiffy": f"jiffy:{leases[-1]}", "oracle": "oracle"}
+        alone.update({pol: {n: _study.median_run(ds) for n, ds in by_wf.items()} for pol, by_wf in runs.items()})
 
         def concurrently(spec: str) -> dict[str, Any]:
             before = _store_stats(stack.endpoints) or {}
@@ -118,8 +141,9 @@ def run(args: argparse.Namespace) -> int:
             for pol in ("funcstore", "pocket", "oracle"):
                 both[pol] = concurrently(pol)
             both["jiffy"] = with_lease(concurrently)
-            budget = _budget_sweep(stack, both["funcstore"], concurrently)
-    result = _figures(wfs, policies, alone, both, leases, time.monotonic() - t0)
+            budget = _budget_sweep(stack, both, {p: policies[p] for p in ("funcstore", "pocket", "jiffy")},
+                                   concurrently)
+    result = _figures(wfs, policies, alone, both, leases, time.monotonic() - t0, cfg.block_size, repeat)
     if both:
         result["budget_completion"] = budget
     png = out / "utilization.png"
@@ -132,33 +156,41 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _budget_sweep(stack: Any, base: dict[str, Any], concurrently: Any) -> dict[str, Any]:
-    """FuncStore Fig. 11a: every workflow at once under funcstore with the stack's total
-    memory budget (the metadata server's ``memory_budget``; beyond it objects go to COS) at
-    20%, 60% and 100% of the peak the unbudgeted concurrent run allocated; completion time
-    of the set and the jobs' physical peaks, against the unbudgeted run."""
+def _budget_sweep(stack: Any, both: dict[str, dict[str, Any]], specs: dict[str, str],
+                  concurrently: Any) -> dict[str, Any]:
+    """FuncStore Fig. 11a: every workflow at once with the stack's total memory budget (the
+    metadata server's ``memory_budget``; beyond it objects go to COS) at 20%, 60% and 100%
+    of the workload's peak (what the unbudgeted concurrent run allocated under pocket, which
+    frees nothing early), the same bytes for every policy in ``specs``: completion time of
+    the set, COS PUTs and the jobs' physical peaks, against each policy's unbudgeted run."""
     from sdk.local import _study
 
     state = stack.handler.state
-    peak = max((v for _, v in _study.summed_series([d["memory"]["series"] for d in base["reports"]])), default=0)
-    out: dict[str, Any] = {"peak_bytes": peak, "unbudgeted_s": base["wall_s"]}
+
+    def peak_of(reps: list[dict[str, Any]]) -> int:
+        return max((v for _, v in _study.summed_series([d["memory"]["series"] for d in reps])), default=0)
+
+    peak = peak_of(both["pocket"]["reports"])
+    out: dict[str, Any] = {"peak_bytes": peak, "peak_of": "pocket"}
     saved = state.memory_budget
     try:
-        for pct in (20, 60, 100):
-            state.memory_budget = peak * pct // 100
-            r = concurrently("funcstore")
-            out[f"{pct}%"] = {"budget_bytes": peak * pct // 100, "wall_s": r["wall_s"],
-                              "cos_puts": r["store"]["cos_puts"],
-                              "peak_bytes": max((v for _, v in _study.summed_series(
-                                  [d["memory"]["series"] for d in r["reports"]])), default=0),
-                              "leaked_bytes": [d["memory"]["leaked_bytes"] for d in r["reports"]]}
+        for pol, spec in specs.items():
+            row: dict[str, Any] = {"unbudgeted_s": both[pol]["wall_s"]}
+            for pct in (20, 60, 100):
+                state.memory_budget = peak * pct // 100
+                r = concurrently(spec)
+                row[f"{pct}%"] = {"budget_bytes": peak * pct // 100, "wall_s": r["wall_s"],
+                                  "cos_puts": r["store"]["cos_puts"], "peak_bytes": peak_of(r["reports"]),
+                                  "leaked_bytes": [d["memory"]["leaked_bytes"] for d in r["reports"]]}
+            out[pol] = row
     finally:
         state.memory_budget = saved
     return out
 
 
 def _figures(wfs: dict[str, Path], policies: dict[str, str], alone: dict[str, dict[str, dict[str, Any]]],
-             both: dict[str, dict[str, Any]], leases: list[int], took: float) -> dict[str, Any]:
+             both: dict[str, dict[str, Any]], leases: list[int], took: float, block_size: int,
+             repeat: int) -> dict[str, Any]:
     from sdk.local import _study
 
     per_wf = {pol: {n: alone[pol][n]["memory"]["mb_s"] for n in wfs} for pol in policies}
@@ -173,9 +205,10 @@ def _figures(wfs: dict[str, Path], policies: dict[str, str], alone: dict[str, di
     f_cost = cost["funcstore"]["total_usd"]
     result: dict[str, Any] = {
         "workflows": list(wfs), "policies": policies, "jiffy_lease_ms": int(policies["jiffy"].split(":")[1]),
-        "jiffy_leases_tried_ms": leases,
+        "jiffy_leases_tried_ms": leases, "block_size": block_size, "repeat": repeat,
         "mb_s": mb_s, **_study.reductions(mb_s), "live_mb_s": live,
-        "per_workflow": {n: {pol: {"mb_s": per_wf[pol][n], "peak_bytes": alone[pol][n]["memory"]["peak_bytes"],
+        "per_workflow": {n: {pol: {"mb_s": per_wf[pol][n], "mb_s_runs": alone[pol][n]["mb_s_runs"],
+                                   "peak_bytes": alone[pol][n]["memory"]["peak_bytes"],
                                    "wall_s": alone[pol][n]["wall_s"],
                                    "leaked_bytes": alone[pol][n]["memory"]["leaked_bytes"]} for pol in policies}
                          | {"reductions": _study.reductions({pol: per_wf[pol][n] for pol in policies})}
@@ -253,6 +286,9 @@ def _print_table(r: dict[str, Any]) -> None:
               f"{_pct(c['reduction_vs_jiffy'])} below jiffy, {_pct(c['over_oracle'])} over the oracle")
     if "budget_completion" in r:
         b = r["budget_completion"]
-        print("all concurrently under funcstore with a budget of the peak: " + ", ".join(
-            f"{k} {v['wall_s']:.2f} s" for k, v in b.items() if k.endswith("%")) + f" (none {b['unbudgeted_s']:.2f} s)")
+        for pol, row in b.items():
+            if isinstance(row, dict):
+                print(f"all concurrently under {pol} with a budget of {b['peak_of']}'s peak: " + ", ".join(
+                    f"{k} {v['wall_s']:.2f} s" for k, v in row.items() if k.endswith("%"))
+                    + f" (none {row['unbudgeted_s']:.2f} s)")
     print("max jobs within 400 MB: " + ", ".join(f"{p} {n}" for p, n in r["max_jobs_400mb"].items()))

@@ -53,6 +53,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--kill-storage-rate", type=float, default=None, metavar="P",
                    help="SIGKILL storage-function instances at random with probability P per invocation (an "
                         "embedded stack; their chunks are recovered, see the report's recovery)")
+    p.add_argument("--restart-daemon-after", type=float, default=None, metavar="S",
+                   help="kill -9 the daemon S seconds into the run and start it again (an embedded stack, whose "
+                        "daemon then runs in a child process; see the report's recovery.daemon_restarts)")
     p.add_argument("--seed", type=int, default=None, help="seed for fault injection")
     p.add_argument("--state-dir", default=None, help="where the stack keeps COS, journal and logs (.funcsion)")
     p.add_argument("--stack", metavar="STACK", default=None,
@@ -107,7 +110,11 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         args._parser.error(str(exc))
     cfg = Config.load(state_dir=args.state_dir, policy=args.policy, crash_rate=args.crash_rate,
-                      kill_rate=args.kill_rate, kill_storage_rate=args.kill_storage_rate)
+                      kill_rate=args.kill_rate, kill_storage_rate=args.kill_storage_rate,
+                      restart_daemon_after_s=args.restart_daemon_after)
+    if cfg.restart_daemon_after_s and cfg.kill_storage_rate:
+        args._parser.error("--restart-daemon-after and --kill-storage-rate cannot be combined yet: run them "
+                           "one at a time (the storage chaos drives an in-process daemon)")
     opts = ExecutorOptions(max_attempts=cfg.max_attempts, task_memory_mb=cfg.task_memory_mb,
                            task_timeout_s=cfg.task_timeout_s, concurrency=cfg.task_concurrency,
                            crash_rate=cfg.crash_rate, crash=crash, kill_rate=cfg.kill_rate, seed=args.seed,
@@ -120,6 +127,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         with _interrupts():
             running = read_stack_file(cfg.state_dir) if given is None else None
+            if cfg.restart_daemon_after_s and (given is not None or running is not None):
+                print(f"funcsion run: --restart-daemon-after needs an embedded stack; this run would use "
+                      f"{'--stack' if given is not None else 'the stack `funcsion up` started'} (stop it, or "
+                      "drop the option)", file=sys.stderr)
+                return 2
             if given is not None or running is not None:
                 with Client(given or stack_endpoints(running or {})) as client:
                     report = run_workflow(prep, config=cfg, client=client, options=opts, hints=hints)

@@ -80,7 +80,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def build(args: argparse.Namespace) -> Any:
     """The server and its journal, from parsed arguments (also used by tests); options left
     unset take the config's values (``FUNCSION_<FIELD>``, funcsion.toml, defaults)."""
-    from metadata_server import Journal, MetadataHandler, MetadataServer, MetadataState
+    from lifetime_model import BUNDLED_MODELS
+    from metadata_server import Journal, MetadataHandler, MetadataServer, MetadataState, attach_lifetimes
 
     if args.parity_chunks is not None and args.parity_chunks < 0:
         raise InvalidRequest(f"--parity-chunks must be >= 0, got {args.parity_chunks}")
@@ -96,6 +97,9 @@ def build(args: argparse.Namespace) -> Any:
                           wds_limits=cfg.wds_limits())  # wds_max_*: funcsion.toml, FUNCSION_WDS_*
     journal = Journal(args.journal, sync=args.journal_sync) if args.journal else None
     handler = MetadataHandler(state, journal=journal, admin_token=args.admin_token, default_ttl_s=cfg.run_ttl_s)
+    attach_lifetimes(handler, data_dir=cfg.resolved_lifetime_data, models_dirs=[cfg.resolved_lifetime_models,
+                                                                                 BUNDLED_MODELS],
+                     retrain_every=cfg.retrain_every)
     try:
         server = MetadataServer(handler, cfg.host, cfg.metadata_port, tick_interval_s=args.tick,
                                 max_frame_bytes=args.max_frame_bytes)

@@ -5,7 +5,11 @@ a progress bar per stage.
 
 Each WDS entry becomes one platform function (``<app>-<entry>``, the same
 name the Step Functions bridge gives its Lambda), so the replicas of a
-templated entry share warm worker processes. Fault injection: ``crash_rate``
+templated entry share warm worker processes. Workers are forked from a fork
+server that imported ``sdk`` once (``TASK_PRELOAD``; a warm container's
+start, see ``storage_functions.local``), and each stage's workers are started
+while the stage before it runs (as many as the stage can use at once), so its
+first tasks find them warm. Fault injection: ``crash_rate``
 makes an attempt exit abruptly at a random crash point (``sdk._task``);
 ``crash`` names tasks (``mapper_01`` or ``mapper_01:after_commit``) whose
 first attempt crashes; ``kill_rate`` lets the platform SIGKILL task workers at
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import difflib
+import logging
 import os
 import random
 import re
@@ -46,7 +51,13 @@ from ._progress import StageProgress, TqdmSink
 from ._schedule import RetryPolicy, RunSchedule, TaskRecord
 
 __all__ = ["LocalExecutor", "ExecutorOptions", "ExecutionResult", "HandlerImportError", "FaultSpecError",
-           "parse_crash_specs", "check_crash_targets"]
+           "parse_crash_specs", "check_crash_targets", "TASK_PRELOAD"]
+
+log = logging.getLogger("funcsion.executor")
+
+#: What a task worker's fork server imports once: the SDK (thrift, pyeclib, powertools), the
+#: bulk of a task's cold start. Handlers' own modules are imported by each worker.
+TASK_PRELOAD = ("sdk",)
 
 
 class HandlerImportError(TaskError):
@@ -139,20 +150,32 @@ class LocalExecutor:
         self.names = {f: lambda_name(h.workflow.app, info.template or f) for f, info in h.functions.items()}
         for f, info in h.functions.items():
             self.platform.deploy(self.names[f], info.handler, memory_mb=self.opts.task_memory_mb,
-                                 timeout_s=self.opts.task_timeout_s, code_paths=[self.code_dir])
+                                 timeout_s=self.opts.task_timeout_s, code_paths=[self.code_dir],
+                                 preload=TASK_PRELOAD)
+        self.workers = self.opts.concurrency or max(2, os.cpu_count() or 2)
+        self.stage_of: dict[str, int] = {}  # task -> index of its stage in stage order
+        self.stage_needs: list[dict[str, int]] = []  # per stage: platform function -> workers it can use at once
+        for k, (_, _, fns) in enumerate(h.stages()):
+            needs: dict[str, int] = {}
+            for f in fns:
+                self.stage_of[f] = k
+                needs[self.names[f]] = needs.get(self.names[f], 0) + 1
+            self.stage_needs.append({n: min(c, self.workers) for n, c in needs.items()})
 
     def close(self) -> None:
         if self._own_platform:
             self.platform.shutdown()
 
     def load_handlers(self) -> None:
-        """Start one worker per entry now, each importing its handler (provisioned concurrency:
-        the first tasks find them warm). Raises ``HandlerImportError`` naming the entry, its
-        tasks and where the import failed, before any task runs."""
+        """Start one worker per entry now, each importing its handler, and as many as the first
+        stage can use at once for its entries (provisioned concurrency: the first tasks find them
+        warm). Raises ``HandlerImportError`` naming the entry, its tasks and where the import
+        failed, before any task runs."""
         names = list(dict.fromkeys(self.names.values()))  # the workflow's order: the first broken one is named
+        first = self.stage_needs[0] if self.stage_needs else {}
         with cf.ThreadPoolExecutor(max_workers=max(1, min(len(names), os.cpu_count() or 2)),
                                    thread_name_prefix="funcsion-load") as pool:
-            futures = [(n, pool.submit(self.platform.prewarm, n)) for n in names]
+            futures = [(n, pool.submit(self._load, n, first.get(n, 1))) for n in names]
             failures = [(n, exc) for n, f in futures if (exc := f.exception()) is not None]
         for name, exc in failures:
             if isinstance(exc, InvocationFailed) and exc.reason == "init":
@@ -160,6 +183,11 @@ class LocalExecutor:
                 more = f" (and {others} other entr{'y' if others == 1 else 'ies'})" if others else ""
                 raise HandlerImportError(self._cannot_load(name, exc) + more) from None
             raise exc
+
+    def _load(self, name: str, count: int) -> None:
+        self.platform.prewarm(name)  # one worker of every entry: a handler that cannot be imported fails here
+        if count > 1:
+            self._provision({name: count})  # best effort: a worker that fails to start is its task's error
 
     def _cannot_load(self, platform_name: str, exc: InvocationFailed) -> str:
         tasks = [f for f, n in self.names.items() if n == platform_name]
@@ -193,14 +221,16 @@ class LocalExecutor:
                             RetryPolicy(max_attempts=self.opts.max_attempts - 1,
                                         interval_s=self.opts.retry_interval_s, backoff_rate=self.opts.backoff_rate),
                             rng=self.rng)
-        workers = self.opts.concurrency or max(2, os.cpu_count() or 2)
+        workers = self.workers
         show = sys.stderr.isatty() if self.opts.progress is None else self.opts.progress
         progress = StageProgress(self.h.stages(), TqdmSink() if show else None)
         attempts = self.attempts = AttemptLog()
         started = time.time()
         self.schedule, self._started = sched, started
         futures: dict[cf.Future[Any], tuple[str, str]] = {}
-        with cf.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="funcsion-task") as pool:
+        ahead = cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix="funcsion-provision")
+        provisioned = {0}  # stages whose workers were started (the first: by load_handlers)
+        with ahead, cf.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="funcsion-task") as pool:
             try:
                 while not sched.finished:
                     now = time.time()
@@ -213,6 +243,10 @@ class LocalExecutor:
                         attempts.begin(fn, attempt, rid, now)
                         progress.started(fn, attempt, now)
                         futures[pool.submit(self.platform.invoke, self.names[fn], ev, request_id=rid)] = (fn, rid)
+                        nxt = self.stage_of.get(fn, 0) + 1
+                        if nxt < len(self.stage_needs) and nxt not in provisioned:
+                            provisioned.add(nxt)  # the next stage's workers start while this one runs
+                            ahead.submit(self._provision, self.stage_needs[nxt])
                     if not futures:
                         wake = sched.next_wakeup()
                         time.sleep(max(0.0, min(0.5, (wake or now) - time.time())))
@@ -234,6 +268,7 @@ class LocalExecutor:
                         attempts.end(rid, t, "error", msg, getattr(exc, "stack_trace", None))
                         progress.failed(fn, t, retrying=retry_at is not None)
             except BaseException as exc:  # Ctrl-C, or a bug: stop the tasks so the pool's threads return
+                ahead.shutdown(wait=False, cancel_futures=True)
                 self._stop_tasks({fn for fn, _ in futures.values()})
                 reason = f"aborted: the run stopped ({type(exc).__name__})"
                 self.interrupted = sched.abort(time.time(), reason)
@@ -242,6 +277,14 @@ class LocalExecutor:
             finally:
                 progress.finish(time.time())
         return self.result()
+
+    def _provision(self, needs: dict[str, int]) -> None:
+        """Start the workers a stage can use at once (best effort: a task that finds none starts one)."""
+        for name, count in needs.items():
+            try:
+                self.platform.provision(name, count)
+            except Exception as exc:  # noqa: BLE001 - its tasks will report what is wrong
+                log.debug("starting workers of %s ahead: %r", name, exc)
 
     def result(self) -> ExecutionResult:
         """What the last ``run`` did so far (also after it was interrupted)."""

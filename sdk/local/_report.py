@@ -42,6 +42,7 @@ class RunReport:
     recovery: dict[str, Any] = field(default_factory=dict)
     started: float = 0.0  # wall clock (Unix time) of the run's start; report times count from here
     output_codecs: dict[str, str] = field(default_factory=dict)  # codec each saved output was written with
+    cost: dict[str, Any] = field(default_factory=dict)  # the cost account (storage_functions.cost)
     saved_to: str | None = None  # the file the report was saved to (not part of the report)
 
     def to_dict(self) -> dict[str, Any]:
@@ -49,7 +50,8 @@ class RunReport:
                 "started": round(self.started, 3), "wall_s": round(self.wall_s, 3), "outputs": self.outputs,
                 "output_codecs": self.output_codecs, "persisted": self.persisted,
                 "failed_task": self.failed_task, "error": self.error, "tasks": self.tasks, "objects": self.objects,
-                "memory": self.memory, "plan": self.plan, "billing": self.billing, "recovery": self.recovery}
+                "memory": self.memory, "plan": self.plan, "billing": self.billing, "recovery": self.recovery,
+                "cost": self.cost}
 
 
 def _rel(t: float, t0: float) -> float | None:
@@ -129,11 +131,17 @@ RECOVERY_COUNTERS = (("functions_lost", ("lost_functions",)), ("chunks_recovered
 
 def recovery_figures(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> dict[str, Any]:
     """What the store lived through during the run: the daemon's counters at its end minus at
-    its start (the daemon is shared: concurrent runs' events count in each). Empty when the
-    daemon could not be asked."""
+    its start (the daemon is shared: concurrent runs' events count in each). A daemon restarted
+    meanwhile (``daemon_restarts`` grew: that count survives in its durable table) began its
+    counters again: the others then count from its last start. Empty when the daemon could
+    not be asked."""
     if before is None or after is None:
         return {}
-    return {k: sum(int(after.get(n, 0)) - int(before.get(n, 0)) for n in names) for k, names in RECOVERY_COUNTERS}
+    restarted = int(after.get("daemon_restarts", 0)) > int(before.get("daemon_restarts", 0))
+    base = {} if restarted else before
+    out = {k: sum(int(after.get(n, 0)) - int(base.get(n, 0)) for n in names) for k, names in RECOVERY_COUNTERS}
+    out["daemon_restarts"] = int(after.get("daemon_restarts", 0)) - int(before.get("daemon_restarts", 0))
+    return out
 
 
 def memory_series(samples: Sequence[Sequence[float]], started: float, ended: float, t0: float,

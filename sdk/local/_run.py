@@ -35,7 +35,8 @@ from .._store_client import StoreClient
 from ..exceptions import FuncsionError, RunEnded
 from ._executor import ExecutionResult, ExecutorOptions, LocalExecutor
 from ._inputs import InputError, PreparedRun, default_inputs, prepare_run
-from ._chaos import StorageChaos
+from ._chaos import DaemonRestart, StorageChaos
+from ._cost import StoreSnapshot, run_cost
 from ._report import RunReport, memory_figures, memory_series, object_rows, recovery_figures, task_rows
 from ._report_store import save_report
 from ._stack import Stack
@@ -136,9 +137,11 @@ class _Driver:
         self.output_codecs: dict[str, str] = {}
         self.ran = False  # the executor started this run's tasks
         self.store_before: dict[str, Any] | None = None
+        self.snapshot_before: StoreSnapshot | None = None
 
     def execute(self, policy: str, t0: float) -> RunReport:
         self.store_before = _store_stats(self.run.endpoints)
+        self.snapshot_before = StoreSnapshot(self.stack, self.store_before)
         result: ExecutionResult | None = None
         cause: str | None = None
         try:
@@ -146,7 +149,8 @@ class _Driver:
             self.ran = True
             chaos = StorageChaos(self.stack, self.config.kill_storage_rate if self.stack is not None else 0.0,
                                  seed=self.executor.opts.seed)
-            with chaos:
+            restart = DaemonRestart(self.stack, self.config.restart_daemon_after_s if self.stack is not None else 0.0)
+            with chaos, restart:
                 result = self.executor.run(self.run.run_id, self.run.token)
             if result.succeeded:
                 for name in self.prep.graph.outputs:
@@ -227,18 +231,23 @@ class _Driver:
             series = memory_series(samples, float(summary["started"]), float(summary["ended"]), t0,
                                    end=(int(summary.get("allocated_bytes", 0)), int(summary.get("live_bytes", 0))))
         objects = object_rows(statuses, t0)
+        memory = memory_figures(summary, leaked, physical, first_write=_first_write(objects),
+                                series=series, series_source=SERIES_SOURCE if series else None)
+        store_after = _store_stats(self.run.endpoints)
+        billing = result.billing if result else {}
+        cost = run_cost(t0=t0, t1=t0 + wall, billing=billing, before=self.snapshot_before,
+                        after=StoreSnapshot(self.stack, store_after), platform=_platform(self.stack),
+                        objects=objects, peak_live_bytes=int(memory.get("peak_live_bytes") or 0),
+                        function_memory_mb=_function_memory_mb(self.stack, self.config))
         return RunReport(
             status=status, run_id=self.run.run_id, workflow=self.key,
             policy=str((summary or {}).get("policy", policy)), wall_s=wall, outputs=self.outputs,
             tasks=task_rows(self.prep.graph, result.tasks, statuses, t0, result.attempts, result.logs)
             if result else {},
             objects=objects,
-            memory=memory_figures(summary, leaked, physical, first_write=_first_write(objects),
-                                  series=series, series_source=SERIES_SOURCE if series else None),
-            failed_task=result.failed_task if result and not cause else None, error=error,
-            billing=result.billing if result else {}, persisted=persisted, plan=self.run.plan, started=t0,
-            output_codecs=self.output_codecs,
-            recovery=recovery_figures(self.store_before, _store_stats(self.run.endpoints)))
+            memory=memory, failed_task=result.failed_task if result and not cause else None, error=error,
+            billing=billing, persisted=persisted, plan=self.run.plan, started=t0,
+            output_codecs=self.output_codecs, recovery=recovery_figures(self.store_before, store_after), cost=cost)
 
 
 #: Where ``memory.series`` comes from when the daemon cannot be asked (the report says so).
@@ -251,6 +260,16 @@ def _first_write(objects: Mapping[str, Any]) -> float:
     series, which counts from the first stored byte, begins."""
     times = [o["written_at"] for o in objects.values() if o.get("written_at") is not None]
     return min(times) if times else 0.0
+
+
+def _platform(stack: Stack | None) -> Any:
+    """The stack's local platform when it runs in this process (its invocation records), else None."""
+    return getattr(stack, "platform", None) if stack is not None else None
+
+
+def _function_memory_mb(stack: Stack | None, config: Config) -> int:
+    dcfg = getattr(stack, "daemon_config", None) if stack is not None else None
+    return int(getattr(dcfg, "function_memory_mb", 0) or config.function_memory_mb)
 
 
 def _store_stats(endpoints: Endpoints) -> dict[str, Any] | None:

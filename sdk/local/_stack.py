@@ -10,11 +10,16 @@ does); here the server's listener wakes it the moment an instruction is
 emitted, so drops reach the functions at once. Capacity: each storage function
 of the daemon's pool offers ``DaemonConfig.capacity // block_size`` blocks to
 the allocator; the first function group is registered and warm before the
-first put. At start the control loop sweeps the COS copies and buffer files of
+first put. Lifetimes: the metadata server predicts with the models of
+``lifetime_models`` (then those shipped with funcsion) and records every
+successful run's measured lifetimes under ``lifetime_data`` (``attach_lifetimes``).
+At start the control loop sweeps the COS copies and buffer files of
 every run the metadata server does not know as running.
 
 ``Stack`` runs in the calling process (threads plus the platform's worker
-processes) and holds the state directory's lock (``_statedir``) while it
+processes; with ``daemon_process`` the daemon, its platform and its control
+loop run in a child process, ``_daemon_proc``, that ``restart_daemon`` kills
+with -9 and starts again) and holds the state directory's lock (``_statedir``) while it
 runs: a second stack on the same directory fails at once. ``funcsion up``
 runs one in a background process and writes its endpoints to
 ``<state_dir>/stack.json`` for later commands. The state directory and what
@@ -51,9 +56,12 @@ class Stack:
     RUN_END_REASONS = RUN_END_REASONS
 
     def __init__(self, config: Config, *, metadata_port: int | None = None, daemon_port: int | None = None,
-                 journal: bool = True, daemon: Mapping[str, Any] | None = None) -> None:
+                 journal: bool = True, daemon: Mapping[str, Any] | None = None,
+                 daemon_process: bool | None = None) -> None:
         """``daemon``: ``DaemonConfig`` fields to override (e.g. a small pool:
-        ``{"max_functions": 12}``)."""
+        ``{"max_functions": 12}``). ``daemon_process``: run the daemon (with its platform and
+        control loop) in a child process that ``restart_daemon`` can kill -9 (default: when
+        ``config.restart_daemon_after_s`` asks for it)."""
         self.config = config
         self.root = Path(config.state_dir).resolve()
         self.metadata_port = config.metadata_port if metadata_port is None else metadata_port
@@ -63,6 +71,9 @@ class Stack:
         self.daemon_overrides = dict(daemon or {})
         self._started = False
         self.follower: Follower | None = None
+        self.daemon_process = config.restart_daemon_after_s > 0 if daemon_process is None else daemon_process
+        self.platform: Any = None
+        self.store: Any = None  # a LocalStore, or a DaemonProcess (daemon_process)
         self._lock = StateDirLock(self.root)
 
     # -- lifecycle --------------------------------------------------------------------
@@ -81,7 +92,8 @@ class Stack:
     def _start(self, cfg: Config) -> None:
         from dataclasses import replace
 
-        from metadata_server import Journal, MetadataHandler, MetadataServer, MetadataState
+        from lifetime_model import BUNDLED_MODELS
+        from metadata_server import Journal, MetadataHandler, MetadataServer, MetadataState, attach_lifetimes
         from storage_functions.daemon import DaemonConfig, LocalStore
         from storage_functions.local import LocalPlatform, PlatformConfig
 
@@ -91,17 +103,22 @@ class Stack:
         self.journal = Journal(str(self.root / "metadata.journal")) if self.use_journal else None
         self.handler = MetadataHandler(state, journal=self.journal, admin_token=self.admin_token,
                                        default_ttl_s=cfg.run_ttl_s)
+        self.lifetimes = attach_lifetimes(self.handler, data_dir=cfg.resolved_lifetime_data,
+                                          models_dirs=[cfg.resolved_lifetime_models, BUNDLED_MODELS],
+                                          retrain_every=cfg.retrain_every)
         self.metadata_server = MetadataServer(self.handler, cfg.host, self.metadata_port).start()
-        self.platform = LocalPlatform(PlatformConfig(
-            idle_reclaim_s=(cfg.idle_reclaim_min_s, cfg.idle_reclaim_max_s),
-            kill_rate=cfg.kill_rate,
-            kill_functions="sion-*", log_dir=str(self.root / "logs")))
+        platform: dict[str, Any] = {"idle_reclaim_s": (cfg.idle_reclaim_min_s, cfg.idle_reclaim_max_s), "kill_rate": cfg.kill_rate,
+                    "kill_functions": "sion-*", "log_dir": str(self.root / "logs")}
         dcfg = DaemonConfig(host=cfg.host, port=self.daemon_port, block_size=cfg.block_size,
                             function_memory_mb=cfg.function_memory_mb, max_object_bytes=cfg.max_object_size,
                             cos_url=cfg.resolved_cos_url, buffer_dir=str(self.root / "buffer"),
                             placement="metadata")  # the metadata server decides where every chunk lives
         if self.daemon_overrides:
             dcfg = replace(dcfg, **self.daemon_overrides)
+        if self.daemon_process:
+            self._start_daemon_process(dcfg, platform)
+            return
+        self.platform = LocalPlatform(PlatformConfig(**platform))
         self.store = LocalStore(str(self.root / "store"), config=dcfg, platform=self.platform).start()
         self.daemon_config = self.store.config
         self._started = True
@@ -115,18 +132,46 @@ class Stack:
         self.handler.add_listener(self.follower.wake)
         self.follower.start()
 
+    def _start_daemon_process(self, dcfg: Any, platform: dict[str, Any]) -> None:
+        import secrets as _secrets
+        from dataclasses import replace
+
+        from ._daemon_proc import DaemonProcess
+
+        dcfg = replace(dcfg, token=dcfg.token or _secrets.token_hex(16))
+        m = self.metadata_server
+        self.store = DaemonProcess(str(self.root / "store"), dcfg, metadata=f"{m.host}:{m.port}",
+                                   admin_token=self.admin_token, platform=platform,
+                                   log_path=str(self.root / "logs" / "daemon.log"))
+        self._started = True
+        self.store.start()
+        self.daemon_config = self.store.config
+        self._admin = Client(self.endpoints)
+
+    def restart_daemon(self) -> None:
+        """kill -9 the daemon process and start it again (``daemon_process`` stacks only): it
+        rebuilds its table from its durable log, its control loop follows the metadata
+        server again."""
+        from ._daemon_proc import DaemonProcess
+
+        if not isinstance(self.store, DaemonProcess):
+            raise RuntimeError("restart_daemon needs a stack started with daemon_process=True")
+        self.store.restart()
+
     def stop(self) -> None:
         if not self._started:
             return
         self._started = False
         if self.follower is not None:
             self.follower.close()
-        self._admin.close()
+        if hasattr(self, "_admin"):
+            self._admin.close()
         try:
             self.store.stop()
         finally:
             try:
-                self.platform.shutdown()
+                if self.platform is not None:
+                    self.platform.shutdown()
                 self.metadata_server.close()
                 if self.journal is not None:
                     self.journal.close()
@@ -144,7 +189,9 @@ class Stack:
     def endpoints(self) -> Endpoints:
         h, p = self.metadata_server.host, self.metadata_server.port
         dh, dp = self.store.address
-        return Endpoints(f"{h}:{p}", f"{dh}:{dp}", self.store.token, self.admin_token, self.config.resolved_cos_url)
+        c = self.config
+        return Endpoints(f"{h}:{p}", f"{dh}:{dp}", self.store.token, self.admin_token, c.resolved_cos_url,
+                         block_size=c.block_size, ec_data=c.ec_data, ec_parity=c.ec_parity)
 
     def client(self) -> Client:
         """A driver client (admin token; bind it to a run with ``start_run``)."""
@@ -157,7 +204,8 @@ class Stack:
         with open_private(tmp, "wb") as fh:  # tokens: 0600 from the first byte
             fh.write(json.dumps({"pid": os.getpid(), "metadata": ep.metadata, "daemon": ep.daemon,
                                  "store_token": ep.store_token, "admin_token": ep.admin_token,
-                                 "cos_url": self.config.resolved_cos_url}).encode())
+                                 "cos_url": self.config.resolved_cos_url, "block_size": ep.block_size,
+                                 "ec_data": ep.ec_data, "ec_parity": ep.ec_parity}).encode())
         os.replace(tmp, path)
         return path
 
@@ -172,14 +220,16 @@ class Stack:
         return list(self.follower.swept_runs or []) if self.follower is not None else []
 
     def pump_once(self) -> None:
-        """One round of the control loop now (it runs on its own thread too)."""
-        assert self.follower is not None
-        self.follower.step()
+        """One round of the control loop now (it runs on its own thread too; in a daemon
+        process, only there)."""
+        if self.follower is not None:
+            self.follower.step()
 
     def drain(self, timeout_s: float = 10.0) -> None:
-        """Carry out every instruction, deferred ones included (after a run ends)."""
-        assert self.follower is not None
-        self.follower.drain(timeout_s)
+        """Carry out every instruction, deferred ones included (after a run ends); a daemon
+        process's control loop does so on its own (``_leaked`` polls what it holds)."""
+        if self.follower is not None:
+            self.follower.drain(timeout_s)
 
     def stats(self) -> dict[str, Any]:
         return self._admin.metadata.stats()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from wds import FuncsionError
 
-__all__ = ["NoStackError", "StateDirBusy"]
+__all__ = ["NoStackError", "StateDirBusy", "DaemonProcessError"]
 
 
 class NoStackError(FuncsionError):
@@ -13,3 +13,7 @@ class NoStackError(FuncsionError):
 
 class StateDirBusy(FuncsionError):
     """Another stack holds the state directory (its lock); names the holder."""
+
+
+class DaemonProcessError(FuncsionError):
+    """The embedded stack's daemon process (``daemon_process``) did not come up; names its log."""

@@ -13,6 +13,7 @@ from storage_functions.local._pricing import (
     PRICE_PER_GB_SECOND_USD,
     PRICE_PER_REQUEST_USD,
 )
+from storage_functions.pricing import S3_GET_USD, S3_PUT_USD
 
 __all__ = [
     "POLICIES",
@@ -20,6 +21,7 @@ __all__ = [
     "S3_PUT_USD",
     "lease_ms",
     "max_jobs",
+    "median_run",
     "reductions",
     "storage_cost",
     "store_deltas",
@@ -28,9 +30,6 @@ __all__ = [
 
 #: the study's policies, jiffy's lease filled in once funcstore's lifetimes are known
 POLICIES = ("funcstore", "pocket", "jiffy", "oracle")
-#: S3 Standard request prices, us-east-1 (https://aws.amazon.com/s3/pricing/)
-S3_PUT_USD = 0.005 / 1000
-S3_GET_USD = 0.0004 / 1000
 
 
 def lease_ms(reports: Iterable[Mapping[str, Any]]) -> int:
@@ -42,6 +41,15 @@ def lease_ms(reports: Iterable[Mapping[str, Any]]) -> int:
             if o.get("written_at") is not None and o.get("freed_at") is not None:
                 longest = max(longest, o["freed_at"] - o["written_at"])
     return max(1, round(longest * 1000))
+
+
+def median_run(reports: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Of several reports of one workflow under one policy, the one with the median physical
+    MB-s (the lower middle of an even count), with every run's MB-s under ``mb_s_runs``."""
+    if not reports:
+        raise ValueError("median_run needs at least one report")
+    ranked = sorted(reports, key=lambda d: float(d["memory"]["mb_s"]))
+    return {**ranked[(len(ranked) - 1) // 2], "mb_s_runs": [float(d["memory"]["mb_s"]) for d in reports]}
 
 
 def reductions(mb_s: Mapping[str, float]) -> dict[str, float | None]:

@@ -13,7 +13,7 @@ import os
 import queue
 import threading
 import time
-from typing import IO, Any
+from typing import IO, Any, Callable
 
 from ..private_files import open_private, private_dir
 from ._objects import ObjectVersion
@@ -25,13 +25,15 @@ log = logging.getLogger("storage_functions.daemon")
 
 class PersistentBuffer:
     def __init__(self, directory: str, cos: Any, *, workers: int = 2, delay_s: float = 0.0,
-                 fsync: bool = False, max_backoff_s: float = 5.0) -> None:
+                 fsync: bool = False, max_backoff_s: float = 5.0,
+                 on_uploaded: Callable[[ObjectVersion], None] | None = None) -> None:
         self.dir = directory
         private_dir(directory)
         self.cos = cos
         self.delay_s = delay_s
         self.fsync = fsync
         self.max_backoff_s = max_backoff_s
+        self.on_uploaded = on_uploaded  # the durable table's record of the COS copy
         self._q: queue.Queue[tuple[float, ObjectVersion] | None] = queue.Queue()
         self._idle = threading.Condition()
         self._outstanding = 0
@@ -135,6 +137,8 @@ class PersistentBuffer:
             path2, obj.buffer_path = obj.buffer_path, None
         if path2:
             _unlink(path2)
+        if self.on_uploaded is not None and not freed:
+            self.on_uploaded(obj)
         if freed:
             try:
                 self.cos.delete(obj.cos_key)

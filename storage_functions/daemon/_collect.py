@@ -100,7 +100,10 @@ class Collector:
         self.reqid = reqid
         self.head: bytes | None = head  # the REPLY frame, sent before the first chunk
         self.clock = clock
-        self.win = GetWindow(obj.stripes, window=window, extra=extra)
+        handles = host.handles
+        self.win = GetWindow(obj.stripes, window=window, extra=extra,
+                             route=lambda s, i: host.recovery.route(obj, s, i),
+                             up=lambda fn: fn < len(handles) and handles[fn].state == "active")
         self.cond = threading.Condition()
         self.large = [st.cl >= host.config.large_threshold for st in obj.stripes]
         self.inline = len(obj.stripes) == 1 and obj.stripes[0].n == 1
@@ -111,17 +114,19 @@ class Collector:
         if self.win.missing:
             self.host.count("missing_chunks", self.win.missing)
             self.win.missing = 0
+        if self.win.rerouted:
+            self.host.count("rerouted_gets", self.win.rerouted)
+            self.win.rerouted = 0
 
     def _issue(self, s: int, idxs: list[int]) -> None:
         obj = self.obj
-        st = obj.stripes[s]
         for i in idxs:
-            place = st.places[i]
+            fn, _ = self.win.holder(s, i)
             cb = self.callback(s, i)
-            if place is None:  # its function was lost meanwhile
+            if fn is None:  # its function was lost meanwhile (and no recovery function has a copy)
                 cb(None, None)
                 continue
-            self.host.handles[place[0]].request(Op.GET, chunk_key(obj.key, obj.version, s, i), cb,
+            self.host.handles[fn].request(Op.GET, chunk_key(obj.key, obj.version, s, i), cb,
                                                 b=1 if self.inline else 0, large=self.large[s])
 
     def _issue_all(self, picks: Picks) -> None:
@@ -171,6 +176,8 @@ class Collector:
                 if not ok:
                     kind = "corrupt_chunks" if f is not None and f.status == Status.CORRUPT else "missing_chunks"
                     self.host.count(kind)
+                    if self.obj.stripes[s].places[i] is None:  # a recovery function's copy is gone
+                        self.host.recovery.unroute(self.obj, s, i)
                 self._counted()
                 self.cond.notify_all()
             self._issue(s, more)

@@ -51,6 +51,16 @@ class DaemonConfig:
     # carries its placement, the daemon never invents one) or "daemon" (its own PlaceChunk;
     # a standalone daemon with no metadata server). Never both on one pool.
     placement: str = "daemon"
+    # recovery (SION Sec. 5.5): above this many lost chunks a recovery group of
+    # recovery_group_size other functions (0 = never) downloads copies in parallel, kept
+    # recovery_keep_s after the storage function recovered; recover_workers downloads at
+    # once per function; function_bandwidth_mbps models an instance's network bandwidth
+    # for those downloads (0 = unlimited; the benchmarks set it, see DESIGN.md)
+    parallel_recovery_threshold: int = 64
+    recovery_group_size: int = 8
+    recovery_keep_s: float = 30.0
+    recover_workers: int = 4
+    function_bandwidth_mbps: float = 0.0
     # assert the store core's invariants (StoreState.validate_state) at stop; None: from the
     # FUNCSION_DAEMON_CHECK_STATE environment variable (the test suite sets it)
     check_state: bool | None = None

@@ -3,8 +3,15 @@ per function of the pool, with its connection states (INFINICACHE Sec. 3:
 sleeping -> invoking -> active -> BYE -> sleeping), its two connections
 (small and large queue, SION Sec. 5.3.4) and request dispatch. Covers
 invoking on demand, the per-invocation secret, queuing requests while a
-function starts, the BYE handshake and connection loss; not placement nor
-what a request means to the object table.
+function starts, the BYE handshake, connection loss, and keeping the function's
+insertion-log state as last reported (term, hash, ``diff_rank``: HELLO, BYE and
+every PUT reply) for the next invocation's consistency check (SION Sec.
+5.5.1); not placement nor what a request means to the object table.
+
+A loss is what the instance says in its HELLO (``lost``: its log was behind the
+daemon's report, so its memory is not what was placed there); a changed
+instance id alone (a warm instance the platform replaced while nothing was
+stored, or a recovery function's copies) is reported through ``on_instance``.
 
 Requests never block the caller: ``request`` queues when the function is not
 connected and triggers an invocation; the reply callback runs on the
@@ -64,7 +71,8 @@ class _Conn:
 class FunctionHandle:
     def __init__(self, index: int, name: str, *, invoke: Callable[[str, dict[str, Any]], None],
                  event: Callable[[FunctionHandle, bool], dict[str, Any]], invoke_timeout_s: float,
-                 on_lost: Callable[[FunctionHandle], None], on_mem: Callable[[FunctionHandle, int], None]) -> None:
+                 on_lost: Callable[[FunctionHandle], None], on_mem: Callable[[FunctionHandle, int], None],
+                 on_instance: Callable[[FunctionHandle], None] | None = None) -> None:
         self.index = index
         self.name = name
         self._invoke = invoke
@@ -72,6 +80,7 @@ class FunctionHandle:
         self._invoke_timeout = invoke_timeout_s
         self._on_lost = on_lost
         self._on_mem = on_mem
+        self._on_instance = on_instance
         self.cond = threading.Condition()
         self.state = "sleeping"  # sleeping | invoking | active
         self.secret = ""
@@ -83,8 +92,9 @@ class FunctionHandle:
         self.last_bye = 0.0
         self.last_used = 0.0
         self.instance: str | None = None
-        self.term = 0
+        self.term = 0  # the function's insertion log as last reported (SION's term/hash check)
         self.hash = ""
+        self.diff_rank = 0
         self.mem = 0
         self.invocations = 0
         self.lost_count = 0
@@ -93,6 +103,8 @@ class FunctionHandle:
     # -- requests -------------------------------------------------------------
     def request(self, op: int, key: str, on_reply: ReplyCallback, *, a: int = 0, b: int = 0, crc: int = 0,
                 meta: dict[str, Any] | None = None, payload: Any = None, large: bool = False) -> None:
+        if op in (Op.PUT, Op.RECOVER) and not (meta and meta.get("cache")):
+            on_reply = self._ranked(on_reply)
         req = _Request(op, key, a, b, crc, meta, payload, large, on_reply)
         with self.cond:
             self.last_used = time.monotonic()
@@ -122,7 +134,7 @@ class FunctionHandle:
             conn = self.conns["large" if large else "small"]
         reqid = next(self._reqids)
         with conn.wlock:
-            conn.pending[reqid] = self._wrap(on_reply)
+            conn.pending[reqid] = self._wrap(self._ranked(on_reply))
             try:
                 send_frame(conn.sock, Op.PUT, reqid=reqid, key=key, crc=crc, a=block, b=offset, paylen=length)
             except OSError:
@@ -141,6 +153,16 @@ class FunctionHandle:
                 return
             self.inflight += 1
         self._send(_Request(Op.DEL, "", 0, 0, 0, {"keys": keys}, None, False, lambda f, s: None))
+
+    def _ranked(self, cb: ReplyCallback) -> ReplyCallback:
+        """A stored chunk's reply carries the function's ``diff_rank``: the daemon's
+        report follows it, so an instance that dies before sealing is still caught."""
+        def done(frame: Frame | None, sock: socket.socket | None) -> None:
+            if frame is not None and frame.status == Status.OK:
+                with self.cond:
+                    self.diff_rank = max(self.diff_rank, frame.b)
+            cb(frame, sock)
+        return done
 
     def _wrap(self, cb: ReplyCallback) -> ReplyCallback:
         def done(frame: Frame | None, sock: socket.socket | None) -> None:
@@ -232,17 +254,20 @@ class FunctionHandle:
             if self.state != "invoking" or kind not in ("small", "large") or not self._secret_ok(m.get("secret")):
                 return None
             instance = str(m.get("instance", ""))
-            if self.instance is not None and instance != self.instance:
-                lost = True
-            else:
-                lost = False
+            first = not self.conns  # the invocation's first connection: its HELLO speaks for it
+            lost = first and m.get("lost") is True
+            changed = first and self.instance is not None and instance != self.instance
             self.instance = instance
-            self.term = _int(m.get("term"))
-            self.hash = str(m.get("hash", ""))
+            if first:
+                self.term = _int(m.get("term"))
+                self.hash = str(m.get("hash", ""))
+                self.diff_rank = max(_int(m.get("diff_rank")), 0 if lost else self.diff_rank)
             self.mem = _int(m.get("mem"))
             conn = _Conn(kind, sock)
             self.conns[kind] = conn
         send_frame(sock, Op.REPLY)
+        if changed and self._on_instance is not None:
+            self._on_instance(self)
         if lost:
             self.lost_count += 1
             self._on_lost(self)
@@ -304,6 +329,7 @@ class FunctionHandle:
                 self.state = "sleeping"
                 self.term = int(frame.meta.get("term", self.term))
                 self.hash = str(frame.meta.get("hash", self.hash))
+                self.diff_rank = max(self.diff_rank, _int(frame.meta.get("diff_rank")))
                 self.mem = int(frame.meta.get("mem", self.mem))
                 self.last_bye = time.monotonic()
                 conns = list(self.conns.values())
@@ -385,5 +411,3 @@ def _skip(sock: socket.socket, n: int) -> None:
     if n:
         drain(sock, n)
 
-
-_ = Status

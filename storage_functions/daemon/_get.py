@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from ._functions import FunctionHandle
     from ._objects import ObjectTable
     from ._outbox import BufferPool
+    from ._recovery import Recovery
 
 __all__ = ["GetPath"]
 
@@ -40,6 +41,7 @@ class GetPath:
     cos: Any
     pool: BufferPool
     handles: list[FunctionHandle]
+    recovery: Recovery
     _gets: set[Collector]
     _gets_lock: threading.Lock
     _watch_cond: threading.Condition

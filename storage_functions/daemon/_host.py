@@ -1,28 +1,33 @@
 """What the daemon's helpers need of the daemon, as Protocols, so that they
 depend on these and not on ``Daemon`` (no import cycle): a GET's collector
-(``GetHost``) and local recovery (``RecoveryHost``). ``_server.Daemon``
-satisfies both."""
+(``GetHost``), local recovery (``RecoveryHost``) and a restart's restore
+(``RestoreHost``). ``_server.Daemon`` satisfies them all."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from ._config import DaemonConfig
     from ._functions import FunctionHandle
     from ._objects import ObjectTable, ObjectVersion
+    from ._buffer import PersistentBuffer
     from ._outbox import BufferPool
+    from ._store_events import Event, Instruction
+    from ._recovery import Recovery
 
-__all__ = ["GetHost", "RecoveryHost"]
+__all__ = ["GetHost", "RecoveryHost", "RestoreHost"]
 
 
 class GetHost(Protocol):
     """For ``Collector``: the config, the counters (``count``), the receive-buffer
-    pool, the function connections, and a nudge for the GET watchdog."""
+    pool, the function connections, recovery (copies to reroute a GET to), and a
+    nudge for the GET watchdog."""
 
     config: DaemonConfig
     pool: BufferPool
     handles: list[FunctionHandle]
+    recovery: Recovery
 
     def count(self, name: str, n: int = 1) -> None: ...
 
@@ -30,17 +35,53 @@ class GetHost(Protocol):
 
 
 class RecoveryHost(Protocol):
-    """For ``Recovery``: read a chunk from the buffer or COS, store it, and tell the
-    store core a lost chunk is back (``recovered``: False when it was freed or
-    placed again meanwhile, and the copy just stored was deleted again)."""
+    """For ``Recovery``: the config, COS, the function connections, the counters
+    (``count``), where a chunk was planned, the chunks placed per function, read a
+    chunk from the buffer or COS, and tell the store core a lost chunk is back
+    (``recovered``: False when it was freed or placed again meanwhile, and the copy
+    just stored was deleted again)."""
 
     config: DaemonConfig
+    cos: Any
+    handles: list[FunctionHandle]
+
+    @property
+    def table(self) -> ObjectTable: ...
+
+    def count(self, name: str, n: int = 1) -> None: ...
+
+    def chunks_on(self, fn: int) -> int: ...
+
+    def _handle(self, index: int) -> FunctionHandle: ...
+
+    def _planned(self, obj: ObjectVersion, s: int, i: int) -> tuple[int, int, int]: ...
+
+    def _read_chunk(self, obj: ObjectVersion, s: int, i: int) -> bytes | None: ...
+
+    def recovered(self, obj: ObjectVersion, s: int, i: int, place: tuple[int, int, int]) -> bool: ...
+
+
+class RestoreHost(Protocol):
+    """For ``DurableTable`` (``_restore``): the buffer and its directory, COS, the
+    counters, the store core (``_do``), what a function holds (``function_memory``),
+    read a chunk from the buffer or COS, and the function connections."""
+
+    config: DaemonConfig
+    cos: Any
+    buffer: PersistentBuffer
+    buffer_dir: str
     counters: dict[str, int]
     handles: list[FunctionHandle]
 
     @property
     def table(self) -> ObjectTable: ...
 
+    def count(self, name: str, n: int = 1) -> None: ...
+
+    def _do(self, ev: Event) -> list[Instruction]: ...
+
+    def _handle(self, index: int) -> FunctionHandle: ...
+
     def _read_chunk(self, obj: ObjectVersion, s: int, i: int) -> bytes | None: ...
 
-    def recovered(self, obj: ObjectVersion, s: int, i: int, place: tuple[int, int, int]) -> bool: ...
+    def function_memory(self, name: str, prefix: str = "", timeout_s: float = 10.0) -> dict[str, Any]: ...

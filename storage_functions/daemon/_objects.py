@@ -119,6 +119,13 @@ class ObjectTable:
                     return obj
         return None
 
+    def add(self, obj: ObjectVersion) -> None:
+        """Put back a version a restarted daemon rebuilt (``_restore``), in version order."""
+        with self._lock:
+            vs = self._versions.setdefault(obj.key, [])
+            vs.append(obj)
+            vs.sort(key=lambda o: o.version)
+
     def drop_failed(self, obj: ObjectVersion) -> None:
         with self._lock:
             vs = self._versions.get(obj.key, [])

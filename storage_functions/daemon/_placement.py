@@ -150,19 +150,24 @@ class PlaceChunk:
         scaled = 0
         chosen: list[tuple[int, int, int]] = []
         taken: set[int] = set(exclude)
-        for cid, size in enumerate(sizes):
-            ptr = cid
-            while True:
-                while ptr >= len(opened):  # GetOpenFuncs: scale out by whole groups
-                    opened.extend(self.scale_out())
-                    scaled += self.group_size
-                fn = opened[ptr]
-                if fn not in taken and self._test(fn, size, busy):
-                    block, off = self.slots[fn].alloc.alloc(size)
-                    chosen.append((fn, block, off))
-                    taken.add(fn)
-                    break
-                ptr += max(n, 1)
+        try:
+            for cid, size in enumerate(sizes):
+                ptr = cid
+                while True:
+                    while ptr >= len(opened):  # GetOpenFuncs: scale out by whole groups
+                        opened.extend(self.scale_out())
+                        scaled += self.group_size
+                    fn = opened[ptr]
+                    if fn not in taken and self._test(fn, size, busy):
+                        block, off = self.slots[fn].alloc.alloc(size)
+                        chosen.append((fn, block, off))
+                        taken.add(fn)
+                        break
+                    ptr += max(n, 1)
+        except PoolExhausted:  # all or nothing: the chunks placed so far give their blocks back
+            for (fn, block, off), size in zip(chosen, sizes):
+                self.slots[fn].alloc.free(block, off, size)
+            raise
         for fn in taken - exclude:
             if self.slots[fn].alloc.used() >= self.hardcap:
                 self._seal_group(self.group_of(fn))

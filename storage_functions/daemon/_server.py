@@ -35,10 +35,11 @@ from ._outbox import BufferPool
 from ._placement import PlaceChunk
 from ._put import PutPath
 from ._recovery import LostChunk, Recovery
+from ._restore import DurableTable
 from ._runs import drop_run_files, held_by_run, run_of, sweep_files
 from ._session import serve_connection
 from ._state import StoreState
-from ._store_events import (ChunkRecovered, Discard, Event, Free, Freed, FunctionLost, Instruction, Place, Recover,
+from ._store_events import (ChunkRecovered, Discard, Event, Free, Freed, FunctionLost, Instruction, Place, PutReady, Recover,
                             Release, Tick, Upload, Warm)
 
 __all__ = ["Daemon"]
@@ -80,7 +81,9 @@ class Daemon(PutPath, GetPath):
         self._own_buffer_dir = config.buffer_dir is None
         self.buffer_dir = config.buffer_dir or tempfile.mkdtemp(prefix="sion-buffer-")
         self.buffer = PersistentBuffer(self.buffer_dir, cos, workers=config.upload_workers,
-                                       delay_s=config.upload_delay_s, fsync=config.buffer_fsync)
+                                       delay_s=config.upload_delay_s, fsync=config.buffer_fsync,
+                                       on_uploaded=lambda obj: self.durable.uploaded(obj))
+        self.durable = DurableTable(self)  # the table on disk: a restarted daemon rebuilds it (_restore)
         self.handles: list[FunctionHandle] = []
         self._by_name: dict[str, FunctionHandle] = {}
         self._lock = threading.Lock()
@@ -101,6 +104,7 @@ class Daemon(PutPath, GetPath):
 
     # -- lifecycle --------------------------------------------------------------
     def start(self) -> tuple[str, int]:
+        self.durable.restore()
         ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         ls.bind((self.config.host, self.config.port))
@@ -112,6 +116,7 @@ class Daemon(PutPath, GetPath):
             t = threading.Thread(target=target, daemon=True, name=name)
             t.start()
             self._threads.append(t)
+        self.durable.verify()
         return self.address
 
     def stop(self) -> None:
@@ -143,6 +148,7 @@ class Daemon(PutPath, GetPath):
         for t in self._threads:
             t.join(5)
         self.buffer.close()
+        self.durable.close()
         if self._own_buffer_dir:
             shutil.rmtree(self.buffer_dir, ignore_errors=True)
         if problem is not None:
@@ -176,16 +182,23 @@ class Daemon(PutPath, GetPath):
         """Feed ``ev`` to the store core and carry out its instructions; returns them
         (the replies, and ``SendChunk`` for the PUT path to stream)."""
         with self._state_lock:
+            # the durable table (``_restore``) follows the core under its lock: a free is on disk
+            # before its bytes go, a version before its PUT is acknowledged, and never in between
+            if isinstance(ev, Free):
+                self.durable.freed(ev.keys)
             out = self.state.handle(ev)
+            if isinstance(ev, PutReady) and any(isinstance(x, Upload) for x in out):
+                self.durable.put(ev.obj)
         for ins in out:
             if isinstance(ins, Release):
                 self._handle(ins.fn).delete(list(ins.keys))
             elif isinstance(ins, Discard):
                 self.buffer.discard(ins.obj)
+                self.recovery.forget(ins.obj)
             elif isinstance(ins, Upload):
                 self.buffer.submit(ins.obj)
             elif isinstance(ins, Recover):
-                self.recovery.lost([LostChunk(obj, s, i, place) for obj, s, i, place in ins.chunks])
+                self.recovery.lost([LostChunk(obj, s, i, place) for obj, s, i, place in ins.chunks], ins.fn)
             elif isinstance(ins, Warm):
                 h = self.handles[ins.fn]
                 h.last_used = ev.now
@@ -283,7 +296,9 @@ class Daemon(PutPath, GetPath):
     def sweep_runs(self, keep: Callable[[str], bool]) -> list[str]:
         """At start, before any PUT: drop the COS copies and buffer files that earlier daemon
         processes left for every run ``keep(run_id)`` is false for; returns those runs."""
-        return sweep_files(self.cos, self.config.cos_prefix, self.buffer_dir, keep)
+        dropped = sweep_files(self.cos, self.config.cos_prefix, self.buffer_dir, keep)
+        self.free([k for k in self.table.keys() if (r := run_of(k)) is not None and not keep(r)])  # restored
+        return dropped
 
     def prewarm(self, count: int) -> int:
         """Start the first ``count`` storage functions now (a warm-up invocation each), so
@@ -356,7 +371,8 @@ class Daemon(PutPath, GetPath):
                     self.on_new_function(name)
                 h = FunctionHandle(i, name, invoke=self.invoker.invoke_async, event=self._event,
                                    invoke_timeout_s=self.config.invoke_timeout_s, on_lost=self._function_lost,
-                                   on_mem=lambda h, m: None)
+                                   on_mem=lambda h, m: None,
+                                   on_instance=lambda h: self.recovery.instance_changed(h.index))
                 self.handles.append(h)
                 self._by_name[name] = h
             return self.handles[index]
@@ -366,12 +382,15 @@ class Daemon(PutPath, GetPath):
         host, port = c.dial_address(self.address)
         return {"daemon": [host, port], "name": h.name, "secret": h.secret, "idle_s": c.idle_s,
                 "tick_ms": c.tick_ms, "block_size": c.block_size, "capacity": c.capacity,
-                "cos_url": c.cos_url, "cos_prefix": c.cos_prefix, "warmup": warmup, "debug": c.debug, "spin_us": c.spin_us}
+                "cos_url": c.cos_url, "cos_prefix": c.cos_prefix, "warmup": warmup, "debug": c.debug, "spin_us": c.spin_us,
+                "term": h.term, "hash": h.hash, "diff_rank": h.diff_rank, "cache_cap": c.capacity - c.hardcap,
+                "recover_workers": c.recover_workers, "bandwidth_mbps": c.function_bandwidth_mbps}
 
     def _function_lost(self, h: FunctionHandle) -> None:
-        """A new instance answered for ``h``: its memory is gone. The store core forgets
-        the chunks it held (GETs use the other chunks or COS meanwhile) and hands the ones
-        the metadata server placed there to local recovery, which stores them there again."""
+        """A new instance answered for ``h`` and found its memory is not what the daemon
+        placed there (SION's term/hash check). The store core forgets the chunks it held
+        (GETs use the other chunks, recovery functions' copies or COS meanwhile) and hands
+        the ones the metadata server placed there to recovery (``_recovery``)."""
         self.count("lost_functions")
         self._do(FunctionLost(fn=h.index, now=time.monotonic()))
 

@@ -23,7 +23,12 @@ Semantics:
   (``Discard``) and a version freed while its PUT ran never becomes readable.
 - ``FunctionLost``: every chunk placed there loses its place; the ones the
   metadata server placed, of readable versions, are missing until recovery
-  stores them there again (``Recover`` / ``ChunkRecovered``).
+  stores them there again (``Recover`` / ``ChunkRecovered``; ``Recover`` goes out
+  even when the table placed nothing there: the function's insertion log may
+  list chunks to bring back).
+- ``Restored``: a restarted daemon puts a version of its durable table back
+  (``_restore``), its places reserved; each chunk enters the ledger once its
+  function is found holding it or it is stored again (``ChunkStored``).
 
 ``validate_state`` (``_store_invariants``) asserts what must hold between events.
 """
@@ -38,7 +43,7 @@ from ._objects import ObjectTable, ObjectVersion, Stripe, chunk_key, cos_object_
 from ._placement import BadPlacement, PlaceChunk, PoolExhausted
 from ._store_events import (Begun, ChunkFailed, ChunkRecovered, ChunkStored, Degraded, Discard, Event, Free, Freed,
                             FunctionLost, Instruction, Place, PutAbandoned, PutBegun, PutReady, PutRetry, Recover,
-                            Release, SendChunk, StripeBegun, Tick, Upload, Warm)
+                            Release, Restored, SendChunk, StripeBegun, Tick, Upload, Warm)
 
 __all__ = ["StoreState", "MissingKey"]
 
@@ -64,7 +69,7 @@ class StoreState:
             PutBegun: self._put_begun, StripeBegun: self._stripe_begun, ChunkStored: self._chunk_stored,
             ChunkFailed: self._chunk_failed, PutRetry: self._put_retry, PutReady: self._put_ready,
             PutAbandoned: self._put_abandoned, Free: self._free, FunctionLost: self._function_lost,
-            ChunkRecovered: self._chunk_recovered, Tick: self._tick,
+            ChunkRecovered: self._chunk_recovered, Restored: self._restored, Tick: self._tick,
         }
 
     def handle(self, ev: Event) -> list[Instruction]:
@@ -231,7 +236,7 @@ class StoreState:
                             self.missing[(obj.key, obj.version, s, i)] = place
         self.fn_chunks.pop(fn, None)
         self.ledger.function_lost(ev.now, self.name(fn))
-        return [Recover(tuple(lost))] if lost else []
+        return [Recover(fn, tuple(lost))]  # also when the table had none there: its log may list some
 
     def _chunk_recovered(self, ev: Event) -> list[Instruction]:
         assert isinstance(ev, ChunkRecovered)
@@ -246,6 +251,17 @@ class StoreState:
         st.places[i] = place
         self._count(fn, +1)
         self.ledger.stored(ev.now, self.name(fn), ckey, block, off, st.cl)
+        return []
+
+    def _restored(self, ev: Event) -> list[Instruction]:
+        assert isinstance(ev, Restored)
+        obj = ev.obj
+        for st in obj.stripes:
+            for pl in st.places:
+                if pl is not None:
+                    self.placement.reserve(pl[0], pl[1], pl[2], st.cl)
+                    self._count(pl[0], +1)
+        self.table.add(obj)
         return []
 
     def _tick(self, ev: Event) -> list[Instruction]:

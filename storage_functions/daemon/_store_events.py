@@ -24,7 +24,7 @@ from ._objects import ObjectVersion
 __all__ = [
     "Place",
     "Event", "PutBegun", "StripeBegun", "ChunkStored", "ChunkFailed", "PutRetry", "PutReady", "PutAbandoned",
-    "Free", "FunctionLost", "ChunkRecovered", "Tick",
+    "Free", "FunctionLost", "ChunkRecovered", "Restored", "Tick",
     "Instruction", "Begun", "SendChunk", "Release", "Recover", "Upload", "Discard", "Warm", "Freed", "Degraded",
 ]
 
@@ -127,6 +127,16 @@ class ChunkRecovered(Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Restored(Event):
+    """A restarted daemon put back a readable version from its durable table
+    (``_restore``): its places are reserved and counted again; the ledger counts
+    each chunk once its function is found holding it or it is stored there again
+    (``ChunkStored``)."""
+
+    obj: ObjectVersion
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Tick(Event):
     """Warm-up check: ``sleeping`` lists (function, last used) of functions whose
     instance is not running."""
@@ -167,8 +177,10 @@ class Release(Instruction):
 
 @dataclass(frozen=True, slots=True)
 class Recover(Instruction):
-    """Store these chunks again at their places (``Recovery.lost``): (obj, stripe, index, place)."""
+    """Function ``fn`` lost its memory: store these chunks (and the live ones its
+    insertion log lists) again at their places (``Recovery.lost``): (obj, stripe, index, place)."""
 
+    fn: int
     chunks: tuple[tuple[ObjectVersion, int, int, Place], ...]
 
 

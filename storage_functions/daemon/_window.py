@@ -17,7 +17,7 @@ waiting for go last in later stripes; a stripe that runs out of chunks or of
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, Sequence
+from typing import Callable, Literal, Sequence
 
 from ._objects import Stripe
 
@@ -53,10 +53,18 @@ class StripeRec:
 
 class GetWindow:
     """The stripes of one object version being read (``stripes``: their places are
-    read live, a lost function's chunks have none)."""
+    read live, a lost function's chunks have none). ``route(s, i)``: the function
+    holding a recovery copy of a chunk that has no place (SION Sec. 5.5.2), or None;
+    ``up(fn)``: function ``fn`` is connected (a chunk on one that is not, killed or
+    starting, is asked after those on connected ones when ``d`` of those suffice, so
+    a read never waits a cold start behind a killed instance)."""
 
-    def __init__(self, stripes: Sequence[Stripe], *, window: int = 0, extra: int | None = 0) -> None:
+    def __init__(self, stripes: Sequence[Stripe], *, window: int = 0, extra: int | None = 0,
+                 route: Callable[[int, int], int | None] | None = None,
+                 up: Callable[[int], bool] | None = None) -> None:
         self.stripes = stripes
+        self.route = route
+        self.up = up
         k = len(stripes)
         self.recs = [StripeRec(st.d, st.n) for st in stripes]
         self.window = window if window > 0 else max(1, k)
@@ -70,35 +78,50 @@ class GetWindow:
         self.left = k  # stripes short of d chunks
         self.ended = False
         self.missing = 0  # chunks found without a place since the shell last took the count
+        self.rerouted = 0  # chunks asked of a recovery copy since the shell last took the count
 
     # -- requests ------------------------------------------------------------------------
     def _order(self, s: int) -> list[int]:
         places = self.stripes[s].places
+        up = self.up
 
-        def late(i: int) -> bool:
+        def late(i: int) -> tuple[bool, bool]:
             pl = places[i]
-            return pl is not None and pl[0] in self.slow
+            return pl is not None and pl[0] in self.slow, pl is not None and up is not None and not up(pl[0])
 
         idx = list(range(len(places)))
-        if self.slow:
-            idx.sort(key=late)
+        keys = [late(i) for i in idx]
+        if any(k != (False, False) for k in keys) and sum(1 for k in keys if k == (False, False)) >= \
+                self.recs[s].d:
+            idx.sort(key=lambda i: keys[i])
+        elif self.slow:
+            idx.sort(key=lambda i: keys[i][0])
         return idx
+
+    def holder(self, s: int, i: int) -> tuple[int | None, bool]:
+        """(the function to ask for chunk ``i`` of stripe ``s``, it is a recovery copy):
+        where the chunk is placed, else a recovery function holding a copy."""
+        place = self.stripes[s].places[i]
+        if place is not None:
+            return place[0], False
+        fn = self.route(s, i) if self.route is not None else None
+        return fn, fn is not None
 
     def pick(self, s: int, k: int) -> list[int]:
         """The next ``k`` chunks of stripe ``s`` to request (skipping those without a place)."""
         r = self.recs[s]
         if r.order is None:
             r.order = self._order(s)
-        places = self.stripes[s].places
         out: list[int] = []
         while k > 0 and r.next < len(r.order):
             i = r.order[r.next]
             r.next += 1
-            place = places[i]
-            if place is None:
+            fn, routed = self.holder(s, i)
+            if fn is None:
                 self.missing += 1
                 continue
-            self.waiting[(s, i)] = place[0]
+            self.rerouted += routed
+            self.waiting[(s, i)] = fn
             out.append(i)
             k -= 1
         r.inflight += len(out)

@@ -11,6 +11,7 @@ Not here: what the platform does with them (``_platform.py``).
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any, Literal
@@ -33,6 +34,9 @@ ENV = {
     "log_dir": "FUNCSION_PLATFORM_LOG_DIR",
     "enforce_memory": "FUNCSION_ENFORCE_MEMORY",
     "bill_init": "FUNCSION_BILL_INIT",
+    "fork_server": "FUNCSION_FORK_SERVER",                # 1/0: fork instances of preloading functions
+    "cold_start_s": "FUNCSION_COLD_START_S",              # a cold start takes at least this (simulated)
+    "bytecode_dir": "FUNCSION_BYTECODE_DIR",              # where instances cache .pyc ("off": nowhere)
 }
 
 OnLimit = Literal["queue", "raise"]
@@ -63,6 +67,17 @@ class PlatformConfig:
     - ``bill_init``: bill cold-start init time as AWS does since Aug 2025.
     - ``log_dir``: instance stdout/stderr go to ``<log_dir>/<function>.log``;
       None lets them through to this process's stdout/stderr.
+    - ``fork_server``: the instances of a function deployed with ``preload``
+      modules are forked from a fork server that imported them once (a warm
+      container's start: milliseconds); off, every instance is a fresh
+      interpreter that imports everything itself.
+    - ``cold_start_s``: every cold start takes at least this long (the
+      platform waits out the rest, billed as init): Lambda's cold starts for
+      cost studies, now that local ones are fast. 0: as fast as they are.
+    - ``bytecode_dir``: instances write and reuse the bytecode (``.pyc``) of
+      what they import there (``PYTHONPYCACHEPREFIX``), whatever
+      ``PYTHONDONTWRITEBYTECODE`` says; ``"off"`` leaves Python's own
+      settings. Default: ``<temp dir>/funcsion-pycache-<uid>``.
     """
 
     idle_reclaim_s: tuple[float, float] | None = None
@@ -77,6 +92,9 @@ class PlatformConfig:
     log_dir: str | None = None
     enforce_memory: bool | None = None
     bill_init: bool | None = None
+    fork_server: bool | None = None
+    cold_start_s: float | None = None
+    bytecode_dir: str | None = None
     init_timeout_s: float = 30.0
     monitor_interval_s: float = 0.02
     max_payload_bytes: int = 6 * 1024 * 1024
@@ -110,6 +128,8 @@ _DEFAULTS: dict[str, object] = {
     "kill_delay_s": 0.0,
     "enforce_memory": True,
     "bill_init": True,
+    "fork_server": True,
+    "cold_start_s": 0.0,
 }
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -127,9 +147,9 @@ def _parse(name: str, raw: str, source: str) -> object:
             return (parts[0], parts[1])
         if name in ("concurrency_limit", "seed"):
             return int(raw)
-        if name in ("queue_timeout_s", "kill_rate", "kill_delay_s"):
+        if name in ("queue_timeout_s", "kill_rate", "kill_delay_s", "cold_start_s"):
             return float(raw)
-        if name in ("enforce_memory", "bill_init"):
+        if name in ("enforce_memory", "bill_init", "fork_server"):
             if raw.strip().lower() not in _TRUE | _FALSE:
                 raise ValueError("write 1/0, true/false, yes/no or on/off")
             return raw.strip().lower() in _TRUE
@@ -153,11 +173,16 @@ def _check(name: str, value: object, source: str) -> object:
         raise bad("must be 'queue' or 'raise'")
     if name == "kill_rate" and (not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0):
         raise bad("must be a probability in [0, 1]")
-    if name in ("queue_timeout_s", "kill_delay_s", "init_timeout_s") and (
+    if name in ("queue_timeout_s", "kill_delay_s", "init_timeout_s", "cold_start_s") and (
             not isinstance(value, (int, float)) or value < 0):
         raise bad("must be a number of seconds >= 0")
     if name == "monitor_interval_s" and (not isinstance(value, (int, float)) or value <= 0):
         raise bad("must be a number of seconds > 0")
+    if name == "bytecode_dir":
+        if value is None:
+            return os.path.join(tempfile.gettempdir(), f"funcsion-pycache-{os.getuid()}")
+        if not isinstance(value, str) or not value:
+            raise bad("must be a directory, or 'off'")
     if name in ("max_payload_bytes", "record_limit") and (not isinstance(value, int) or value < 1):
         raise bad("must be an int >= 1")
     return value

@@ -1,5 +1,7 @@
 """One instance of a local Lambda function: an OS process running
-``_worker.py``, two pipes, and what the platform knows about it.
+``_worker.py`` (a fresh interpreter, or a child forked from a fork server
+that imported the function's heavy modules once: ``_forkserver``), two
+pipes, and what the platform knows about it.
 
 Ownership rule (no fd is closed under a reader): the thread that holds an
 instance -- the invoker while it is busy, or whoever took it out of the pool
@@ -20,13 +22,15 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Literal
+from collections.abc import Iterable, Mapping
+from typing import IO, Any, Literal, Protocol
 
 from ..private_files import open_private, private_dir
 from . import _worker
+from ._forkserver import ForkServer
 from ._worker import HEADER, encode_frame
 
-__all__ = ["Instance", "InstanceInfo", "FunctionSpec", "InstanceState", "read_rss_mb"]
+__all__ = ["Instance", "InstanceInfo", "FunctionSpec", "InstanceState", "read_rss_mb", "close_all"]
 
 InstanceState = Literal["starting", "idle", "busy", "dead"]
 _WORKER = Path(_worker.__file__).resolve()
@@ -46,6 +50,7 @@ class FunctionSpec:
     code_paths: tuple[str, ...]
     reserved_concurrency: int | None
     version: int
+    preload: tuple[str, ...] = ()  # modules a fork server imports once for all instances (none: spawn each)
 
     @property
     def arn(self) -> str:
@@ -84,6 +89,21 @@ def read_rss_mb(pid: int) -> tuple[float, float] | None:
     return None if rss is None else (rss, hwm if hwm is not None else rss)
 
 
+class Process(Protocol):
+    """What an instance's process offers: ``subprocess.Popen`` or ``ForkedProcess``."""
+
+    pid: int
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int | None: ...
+
+    def send_signal(self, sig: int) -> None: ...
+
+
 class Instance:
     def __init__(self, spec: FunctionSpec) -> None:
         self.spec = spec
@@ -96,7 +116,8 @@ class Instance:
         self.reclaim_at = float("inf")
         self.kill_reason: str | None = None
         self.peak_rss_mb = 0.0
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc: Process | None = None
+        self.forked = False
         self._req_fd = -1
         self._resp_fd = -1
         self._log: IO[bytes] | None = None
@@ -113,11 +134,17 @@ class Instance:
 
     # -- life -----------------------------------------------------------------
 
-    def spawn(self, *, max_payload_bytes: int, log_dir: str | None) -> None:
+    def spawn(self, *, max_payload_bytes: int, log_dir: str | None, env_extra: Mapping[str, str] | None = None,
+              env_drop: Iterable[str] = (), forker: ForkServer | None = None) -> None:
+        """Start the process (forked from ``forker`` when given, else a fresh interpreter) and send
+        it ``init``. ``env_extra``/``env_drop``: the platform's own settings (bytecode caching)."""
         spec = self.spec
         req_r, req_w = os.pipe()
         resp_r, resp_w = os.pipe()
         env = dict(os.environ)
+        for name in env_drop:
+            env.pop(name, None)
+        env.update(env_extra or {})
         env.update({
             "AWS_LAMBDA_FUNCTION_NAME": spec.name,
             "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(spec.memory_mb),
@@ -133,12 +160,16 @@ class Instance:
             private_dir(log_dir)
             self._log = out = open_private(Path(log_dir) / f"{spec.name}.log", "ab")
         try:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-P", "-u", str(_WORKER), str(req_r), str(resp_w)],
-                pass_fds=(req_r, resp_w), stdin=subprocess.DEVNULL, stdout=out,
-                stderr=subprocess.STDOUT if out is not None else None,
-                env=env, start_new_session=True,  # a terminal's Ctrl-C is for the parent to handle
-            )
+            if forker is not None:
+                self.proc = forker.fork(env, [req_r, resp_w] + ([out.fileno()] if out is not None else []))
+                self.forked = True
+            else:
+                self.proc = subprocess.Popen(
+                    [sys.executable, "-P", "-u", str(_WORKER), str(req_r), str(resp_w)],
+                    pass_fds=(req_r, resp_w), stdin=subprocess.DEVNULL, stdout=out,
+                    stderr=subprocess.STDOUT if out is not None else None,
+                    env=env, start_new_session=True,  # a terminal's Ctrl-C is for the parent to handle
+                )
         except BaseException:
             for fd in (req_r, req_w, resp_r, resp_w):
                 os.close(fd)
@@ -209,6 +240,8 @@ class Instance:
             code = proc.wait(timeout=2.0)
         except subprocess.TimeoutExpired:
             return "still running"
+        if code is None:
+            return "exit status unknown"
         if code < 0:
             try:
                 name = signal.Signals(-code).name.removeprefix("SIG").lower()
@@ -219,6 +252,11 @@ class Instance:
 
     def close(self, *, graceful: bool = True, grace_s: float = 1.0) -> None:
         """Stop the process and free its pipes (holder only; idempotent)."""
+        self.begin_close(graceful=graceful)
+        self.end_close(time.monotonic() + grace_s)
+
+    def begin_close(self, *, graceful: bool = True) -> None:
+        """Tell the process to stop (``exit`` and EOF, or SIGKILL) without waiting for it."""
         self.state = "dead"
         proc = self.proc
         if proc is not None:
@@ -230,11 +268,19 @@ class Instance:
             if self._req_fd >= 0:
                 os.close(self._req_fd)  # EOF ends the worker's loop
                 self._req_fd = -1
+
+    def end_close(self, deadline: float) -> None:
+        """Wait until ``deadline`` (time.monotonic) for the process to end, then kill it; free the rest."""
+        proc = self.proc
+        if proc is not None:
             try:
-                proc.wait(timeout=grace_s)
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 self.kill(self.kill_reason or "reclaimed")
                 proc.wait()
+            release = getattr(proc, "release", None)
+            if release is not None:
+                release()
         for fd in (self._req_fd, self._resp_fd):
             if fd >= 0:
                 os.close(fd)
@@ -245,3 +291,14 @@ class Instance:
         if self._log is not None:
             self._log.close()
             self._log = None
+
+
+def close_all(instances: Iterable[Instance], *, graceful: bool = True, grace_s: float = 1.0) -> None:
+    """Close several instances at once: every one is told to stop, then each is waited for
+    within one shared ``grace_s`` (shutdown takes one grace period, not one per instance)."""
+    insts = list(instances)
+    for inst in insts:
+        inst.begin_close(graceful=graceful)
+    deadline = time.monotonic() + grace_s
+    for inst in insts:
+        inst.end_close(deadline)

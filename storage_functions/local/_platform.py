@@ -1,11 +1,14 @@
 """``LocalPlatform``: AWS Lambda on this machine, one OS process per instance.
 
 Covers deploy, synchronous and asynchronous invoke, warm reuse (most recently
-used idle instance first), cold starts, idle reclamation after a random time,
-a concurrency limit, timeouts, memory enforcement, fault injection (kill now,
-kill at a rate, kill through a file) and the billing meter. The decisions are
-in ``_policy.py``, the settings in ``_config.py``, the process in
-``_instance.py``/``_worker.py``; this module pools and accounts.
+used idle instance first), cold starts (forked from a fork server for
+functions deployed with ``preload`` modules, at least ``cold_start_s`` when
+set), provisioning ahead of use, idle reclamation after a random time, a
+concurrency limit, timeouts, memory enforcement, fault injection (kill now,
+kill at a rate, kill through a file), parallel shutdown and the billing
+meter. The decisions are in ``_policy.py``, the settings in ``_config.py``,
+the process in ``_instance.py``/``_worker.py``/``_forkserver.py``; this
+module pools and accounts.
 
 Threads: any thread may call any method. One lock guards the pool; process
 spawning, pipe I/O and closing happen outside it. A monitor thread reclaims
@@ -26,7 +29,7 @@ import weakref
 from collections import deque
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +37,8 @@ from ..exceptions import (
     ConcurrencyLimit, FunctionNotDeployed, InvalidPayload, InvocationFailed, PlatformConfigError, PlatformError,
 )
 from ._config import PlatformConfig
-from ._instance import FunctionSpec, Instance, InstanceInfo, read_rss_mb
+from ._forkserver import ForkServerError, ForkServers
+from ._instance import FunctionSpec, Instance, InstanceInfo, close_all, read_rss_mb
 from ._policy import kill_delay, matches, reclaim_at
 from ._pricing import BillingMeter, BillingReport
 
@@ -48,7 +52,10 @@ MIN_MEMORY_MB, MAX_MEMORY_MB, MAX_TIMEOUT_S = 128, 10240, 900.0
 @dataclass(frozen=True, slots=True)
 class InvocationRecord:
     """One finished invocation. ``outcome`` is "ok" or an
-    ``InvocationFailed.reason``; times in milliseconds."""
+    ``InvocationFailed.reason``; times in milliseconds. ``metrics``: the
+    numbers the handler reported about itself under its result's ``"metrics"``
+    key (as a Lambda emits CloudWatch embedded metrics; e.g. the storage
+    runtime's warm-ups and COS requests), empty when it reported none."""
 
     function_name: str
     request_id: str
@@ -60,6 +67,7 @@ class InvocationRecord:
     outcome: str
     max_memory_used_mb: float
     started_at: float  # wall clock
+    metrics: Mapping[str, float] = field(default_factory=dict)
 
 
 class InvocationHandle:
@@ -85,13 +93,22 @@ class InvocationHandle:
         return f"InvocationHandle({self.function_name!r}, {self.request_id}, {state})"
 
 
-def _kill_all(instances: dict[int, Instance]) -> None:
+def _metrics(result: Any) -> dict[str, float]:
+    """The numbers under a result's ``"metrics"`` key (others are ignored)."""
+    m = result.get("metrics") if isinstance(result, dict) else None
+    if not isinstance(m, dict):
+        return {}
+    return {str(k): float(v) for k, v in m.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+
+
+def _kill_all(instances: dict[int, Instance], forkers: ForkServers) -> None:
     """Last resort (garbage collection or interpreter exit without shutdown):
     nothing else holds the instances then, so close them all."""
     for inst in list(instances.values()):
         inst.kill("shutdown")
-        inst.close(graceful=False)
+    close_all(list(instances.values()), graceful=False)
     instances.clear()
+    forkers.close()
 
 
 def _monitor(ref: weakref.ReferenceType[LocalPlatform], stop: threading.Event, interval: float) -> None:
@@ -121,7 +138,8 @@ class LocalPlatform:
         self._async: set[threading.Thread] = set()
         self._closed = False
         self._stop = threading.Event()
-        self._finalizer = weakref.finalize(self, _kill_all, self._instances)
+        self._forkers = ForkServers(self.config.fork_server, self.config.bytecode_dir, self.config.init_timeout_s)
+        self._finalizer = weakref.finalize(self, _kill_all, self._instances, self._forkers)
         self._monitor_thread = threading.Thread(
             target=_monitor, args=(weakref.ref(self), self._stop, self.config.monitor_interval_s),
             name="local-lambda-monitor", daemon=True,
@@ -140,10 +158,15 @@ class LocalPlatform:
         env: Mapping[str, str] | None = None,
         code_paths: Sequence[str | os.PathLike[str]] = (),
         reserved_concurrency: int | None = None,
+        preload: Sequence[str] = (),
     ) -> FunctionSpec:
         """Create or update function ``name``. ``handler`` is
         ``"package.module:function"`` (or AWS's ``"module.function"``),
         imported from ``code_paths`` then this process's ``sys.path``.
+        ``preload``: modules (from this process's ``sys.path``) a fork server
+        imports once; its instances are forked from it (``PlatformConfig.fork_server``;
+        the handler's own module is still imported by each instance). Its fork
+        server starts now, in the background.
         Instances of a previous version finish what they run and retire."""
         if not isinstance(name, str) or not _NAME.match(name):
             raise PlatformConfigError(f"function name {name!r}: use 1-64 letters, digits, '-' or '_'")
@@ -166,17 +189,21 @@ class LocalPlatform:
             if not path.is_dir():
                 raise PlatformConfigError(f"function {name}: code path {str(p)!r} is not a directory")
             paths.append(str(path))
+        if isinstance(preload, str) or not all(isinstance(m, str) and m for m in preload):
+            raise PlatformConfigError(f"function {name}: preload must be a list of module names, got {preload!r}")
         retire: list[Instance] = []
         with self._cond:
             self._check_open()
             old = self._functions.get(name)
             spec = FunctionSpec(name, handler, memory_mb, float(timeout_s), env_items, tuple(paths),
-                                reserved_concurrency, old.version + 1 if old else 1)
+                                reserved_concurrency, old.version + 1 if old else 1, tuple(preload))
             self._functions[name] = spec
             if old is not None:
                 retire = self._take_idle(lambda i: i.spec.name == name)
-        for inst in retire:
-            inst.close()
+        close_all(retire)
+        if spec.preload and self.config.fork_server:
+            threading.Thread(target=self._forkers.get, args=(spec,), name="local-lambda-forkserver-start",
+                             daemon=True).start()
         return spec
 
     def remove(self, name: str) -> None:
@@ -185,8 +212,7 @@ class LocalPlatform:
             self._spec(name)
             del self._functions[name]
             retire = self._take_idle(lambda i: i.spec.name == name)
-        for inst in retire:
-            inst.close()
+        close_all(retire)
 
     def functions(self) -> dict[str, FunctionSpec]:
         with self._cond:
@@ -217,6 +243,48 @@ class LocalPlatform:
         finally:
             self._release(inst, healthy=healthy)
 
+    def provision(self, name: str, count: int) -> int:
+        """Start instances of ``name`` in parallel until ``count`` of its current version are alive
+        (starting, idle or busy), within the concurrency limits and without reclaiming anyone's idle
+        instances: what provisioned concurrency does ahead of a burst. Returns how many were started.
+        A handler that cannot be loaded raises ``InvocationFailed(reason="init")`` once all started."""
+        with self._cond:
+            self._check_open()
+            spec = self._spec(name)
+            mine = sum(1 for i in self._instances.values() if i.spec.name == name and i.state != "dead")
+            current = sum(1 for i in self._instances.values()
+                          if i.spec.name == name and i.state != "dead" and i.spec.version == spec.version)
+            n = min(count - current, (self.config.concurrency_limit or 1) - len(self._instances))
+            if spec.reserved_concurrency is not None:
+                n = min(n, spec.reserved_concurrency - mine)
+            insts = [Instance(spec) for _ in range(max(0, n))]
+            for inst in insts:
+                self._instances[inst.instance_id] = inst
+        if not insts:
+            return 0
+        errors: list[BaseException] = []
+
+        def start(inst: Instance) -> None:
+            healthy = False
+            try:
+                self._cold_start(inst, "provision")
+                healthy = True
+            except BaseException as exc:  # noqa: BLE001 - the caller gets the first one
+                errors.append(exc)
+            finally:
+                self._release(inst, healthy=healthy)
+
+        threads = [threading.Thread(target=start, args=(inst,), name=f"lambda-provision-{name}", daemon=True)
+                   for inst in insts[1:]]
+        for t in threads:
+            t.start()
+        start(insts[0])
+        for t in threads:
+            t.join()
+        if errors:
+            raise errors[0]
+        return len(insts)
+
     def invoke_async(self, name: str, event: Any) -> InvocationHandle:
         """Start ``name`` on ``event`` and return at once, like
         ``InvocationType='Event'``; waits for capacity if at the limit.
@@ -231,7 +299,7 @@ class LocalPlatform:
             self._check_open()
             self._spec(name)
             self._async.add(thread)
-        thread.start()
+            thread.start()  # under the lock: shutdown() never sees (and joins) a thread not yet started
         return InvocationHandle(name, request_id, future)
 
     def _run_async(self, name: str, text: str, request_id: str, future: Future[Any]) -> None:
@@ -262,6 +330,7 @@ class LocalPlatform:
         outcome = "ok"
         init_s = duration_s = 0.0
         mem_used = 0.0
+        metrics: dict[str, float] = {}
         started_at = time.time()
         try:
             if cold:
@@ -299,7 +368,9 @@ class LocalPlatform:
                     error_type=frame["errorType"], error_message=frame["errorMessage"],
                     stack_trace=frame.get("traceback") or "".join(frame.get("stackTrace") or ()),
                 )
-            return json.loads(frame["result"])
+            result = json.loads(frame["result"])
+            metrics = _metrics(result)
+            return result
         except InvocationFailed as exc:
             outcome = exc.reason
             raise
@@ -309,13 +380,22 @@ class LocalPlatform:
                                         error=outcome != "ok", bill_init=bool(self.config.bill_init),
                                         max_memory_used_mb=mem_used)
             self._records.append(InvocationRecord(name, request_id, inst.pid, cold, init_s * 1000.0,
-                                                  duration_s * 1000.0, billed, outcome, mem_used, started_at))
+                                                  duration_s * 1000.0, billed, outcome, mem_used, started_at,
+                                                  metrics))
             self._release(inst, healthy=healthy)
 
     def _cold_start(self, inst: Instance, request_id: str) -> float:
         name = inst.spec.name
         t0 = time.monotonic()
-        inst.spawn(max_payload_bytes=self.config.max_payload_bytes, log_dir=self.config.log_dir)
+        extra, drop = self._forkers.bytecode_env()
+        forker = self._forkers.get(inst.spec)
+        try:
+            inst.spawn(max_payload_bytes=self.config.max_payload_bytes, log_dir=self.config.log_dir,
+                       env_extra=extra, env_drop=drop, forker=forker)
+        except ForkServerError as exc:  # it died meanwhile: this one starts fresh
+            log.warning("%s: fork server failed (%s); starting a fresh interpreter", name, exc)
+            inst.spawn(max_payload_bytes=self.config.max_payload_bytes, log_dir=self.config.log_dir,
+                       env_extra=extra, env_drop=drop)
         try:
             frame = inst.recv(t0 + self.config.init_timeout_s)
         except TimeoutError:
@@ -334,6 +414,9 @@ class LocalPlatform:
                 error_message=frame["errorMessage"],
                 stack_trace=frame.get("traceback") or "".join(frame.get("stackTrace") or ()),
             )
+        rest = (self.config.cold_start_s or 0.0) - (time.monotonic() - t0)
+        if rest > 0:  # a simulated cold start: Lambda's, for cost studies
+            self._stop.wait(rest)
         return time.monotonic() - t0
 
     def _died(self, inst: Instance, request_id: str, elapsed_s: float, during: str = "invoke") -> InvocationFailed:
@@ -415,8 +498,7 @@ class LocalPlatform:
                                                f"{self.config.queue_timeout_s:g} s (PlatformConfig.queue_timeout_s)")
                     self._cond.wait(remaining)
         finally:
-            for inst in to_close:
-                inst.close()
+            close_all(to_close)
 
     def _release(self, inst: Instance, *, healthy: bool) -> None:
         with self._cond:
@@ -440,8 +522,7 @@ class LocalPlatform:
         with self._cond:
             done = self._take_idle(lambda i: i.reclaim_at <= now)
             busy = [i for i in self._instances.values() if i.state == "busy" and i.proc is not None]
-        for inst in done:
-            inst.close()
+        close_all(done)
         if self.config.enforce_memory:
             for inst in busy:
                 rss = read_rss_mb(inst.pid)
@@ -484,8 +565,7 @@ class LocalPlatform:
                 raise PlatformError(f"function {name} has no instance with pid or id {instance}")
             idle = self._take_idle(lambda i: i in targets)
         killed = [i.pid for i in targets if i.kill("fault injection")]
-        for inst in idle:
-            inst.close(graceful=False)
+        close_all(idle, graceful=False)
         return killed
 
     def billing(self) -> BillingReport:
@@ -512,8 +592,7 @@ class LocalPlatform:
             self._monitor_thread.join(timeout_s)
         for inst in busy:
             inst.kill("shutdown")
-        for inst in idle:
-            inst.close()
+        close_all(idle)
         give_up = time.monotonic() + timeout_s
         with self._cond:
             threads = list(self._async)
@@ -527,6 +606,7 @@ class LocalPlatform:
             inst.kill("shutdown")
             if inst.proc is not None:
                 inst.proc.wait()
+        self._forkers.close()
 
     def __enter__(self) -> LocalPlatform:
         return self

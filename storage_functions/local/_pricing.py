@@ -1,8 +1,7 @@
 """The billing meter: AWS Lambda's public prices applied to local invocations.
 
-Prices (one place): AWS Lambda, x86, US East (N. Virginia), first pricing
-tier, free tier ignored -- https://aws.amazon.com/lambda/pricing/ :
-$0.0000166667 per GB-second and $0.20 per 1M requests. Duration is billed
+Prices: AWS Lambda's, from the one dated table in ``storage_functions.pricing``
+(x86, US East, first tier, free tier ignored). Duration is billed
 in 1 ms increments (since Dec 2020), at least 1 ms per invocation; GB-seconds
 are ``memory_mb / 1024 * billed_seconds``. Since Aug 2025 AWS bills the INIT
 phase of on-demand functions too (``PlatformConfig.bill_init``).
@@ -17,15 +16,17 @@ import math
 import threading
 from dataclasses import asdict, dataclass, field
 
+from ..pricing import LAMBDA_GB_SECOND_USD, LAMBDA_GRANULARITY_MS, LAMBDA_REQUEST_USD, PRICE_SOURCES, PRICES_AS_OF
+
 __all__ = [
     "PRICE_PER_GB_SECOND_USD", "PRICE_PER_REQUEST_USD", "PRICING_SOURCE", "BILLING_GRANULARITY_MS",
     "billed_ms", "gb_seconds", "cost_usd", "FunctionBilling", "BillingReport", "BillingMeter",
 ]
 
-PRICING_SOURCE = "https://aws.amazon.com/lambda/pricing/ (x86, us-east-1, first tier)"
-PRICE_PER_GB_SECOND_USD = 0.0000166667
-PRICE_PER_REQUEST_USD = 0.20 / 1_000_000
-BILLING_GRANULARITY_MS = 1
+PRICING_SOURCE = f"{PRICE_SOURCES['lambda']}, as of {PRICES_AS_OF}"
+PRICE_PER_GB_SECOND_USD = LAMBDA_GB_SECOND_USD
+PRICE_PER_REQUEST_USD = LAMBDA_REQUEST_USD
+BILLING_GRANULARITY_MS = LAMBDA_GRANULARITY_MS
 
 
 def billed_ms(duration_s: float) -> int:

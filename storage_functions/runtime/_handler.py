@@ -1,15 +1,30 @@
 """The storage-function entry point ``handler(event, context)``; runs
 unchanged in AWS Lambda and on the local platform. Covers dialing out to the
 daemon, serving chunk requests on a small and a large connection, the
-idle/billing-tick exit rule and sealing the insertion log; not placement,
-erasure coding or recovery.
+idle/billing-tick exit rule, sealing the insertion log, the term/hash check
+that tells a new instance it lost its memory (SION Sec. 5.5.1) and RECOVER
+requests (download one chunk from COS into its planned place, or into the
+cache space of a recovery function, Sec. 5.5.2); not placement, erasure
+coding, nor deciding what to recover (the daemon does).
 
 Event (JSON)::
 
     {"daemon": [host, port], "name": "sion-3", "secret": "...",
      "idle_s": 2.0, "tick_ms": 1, "block_size": 1048576,
      "capacity": 1610612736, "cos_url": "file:///...", "cos_prefix": "sion",
-     "warmup": false, "verify": true, "debug": false}
+     "warmup": false, "verify": true, "debug": false,
+     "term": 7, "hash": "...", "diff_rank": 42,      # the daemon's last report of this function
+     "cache_cap": 322961408, "recover_workers": 4, "bandwidth_mbps": 0}
+
+RECOVER (``key`` a chunk key, ``a``/``b`` its block/offset, ``crc``; meta
+``{"src": cos key, "off": int, "len": int, "cache": bool}``) runs on a pool of
+``recover_workers`` threads so PUTs and GETs are served meanwhile; the reply
+(OK, NOT_FOUND when COS lacks it, CORRUPT on a CRC mismatch, FULL) is sent
+when the chunk is in memory. A cached copy (``cache``) lives in blocks above
+``CACHE_BASE``, within ``cache_cap`` bytes, and is never logged: it is a
+temporary copy that nobody recovers. ``bandwidth_mbps`` models the
+instance's network bandwidth for these downloads (the local platform has no
+real per-instance limit; benchmarks set it).
 
 Memory lives in a module-global :class:`FunctionState` per function name so a
 warm instance keeps its blocks between invocations (one name per process on
@@ -20,6 +35,7 @@ from __future__ import annotations
 
 import json
 import math
+from concurrent.futures import ThreadPoolExecutor
 import select
 import socket
 import threading
@@ -29,16 +45,19 @@ import zlib
 from typing import Any
 
 from ..protocol import Op, Status, recv_frame, recv_into, send_frame, tune_socket, drain
-from ._log import LogState, log_key, snapshot_key
+from ._log import LogState, consistent, log_key, snapshot_key
 from ._memory import BlockMemory, MemoryFull
 
-__all__ = ["handler", "leave_at", "FunctionState", "reset_state"]
+__all__ = ["handler", "leave_at", "FunctionState", "reset_state", "CACHE_BASE"]
 
 DEFAULT_BLOCK = 1 << 20
 
 
 #: entries a STAT reply lists at most
 STAT_ENTRIES = 4096
+
+#: first block of the cache space (copies a recovery function holds for another function)
+CACHE_BASE = 1 << 40
 
 
 class FunctionState:
@@ -49,8 +68,32 @@ class FunctionState:
         self.instance = uuid.uuid4().hex[:12]
         self.memory = BlockMemory(block_size, capacity)
         self.log = LogState(name)
-        self.lock = threading.Lock()  # guards log
+        self.lock = threading.Lock()  # guards log and the cache space
         self.invocations = 0
+        self.cached: dict[str, int] = {}  # cache-space key -> bytes
+        self.cache_next = CACHE_BASE
+        self.losses = 0  # invocations that found this instance was not the one the daemon knew
+        self.cos: tuple[str, Any] | None = None  # (url, adapter), opened once per instance
+
+
+class _Throttle:
+    """The modelled network bandwidth of one instance: a virtual clock of when the
+    link is next free; ``take(n)`` waits for ``n`` bytes' turn (threads share it)."""
+
+    def __init__(self, mbps: float) -> None:
+        self.rate = mbps * 1e6
+        self.free_at = 0.0
+        self.lock = threading.Lock()
+
+    def take(self, n: int) -> None:
+        if self.rate <= 0:
+            return
+        with self.lock:
+            now = time.monotonic()
+            self.free_at = max(self.free_at, now) + n / self.rate
+            wait = self.free_at - now
+        if wait > 0:
+            time.sleep(wait)  # the modelled transfer time
 
 
 _STATES: dict[str, FunctionState] = {}
@@ -121,6 +164,27 @@ class _Invocation:
         self.stopping = threading.Event()
         self.errors: list[str] = []
         self._cos: Any = None
+        self._wlocks: dict[int, threading.Lock] = {}
+        self._pool: ThreadPoolExecutor | None = None
+        self._throttle = _Throttle(float(event.get("bandwidth_mbps", 0) or 0))
+        self.lost = self._check_term(state)
+
+    def _check_term(self, st: FunctionState) -> bool:
+        """SION's consistency check: is this instance the one the daemon last heard from?
+        If not its memory is not what the daemon placed there: it starts empty and
+        continues the daemon's log chain."""
+        ev = self.event
+        want = (int(ev.get("term", 0) or 0), str(ev.get("hash", "") or ""), int(ev.get("diff_rank", 0) or 0))
+        with st.lock:
+            lg = st.log
+            if consistent(lg.term, lg.hash, lg.diff_rank, *want):
+                return False
+            st.memory = BlockMemory(st.memory.block_size, st.memory.capacity)
+            st.cached.clear()
+            lg.ops = []
+            lg.adopt(*want)
+            st.losses += 1
+        return True
 
     # -- connection ---------------------------------------------------------
     def _connect(self, kind: str) -> socket.socket:
@@ -132,7 +196,8 @@ class _Invocation:
         send_frame(sock, Op.HELLO, meta={
             "role": "function", "name": st.name, "secret": self.event.get("secret", ""), "conn": kind,
             "instance": st.instance, "term": st.log.term, "hash": st.log.hash,
-            "diff_rank": st.log.diff_rank, "mem": st.memory.used(), "chunks": len(st.memory.index)})
+            "diff_rank": st.log.diff_rank, "mem": st.memory.used(), "chunks": len(st.memory.index),
+            "lost": self.lost})
         reply = recv_frame(sock)
         if reply is None or reply.status != Status.OK:
             sock.close()
@@ -140,6 +205,10 @@ class _Invocation:
         return sock
 
     def run(self) -> dict[str, Any]:
+        try:  # before HELLO: importing boto3 later would stall the requests this instance serves
+            self._open_cos()
+        except Exception as exc:  # noqa: BLE001 - a bad COS fails the reads that need it, not the invocation
+            self.errors.append(f"opening COS: {exc!r}")
         small = self._connect("small")
         try:
             large = self._connect("large")
@@ -158,13 +227,25 @@ class _Invocation:
             except OSError:
                 pass
             worker.join(5)
+            if self._pool is not None:
+                self._pool.shutdown(wait=True, cancel_futures=True)
             small.close()
             large.close()
             self._seal()  # whatever arrived after the BYE handshake
         st = self.state
         return {"function": st.name, "instance": st.instance, "term": st.log.term, "hash": st.log.hash,
                 "served": self.served, "mem": st.memory.used(), "chunks": len(st.memory.index),
-                "duration_ms": round((time.monotonic() - self.started) * 1000, 3), "errors": self.errors}
+                "duration_ms": round((time.monotonic() - self.started) * 1000, 3), "errors": self.errors,
+                "metrics": self.metrics()}
+
+    def metrics(self) -> dict[str, int]:
+        """What this invocation did, for the cost account (the platform records a result's
+        ``metrics``): a warm-up or not, requests served, and its own COS requests (the
+        insertion log's PUTs)."""
+        cos = self._cos.stats if self._cos is not None else None
+        return {"warmup": int(bool(self.event.get("warmup"))), "served": self.served,
+                "cos_puts": cos.puts if cos is not None else 0, "cos_gets": cos.gets if cos is not None else 0,
+                "cos_lists": cos.lists if cos is not None else 0}
 
     def _serve_guarded(self, sock: socket.socket, small: bool) -> None:
         try:
@@ -193,8 +274,9 @@ class _Invocation:
                         return  # the daemon never answered our BYE: leave
                     self._seal()
                     lg = self.state.log
-                    send_frame(sock, Op.BYE, meta={"term": lg.term, "hash": lg.hash, "diff_rank": lg.diff_rank,
-                                                  "mem": self.state.memory.used()})
+                    with self._wlock(sock):
+                        send_frame(sock, Op.BYE, meta={"term": lg.term, "hash": lg.hash, "diff_rank": lg.diff_rank,
+                                                      "mem": self.state.memory.used()})
                     bye_sent_at = time.monotonic()
                     continue
             frame = recv_frame(sock, head)
@@ -206,11 +288,90 @@ class _Invocation:
                 bye_sent_at = 0.0
                 self.last = time.monotonic()
                 continue
-            self._handle(sock, frame)
+            if frame.op == Op.RECOVER:
+                self._recover_later(sock, frame)
+            else:
+                with self._wlock(sock):
+                    self._handle(sock, frame)
             self.served += 1
             self.last = time.monotonic()
             if small and frame.op == Op.GET and frame.b == 1:  # the daemon's hint: a latency-bound slice
                 self.last_small = self.last
+
+    def _wlock(self, sock: socket.socket) -> threading.Lock:
+        """Replies of RECOVER requests come from worker threads: every write to a
+        connection takes its lock."""
+        lock = self._wlocks.get(id(sock))
+        if lock is None:
+            lock = self._wlocks.setdefault(id(sock), threading.Lock())
+        return lock
+
+    # -- recovery -----------------------------------------------------------
+    def _recover_later(self, sock: socket.socket, f: Any) -> None:
+        drain(sock, f.paylen)
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max(1, int(self.event.get("recover_workers", 4))),
+                                            thread_name_prefix=f"{self.state.name}-recover")
+        self._pool.submit(self._recover_guarded, sock, f)
+
+    def _recover_guarded(self, sock: socket.socket, f: Any) -> None:
+        try:
+            status, msg = self._recover(f)
+        except Exception as exc:  # noqa: BLE001 - any COS or memory failure: this chunk is not recovered
+            status, msg = Status.ERROR, f"recovering {f.key}: {exc!r}"
+        try:
+            with self._wlock(sock):
+                send_frame(sock, Op.REPLY, status=status, reqid=f.reqid, a=self.state.memory.used(),
+                           b=self.state.log.diff_rank, payload=msg.encode() if msg else b"")
+        except OSError:
+            pass  # the connection went away: the daemon fails the request itself
+        self.last = time.monotonic()
+
+    def _recover(self, f: Any) -> tuple[int, str]:
+        """Download one chunk from COS into memory; (status, message)."""
+        st = self.state
+        m = f.meta
+        src, off, length, cache = str(m["src"]), int(m["off"]), int(m["len"]), bool(m.get("cache"))
+        cos = self._open_cos()
+        if cos is None:
+            return Status.NOT_FOUND, f"function {st.name} has no COS to recover {f.key} from"
+        try:
+            data = cos.get_range(src, off, length) if length else b""
+        except Exception as exc:  # noqa: BLE001 - missing object or COS failure: the daemon pushes it
+            return Status.NOT_FOUND, f"{f.key}: {exc!r}"
+        self._throttle.take(length)
+        if len(data) != length or zlib.crc32(data) != f.crc:
+            return Status.CORRUPT, f"{f.key}: the COS copy does not match its CRC"
+        mem = st.memory
+        if cache:
+            with st.lock:
+                cap = int(self.event.get("cache_cap", 0) or 0)
+                if f.key in st.cached:
+                    return Status.OK, ""
+                if sum(st.cached.values()) + length > cap:
+                    return Status.FULL, f"{f.key}: the cache space of {st.name} is full"
+                block = st.cache_next
+                st.cache_next += max(1, -(-length // mem.block_size))
+                st.cached[f.key] = length
+            offset = 0
+        else:
+            block, offset = f.a, f.b
+        try:
+            entry, views = mem.reserve(f.key, block, offset, length, f.crc)
+        except (MemoryFull, ValueError) as exc:
+            if cache:
+                with st.lock:
+                    st.cached.pop(f.key, None)
+            return Status.FULL, str(exc)
+        pos = 0
+        for v in views:
+            v[:] = data[pos:pos + len(v)]
+            pos += len(v)
+        mem.commit(entry)
+        if not cache:
+            with st.lock:
+                st.log.record_put(f.key, block, offset, length, f.crc)
+        return Status.OK, ""
 
     # -- requests -----------------------------------------------------------
     def _handle(self, sock: socket.socket, f: Any) -> None:
@@ -232,7 +393,8 @@ class _Invocation:
             mem.commit(entry)
             with self.state.lock:
                 self.state.log.record_put(f.key, f.a, f.b, f.paylen, f.crc)
-            send_frame(sock, Op.REPLY, reqid=f.reqid, a=mem.used())
+                rank = self.state.log.diff_rank
+            send_frame(sock, Op.REPLY, reqid=f.reqid, a=mem.used(), b=rank)
         elif f.op == Op.GET:
             got = mem.get(f.key)
             if got is None:
@@ -256,7 +418,8 @@ class _Invocation:
                 if mem.delete(k):
                     n += 1
                     with self.state.lock:
-                        self.state.log.record_del(k)
+                        if self.state.cached.pop(k, None) is None:
+                            self.state.log.record_del(k)
             send_frame(sock, Op.REPLY, reqid=f.reqid, a=mem.used(), b=n)
         elif f.op == Op.PING:
             send_frame(sock, Op.PONG, reqid=f.reqid, a=mem.used(), b=len(mem.index))
@@ -283,7 +446,8 @@ class _Invocation:
             if not st.log.ops:
                 return
             with st.memory._lock:
-                chunks = [[e.key, e.block, e.offset, e.length, e.crc] for e in st.memory.index.values()]
+                chunks = [[e.key, e.block, e.offset, e.length, e.crc] for e in st.memory.index.values()
+                          if e.key not in st.cached]
             sealed = st.log.seal(chunks)
         if sealed is None:
             return
@@ -303,8 +467,13 @@ class _Invocation:
                 time.sleep(0.05 * (attempt + 1))
 
     def _open_cos(self) -> Any:
-        if self._cos is None and self.event.get("cos_url"):
-            from ..cos import open_cos  # lazy: boto3 only when the URL asks for S3
+        url = self.event.get("cos_url")
+        if self._cos is None and url:
+            st = self.state
+            with st.lock:
+                if st.cos is None or st.cos[0] != url:
+                    from ..cos import open_cos  # lazy: boto3 only when the URL asks for S3
 
-            self._cos = open_cos(str(self.event["cos_url"]))
+                    st.cos = (str(url), open_cos(str(url)))
+                self._cos = st.cos[1]
         return self._cos

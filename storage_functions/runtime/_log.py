@@ -1,6 +1,8 @@
 """Insertion log and snapshot of a storage function (SION Sec. 5.5.1): the
-record formats, hash chaining and COS keys. Covers what is written; recovery
-(reading them back, replaying, parallel recovery) is later work.
+record formats, hash chaining and COS keys, the term/hash consistency check
+an invocation makes (Sec. 5.5.1) and replaying a manifest (snapshot + later
+nodes) checked along the hash chain. Pure: the COS reads are the caller's
+(``storage_functions.daemon._manifest``).
 
 Per invocation that stored or deleted anything, the function seals one
 *insertion-log node* and one *snapshot* and writes both to COS before it
@@ -24,6 +26,13 @@ leaves (JSON, UTF-8)::
 the daemon's object record for that key and version (see
 ``storage_functions.daemon._buffer``), not in the log. Recovery = latest
 snapshot + the nodes with a larger term, checked along the hash chain.
+
+Failure detection: the daemon keeps the (term, hash, diff_rank) its
+function last reported (HELLO, BYE, PUT replies) and passes them in every
+invocation; the instance compares them with its own (:func:`consistent`). A
+cold instance that replaced a reclaimed one has term 0 and diff_rank 0, so it
+knows it lost its memory, then continues the daemon's chain
+(:meth:`LogState.adopt`) so its nodes never overwrite the lost instance's.
 """
 
 from __future__ import annotations
@@ -33,7 +42,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["LogState", "node_hash", "log_key", "snapshot_key"]
+from ..exceptions import ManifestError
+
+__all__ = ["LogState", "ManifestError", "consistent", "node_hash", "log_key", "replay", "snapshot_key"]
 
 
 def node_hash(node: dict[str, Any]) -> str:
@@ -50,6 +61,57 @@ def snapshot_key(prefix: str, name: str) -> str:
     return f"{prefix}/functions/{name}/snapshot.json"
 
 
+def consistent(term: int, hash_: str, diff_rank: int, want_term: int, want_hash: str, want_diff: int) -> bool:
+    """Is an instance whose log is at (term, hash_, diff_rank) the one the daemon last
+    heard from at (want_*)? It may be ahead (it sealed after its last report), never
+    behind, and at the same term its hash must match."""
+    if term < want_term or diff_rank < want_diff:
+        return False
+    return term > want_term or hash_ == want_hash
+
+
+def replay(snapshot: dict[str, Any] | None, nodes: list[dict[str, Any]], want_term: int,
+           want_hash: str) -> dict[str, list[Any]]:
+    """The chunks a function holds by its log: the snapshot's list with the ops of the
+    nodes after it applied. ``nodes`` run with consecutive terms from
+    ``min(snapshot term, want_term) + 1`` (0 without a snapshot) to the last one in
+    COS. Each must carry its own hash and the previous one's, and the chain must pass
+    through the snapshot and through (``want_term``, ``want_hash``), the daemon's last
+    report (nodes sealed after it count too). Returns chunk key -> [block, offset,
+    length, crc]. Raises :class:`ManifestError` naming the first break."""
+    snap_term = int(snapshot.get("term", 0)) if snapshot is not None else 0
+    known: dict[int, str] = {0: ""}
+    if snapshot is not None:
+        known[snap_term] = str(snapshot.get("hash", ""))
+    if known.setdefault(want_term, want_hash) != want_hash:
+        raise ManifestError(f"the snapshot's term {snap_term} has hash {known[want_term][:8]}, the daemon's "
+                            f"{want_hash[:8] or '-'}")
+    chunks: dict[str, list[Any]] = {}
+    if snapshot is not None:
+        for c in snapshot.get("chunks", []):
+            chunks[str(c[0])] = list(c[1:5])
+    term = min(snap_term, want_term)
+    for node in nodes:
+        t = node.get("term")
+        if t != term + 1 or node_hash(node) != node.get("hash") or (term in known and node.get("prev") != known[term]):
+            raise ManifestError(f"log node term {t!r} of {node.get('function')!r} does not continue term {term} "
+                                f"(hash {known.get(term, '?')[:8] or '-'})")
+        if t in known and known[t] != node["hash"]:
+            raise ManifestError(f"log node term {t} has hash {node['hash'][:8]}, expected {known[t][:8] or '-'}")
+        term = t
+        known[term] = str(node["hash"])
+        if term > snap_term:
+            for op in node.get("ops", []):
+                if op[0] == "put":
+                    chunks[str(op[1])] = list(op[2:6])
+                elif op[0] == "del":
+                    chunks.pop(str(op[1]), None)
+    if term < max(snap_term, want_term):
+        raise ManifestError(f"the log stops at term {term}; the snapshot is at term {snap_term}, the daemon's "
+                            f"report at term {want_term}")
+    return chunks
+
+
 @dataclass
 class LogState:
     """Term, hash chain and the ops of the current (unsealed) node."""
@@ -59,6 +121,10 @@ class LogState:
     hash: str = ""
     diff_rank: int = 0
     ops: list[list[Any]] = field(default_factory=list)
+
+    def adopt(self, term: int, hash_: str, diff_rank: int) -> None:
+        """Continue the chain the daemon knows (a new instance after a loss)."""
+        self.term, self.hash, self.diff_rank = term, hash_, max(self.diff_rank, diff_rank)
 
     def record_put(self, key: str, block: int, offset: int, length: int, crc: int) -> None:
         self.ops.append(["put", key, block, offset, length, crc])

@@ -54,6 +54,9 @@ HANDLER_SOURCE = textwrap.dedent('''
             time.sleep(0.002)
         return {"held_mb": len(HOG)}
 
+    def measured(event, context):
+        return {"metrics": {"warmup": 1, "cos_puts": 2, "label": "not a number", "flag": True}}
+
     def say(event, context):
         print("hello from", context.function_name, flush=True)
         return None
@@ -307,6 +310,16 @@ def test_billing_in_gb_seconds_and_dollars(handler_dir: Path) -> None:
         assert bill.cost_usd == pytest.approx(3 * 0.20 / 1e6 + bill.gb_seconds * 0.0000166667)
         report = p.billing().to_dict()
         assert json.loads(json.dumps(report))["invocations"] == 3 and "slow" in p.billing().format_text()
+
+
+def test_records_keep_the_numbers_a_handler_reports_under_metrics(handler_dir: Path) -> None:
+    with LocalPlatform(environ={}) as p:
+        deploy(p, handler_dir, "m", "measured")
+        deploy(p, handler_dir, "e", "echo")
+        p.invoke("m", {})
+        p.invoke("e", {"metrics": {"x": 1}})  # an echo returns them under "event", not "metrics"
+        assert dict(p.records("m")[0].metrics) == {"warmup": 1.0, "cos_puts": 2.0}
+        assert dict(p.records("e")[0].metrics) == {}
 
 
 def test_logs_go_to_the_log_dir(handler_dir: Path, tmp_path: Path) -> None:

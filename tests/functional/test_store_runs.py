@@ -54,11 +54,12 @@ def test_a_restarted_daemon_drops_what_a_killed_one_left() -> None:
         for run in ("r-1", "r-2", "r-3"):
             c.put(f"{run}/x", os.urandom(MiB + 1))
         assert st.daemon.wait_uploads(20)
-    # the daemon process is gone; a new one knows nothing of these versions
+    # the daemon process is gone; a new one restores these versions from its table log
+    # (_durable) but not a buffer file no table ever recorded
     with LocalStore(root, idle_s=1.0) as st:
         stray = leftover_buffer_file(st, "r-1/y", 3)
-        # r-3 ends now: its drop comes to a daemon whose table does not know its keys
-        assert st.daemon.drop_run("r-3") == 0
+        # r-3 ends now: its drop finds the restored version and drops it, COS copy included
+        assert st.daemon.drop_run("r-3") == 1
         assert keys_of(st, "r-3") == []
         assert st.daemon.sweep_runs(lambda run: run == "r-2") == ["r-1"]  # r-2 still running
         assert keys_of(st, "r-1") == [] and not stray.exists()

@@ -57,3 +57,33 @@ def test_put_many_and_get_many_are_one_round_trip_each(stack: Stack) -> None:
         r.commit()
         run.end_run()
         run.close()
+
+
+def test_put_many_sends_its_values_to_the_store_in_one_round_trip(stack: Stack) -> None:
+    from sdk._store_client import StoreClient
+
+    class RecordingStore(StoreClient):
+        wire: list[str] = []
+
+        def _send_put(self, *args: Any, **kwargs: Any) -> Any:
+            self.wire.append("send")
+            return super()._send_put(*args, **kwargs)
+
+        def _reply(self, *args: Any, **kwargs: Any) -> Any:
+            self.wire.append("reply")
+            return super()._reply(*args, **kwargs)
+
+    with stack.client() as driver:
+        run = driver.start_run(driver.register_workflow(WDS))
+        run.put("src", b"s")
+        store = RecordingStore(parse_addr(stack.endpoints.daemon), stack.endpoints.for_run(run.run_id).store_token)
+        w = Client(stack.endpoints, run_id=run.run_id, token=run.token, function="w", store=store)
+        assert w.put_many({"a": b"1" * 5000, "b": b"2", "c": b"3"}) is True
+        assert store.wire == ["send"] * 3 + ["reply"] * 3
+        r = run.bind(function="r")
+        assert r.get_many(["a", "b", "c"]) == {"a": b"1" * 5000, "b": b"2", "c": b"3"}
+        r.commit()
+        run.end_run()
+        w.close()
+        store.close()
+        run.close()

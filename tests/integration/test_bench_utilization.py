@@ -44,3 +44,12 @@ def test_an_unknown_workflow_is_one_line_naming_the_choices(tmp_path: Path) -> N
     assert p.returncode != 0
     assert "unknown wordcont; choose from wordcount, gg_compile, video" in p.stderr
     assert "Traceback" not in p.stderr
+
+
+@pytest.mark.parametrize(("args", "why"), [(["--repeat", "0"], "--repeat must be at least 1, got 0"),
+                                           (["--block-size", "1000"], "--block-size must be a power of two")])
+def test_a_bad_repeat_or_block_size_is_one_line(tmp_path: Path, args: list[str], why: str) -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    p = subprocess.run([sys.executable, "-m", "sdk.cli", "bench", "utilization", *args, "--out", str(tmp_path)],
+                       capture_output=True, text=True, env=env, timeout=60, check=False)
+    assert p.returncode != 0 and why in p.stderr and "Traceback" not in p.stderr

@@ -104,16 +104,16 @@ def test_a_handler_that_cannot_be_imported_is_refused_before_the_run_starts(stac
 
 
 BREAKS_AFTER_FIRST_IMPORT = '''
+import os
 import time
 from pathlib import Path
 
 import sdk
 
-_COUNT = Path(__file__).parent / "imports"
-_n = int(_COUNT.read_text()) if _COUNT.exists() else 0
-_COUNT.write_text(str(_n + 1))
-if _n:  # loads once (the executor's warm worker), then every new worker fails to
-    raise ImportError("only one worker may load this module")
+try:  # loads once (the executor's warm worker), then every new worker fails to (atomically: workers start at once)
+    os.close(os.open(Path(__file__).parent / "imported", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+except FileExistsError:
+    raise ImportError("only one worker may load this module") from None
 
 
 @sdk.task

@@ -112,3 +112,19 @@ def test_report_png_without_matplotlib_names_the_extra(stack: Stack, wordcount: 
     assert code == 2 and out == "" and "Traceback" not in err
     assert "install it with: pip install 'funcsion[plot]'" in err and "matplotlib" in err
     assert not (tmp_path / "x.png").exists()
+
+
+def test_the_report_has_the_measured_cost_account(stack: Stack, wordcount: RunReport,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    cost = wordcount.to_dict()["cost"]
+    ln = cost["lines"]
+    assert ln["tasks"]["invocations"] == wordcount.billing["invocations"] == 8
+    assert ln["tasks"]["gb_s"] == pytest.approx(wordcount.billing["gb_seconds"], abs=1e-6)
+    # the put path invoked storage functions and the buffer uploaded the objects to COS
+    assert ln["storage_io"]["invocations"] >= 1 and ln["storage_io"]["gb_s"] > 0
+    assert ln["cos_requests"]["puts"] >= 1 and ln["cos_storage"]["gb_months"] > 0
+    assert cost["total_usd"] == pytest.approx(sum(v["usd"] for v in ln.values()))
+    assert "platform" in cost["sources"]["storage_functions"] and "adapter" in cost["sources"]["cos"]
+    assert cost["static_pool"]["functions"] >= 1 and cost["always_on"]["usd_per_hour"] > 0
+    code, out, _ = cli(capsys, "report", wordcount.run_id, "--state-dir", stack.config.state_dir)
+    assert code == 0 and "cost at AWS prices" in out and "static pool of" in out

@@ -259,3 +259,77 @@ def test_implausible_chunk_bytes_are_refused():
         a.allocate(500, "r", 0, chunk_bytes=100)                # less than the payload
     with pytest.raises(ValueError, match="implausible"):
         a.allocate(500, "r", 0, chunk_bytes=10_000)             # would reserve far more than needed
+
+
+def test_chunks_of_one_block_or_less_are_packed_per_function_and_pool():
+    """A coded object whose chunks are smaller than a block takes slices of per-function
+    chunk pools, not a whole block per chunk: two such objects of one pool share blocks."""
+    a = Allocator(block_size=100, data_chunks=4, parity_chunks=2)
+    fns = [f"s{i}" for i in range(6)]
+    for f in fns:
+        a.register(f, 4)
+    assert a.new_blocks(160, "r", 0) == 6
+    p = a.allocate(160, "r", 0)                        # chunk 40 <= one block
+    assert a.new_blocks(160, "r", 0) == 0              # the next fits p's blocks
+    q = a.allocate(160, "r", 0)
+    assert p.kind == q.kind == "blocks" and p.chunk_size == 40 and len(p.extents) == 6
+    assert [(e.function, e.chunk, e.offset, e.length) for e in p.extents] == \
+        [(f, i, 0, 40) for i, f in enumerate(fns)]
+    assert [(e.function, e.block, e.offset) for e in q.extents] == \
+        [(e.function, e.block, 40) for e in p.extents]   # after p's chunk, in the same blocks
+    assert a.allocated_bytes == 600                    # 6 blocks for 480 coded bytes, not 12
+    assert a.new_blocks(160, "r", 0) == 6              # a third does not fit: a block per chunk
+    assert a.new_blocks(160, "r", 5) == 6
+    other = a.allocate(160, "r", 5)                    # another lifetime: blocks of its own
+    assert {(e.function, e.block) for e in other.extents}.isdisjoint({(e.function, e.block) for e in p.extents})
+    assert a.free(p) == [] and a.allocated_bytes == 1200  # q still holds the shared blocks
+    a.validate()
+    assert a.free(q) == [] and a.allocated_bytes == 600
+    assert sorted(a.free(other)) == fns
+    assert a.allocated_bytes == 0 and not a.pools
+    a.validate()
+
+
+def test_packed_chunk_probes_past_a_full_function_and_is_all_or_nothing():
+    a = Allocator(block_size=100, data_chunks=2, parity_chunks=1)
+    for i in range(6):
+        a.register(f"s{i}", 1)
+    a.allocate(100, "r", 0)                            # s0's only block, a slice
+    p = a.allocate(150, "r", 1)                        # chunk 75: s0 full -> s3 (one stride on)
+    assert sorted((e.chunk, e.function) for e in p.extents) == [(0, "s3"), (1, "s1"), (2, "s2")]
+    q = a.allocate(40, "x", 0)                         # s4's block
+    assert q.extents[0].function == "s4"
+    before = (a.allocated_bytes, dict(a.owner_blocks))
+    assert a.allocate(150, "r", 7) is None             # chunk 1 finds s1 and s4 taken: nothing placed
+    assert (a.allocated_bytes, a.owner_blocks) == before and a.new_blocks(150, "r", 7) == 3
+    a.validate()
+
+
+def test_a_packed_chunk_continues_into_the_next_block_when_it_is_free():
+    """Chunks of 60 in blocks of 100: the second starts at 60 and runs on into block+1 of
+    the same function (one contiguous entry), so no block's tail is left empty."""
+    a = Allocator(block_size=100, data_chunks=2, parity_chunks=1)
+    for f in ("s0", "s1", "s2"):
+        a.register(f, 3)
+    p = a.allocate(120, "r", 0)                        # chunk 60
+    q = a.allocate(120, "r", 0)
+    for e in p.extents:
+        ext = [x for x in q.extents if x.chunk == e.chunk]
+        assert [(x.function, x.block, x.offset, x.length) for x in ext] == \
+            [(e.function, e.block, 60, 40), (e.function, e.block + 1, 0, 20)]
+    assert a.allocated_bytes == 600 and a.new_blocks(120, "r", 0) == 0   # 20 + 60 fits block+1
+    a.free(p)                                          # the first blocks still hold q's heads
+    assert a.allocated_bytes == 600
+    assert sorted(a.free(q)) == ["s0", "s1", "s2"] and a.allocated_bytes == 0 and not a.pools
+    a.validate()
+
+
+def test_a_chunk_after_an_exactly_full_block_starts_a_block_of_its_own():
+    a = Allocator(block_size=100, data_chunks=4, parity_chunks=2)
+    for i in range(6):
+        a.register(f"s{i}", 3)
+    a.allocate(200, "r", 0)
+    a.allocate(200, "r", 0)                            # two chunks of 50: every block exactly full
+    p = a.allocate(200, "r", 0)
+    assert all(e.length == 50 and e.offset == 0 and e.block == 1 for e in p.extents), p.extents
+    a.validate()

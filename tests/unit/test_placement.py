@@ -70,6 +70,15 @@ def test_pool_exhausted_is_explicit() -> None:
         pc.place([MiB, MiB])
 
 
+def test_a_placement_that_runs_out_of_functions_reserves_nothing() -> None:
+    # 5 chunks on a pool of 4 functions: the first 4 fit, the fifth exhausts the pool; the
+    # blocks of the first 4 go back (the PUT fails and no place of it was recorded anywhere)
+    pc = make(group=4, maxf=4)
+    with pytest.raises(PoolExhausted):
+        pc.place([10] * 5)
+    assert [pc.used(fn) for fn in range(4)] == [0, 0, 0, 0]
+
+
 def test_exclude_and_busy_are_respected() -> None:
     pc = make(group=4)
     pc.place([10] * 4)

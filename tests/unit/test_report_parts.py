@@ -87,3 +87,15 @@ def test_stage_table() -> None:
     lines = stage_table(r, [("split", ["s"]), ("map", ["m0", "m1"])])
     assert lines[0].split() == ["stage", "tasks", "start", "s", "end", "s", "busy", "s", "retries", "failed"]
     assert lines[2].split() == ["map", "2", "0.50", "2.00", "2.50", "1", "0"]
+
+
+def test_recovery_counts_from_the_daemon_restart_when_there_was_one() -> None:
+    from sdk.local._report import recovery_figures
+
+    before = {"daemon_restarts": 2, "cos_fallbacks": 40, "chunks_recovered": 9, "lost_functions": 3}
+    after = {"daemon_restarts": 3, "cos_fallbacks": 5, "chunks_recovered": 1}  # a new process: counters anew
+    got = recovery_figures(before, after)
+    assert got["daemon_restarts"] == 1
+    assert got["cos_reads"] == 5 and got["chunks_recovered"] == 1 and got["functions_lost"] == 0
+    same = recovery_figures(before, dict(before, cos_fallbacks=42))
+    assert same["cos_reads"] == 2 and same["daemon_restarts"] == 0

@@ -51,3 +51,12 @@ def test_series_of_several_runs_sum_over_time() -> None:
     b = [[1.0, 5, 5], [3.0, 0, 0]]
     assert _study.summed_series([a, b]) == [(0.0, 10), (1.0, 15), (2.0, 25), (3.0, 20), (4.0, 0)]
     assert _study.summed_series([a, b], column=2) == [(0.0, 1), (1.0, 6), (2.0, 7), (3.0, 2), (4.0, 0)]
+
+
+def test_the_median_run_counts_and_every_runs_figure_is_kept() -> None:
+    runs = [{"id": i, "memory": {"mb_s": v}} for i, v in enumerate([9.0, 3.0, 5.0])]
+    m = _study.median_run(runs)
+    assert m["id"] == 2 and m["mb_s_runs"] == [9.0, 3.0, 5.0]
+    assert _study.median_run(runs[:2])["id"] == 1          # an even count: the lower middle
+    with pytest.raises(ValueError, match="at least one"):
+        _study.median_run([])

@@ -1,0 +1,179 @@
+"""``funcsion bench lifetime``: how well lifetimes are predicted and what grouping by them
+buys. Reports, per category, FuncStore's accuracy (a prediction lies in the 95% interval
+of that object's lifetimes across runs) and the mean absolute error of the served model
+on the test runs of the dataset (its held-out 10%; beside it the heuristic's on the
+same rows, and ``feature_ceiling``: the median lifetime per feature vector, about the
+best any predictor of the five features can do), the prediction time per object (``predict_us``: a whole workflow in one
+numpy pass, as the server does at registration), and the fragmentation (allocated minus
+live bytes over time, ``frag_mb_s``, from the metadata server's accounting) of the
+examples run on one embedded stack under funcstore grouped by the model's lifetimes, by
+the heuristic's, by predicted expiry (model) and with no grouping. ``--json`` prints one
+JSON object as the last line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+__all__ = ["HELP", "add_arguments", "run", "CONFIGS"]
+
+HELP = "lifetime prediction: accuracy, MAE, prediction time, and fragmentation with and without grouping"
+#: configuration -> (policy, predictor: "model" | "heuristic")
+CONFIGS = {"model": ("funcstore", "model"), "heuristic": ("funcstore", "heuristic"),
+           "expiry_model": ("funcstore:expiry", "model"), "nogroup": ("funcstore:nogroup", "heuristic")}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print one JSON object as the last line")
+    p.add_argument("--data", default=None,
+                   help="datasets to score the models on (default: lifetime_data, <state_dir>/lifetimes, "
+                        "then the ones shipped in lifetime_model/datasets)")
+    p.add_argument("--models", default=None,
+                   help="model directory (default: lifetime_models, then the models shipped with funcsion)")
+    p.add_argument("--state-dir", default=None, help="state directory for --data/--models defaults (.funcsion)")
+    p.add_argument("--examples", default="wordcount,gg_compile,video", help="examples to run for fragmentation")
+    p.add_argument("--repeat", type=int, default=3, help="runs of each example per configuration (default 3)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from funcsion_rpc.errors import InvalidRequest
+    from lifetime_model import BUNDLED_MODELS, ModelPredictor, ModelStore
+    from metadata_server import HeuristicPredictor
+    from sdk._config import Config
+    from sdk.local._collect import examples
+
+    if args.repeat < 1:
+        raise InvalidRequest(f"--repeat must be at least 1, got {args.repeat}")
+    names = examples(args.examples)
+    cfg = Config.load(state_dir=args.state_dir, lifetime_data=args.data, lifetime_models=args.models)
+    dirs = [cfg.resolved_lifetime_models, BUNDLED_MODELS]
+    predictor = ModelPredictor(ModelStore(dirs, check_s=3600.0), HeuristicPredictor())
+    t0 = time.monotonic()
+    result: dict[str, Any] = {"models": [str(d) for d in dirs], "data": str(cfg.resolved_lifetime_data)}
+    result |= _accuracy(predictor, cfg.resolved_lifetime_data, names)
+    result["predict_us"], result["heuristic_predict_us"] = _predict_time(predictor, names)
+    result |= _fragmentation(predictor, names, args.repeat)
+    result["bench_s"] = round(time.monotonic() - t0, 1)
+    _print(result)
+    if args.json:
+        print(json.dumps(result))
+    return 0
+
+
+def _categories(names: list[str]) -> dict[str, str]:
+    """example -> its category (from its WDS)."""
+    import wds
+    from sdk.local._collect import EXAMPLES
+
+    return {n: wds.load(EXAMPLES[n]).category for n in names}
+
+
+def _accuracy(predictor: Any, data: Path, names: list[str]) -> dict[str, Any]:
+    from lifetime_model import BUNDLED_DATASETS, DatasetError, feature_ceiling, intervals, load_rows, score, split_by_run
+    from lifetime_model._train import evaluate
+    from metadata_server import HeuristicPredictor
+
+    heuristic = HeuristicPredictor()
+    per: dict[str, Any] = {}
+    for cat in sorted(set(_categories(names).values())):
+        model = predictor.store.get(cat)
+        entry: dict[str, Any] = {"model_version": model.version if model else None}
+        rows, src = [], data
+        for src in (data, BUNDLED_DATASETS):              # then the datasets the shipped models came from
+            try:
+                rows = load_rows(src, cat)
+                break
+            except DatasetError:
+                continue
+        test = split_by_run(rows)[2] if rows else []
+        if model is not None and test:
+            bounds = intervals(rows)
+            s = evaluate(model, test, bounds)
+            h = score(test, [heuristic.predict(_info(r)) * 1000.0 for r in test], bounds)
+            entry |= {"source": f"{len(test)} test rows of {src / (cat + '.csv')}", **s.to_dict(),
+                      "heuristic_accuracy": h.accuracy, "heuristic_mae_ms": h.mae_ms,
+                      "feature_ceiling": feature_ceiling(rows).accuracy}
+        elif model is not None:
+            entry |= {"source": "the model's metadata (its own test runs)", "accuracy": model.meta.get("accuracy"),
+                      "mae_ms": model.meta.get("mae_ms")}
+        else:
+            entry |= {"source": "no model: the heuristic serves", "accuracy": None, "mae_ms": None}
+        per[cat] = entry
+    accs = [e["accuracy"] for e in per.values()]
+    maes = [e["mae_ms"] for e in per.values() if e["mae_ms"] is not None]
+    return {"accuracy": min(accs) if accs and None not in accs else None,
+            "mae_ms": round(sum(maes) / len(maes), 3) if maes else None, "per_category": per}
+
+
+def _info(row: Any) -> Any:
+    import hdag
+
+    return hdag.ObjectInfo(row.object, "x", ("y",), (), hdag.Features(*row.features))
+
+
+def _predict_time(predictor: Any, names: list[str]) -> tuple[float, float]:
+    """Microseconds per object to predict every object of each example's graph at once."""
+    import hdag
+    import wds
+    from metadata_server import HeuristicPredictor, predict_lifetimes
+    from sdk.local._collect import EXAMPLES
+
+    graphs = [hdag.build(wds.load(EXAMPLES[n])) for n in names]
+    out = []
+    for p in (predictor, HeuristicPredictor()):
+        objects = 0
+        start = time.perf_counter()
+        for _ in range(50):
+            for g in graphs:
+                objects += len(predict_lifetimes(p, g))
+        out.append(round((time.perf_counter() - start) / max(objects, 1) * 1e6, 3))
+    return out[0], out[1]
+
+
+def _fragmentation(predictor: Any, names: list[str], repeat: int) -> dict[str, Any]:
+    from metadata_server import HeuristicPredictor
+    from sdk._config import Config
+    from sdk.local._collect import VARIANTS, Variant, collect_runs
+    from sdk.local._stack import Stack
+
+    cfg = Config.load(state_dir=tempfile.mkdtemp(prefix="funcsion-bench-lifetime-"), env={})
+    block_size = cfg.block_size
+    frag: dict[str, dict[str, float]] = {c: {n: 0.0 for n in names} for c in CONFIGS}
+    alloc: dict[str, float] = {c: 0.0 for c in CONFIGS}
+    with Stack(cfg, metadata_port=0, daemon_port=0) as stack:
+        state = stack.handler.state
+        for _ in range(repeat):                          # interleaved: drift hits every configuration alike
+            for conf, (policy, which) in CONFIGS.items():
+                state.predictor = predictor if which == "model" else HeuristicPredictor()
+                for n in names:
+                    (d,) = collect_runs(stack, stack.config, [Variant(n, dict(VARIANTS[n][0]))], policy=policy)
+                    if d["status"] != "succeeded":
+                        from funcsion_rpc.errors import InvalidRequest
+                        raise InvalidRequest(f"{n} under {policy} ({which}) failed: {d.get('error')}")
+                    s = state.runs[d["run_id"]].summary()
+                    frag[conf][n] += (s["allocated_mb_s"] - s["live_mb_s"]) / repeat
+                    alloc[conf] += s["allocated_mb_s"] / repeat
+    total = {c: round(sum(v.values()), 4) for c, v in frag.items()}
+    return {"block_size": block_size, "repeat": repeat, "frag_mb_s": total["model"],
+            "frag_mb_s_by_config": total, "allocated_mb_s_by_config": {c: round(v, 4) for c, v in alloc.items()},
+            "frag_mb_s_per_example": {c: {n: round(v, 4) for n, v in per.items()} for c, per in frag.items()},
+            "model_vs_nogroup": round(total["model"] / total["nogroup"], 4) if total["nogroup"] else None,
+            "expiry_vs_lifetime": round(total["expiry_model"] / total["model"], 4) if total["model"] else None}
+
+
+def _print(r: dict[str, Any]) -> None:
+    def pct(v: float | None) -> str:
+        return "n/a" if v is None else f"{v * 100:.1f}%"
+
+    for cat, e in r["per_category"].items():
+        mae = "n/a" if e["mae_ms"] is None else f"{e['mae_ms']:.1f} ms"
+        extra = (f" (heuristic {pct(e['heuristic_accuracy'])}, best any predictor of the 5 features does "
+                 f"{pct(e['feature_ceiling'])})" if "heuristic_accuracy" in e else "")
+        print(f"{cat:<10} accuracy {pct(e['accuracy'])}{extra}, MAE {mae}  [{e['source']}]")
+    print(f"prediction: {r['predict_us']:.2f} us per object (heuristic {r['heuristic_predict_us']:.2f} us)")
+    print(f"fragmentation (allocated - live, MB*s, {r['block_size'] >> 10} KiB blocks, mean of {r['repeat']} runs "
+          "per example): " + ", ".join(f"{c} {v:.3f}" for c, v in r["frag_mb_s_by_config"].items()))

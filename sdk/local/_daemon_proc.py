@@ -1,0 +1,151 @@
+"""The embedded stack's daemon in a child process, so that it can really be killed
+(``funcsion run --restart-daemon-after S``): :class:`DaemonProcess` starts
+``python -m sdk.local._daemon_proc`` with the daemon's settings on stdin; the
+child runs a ``LocalStore`` (the SION daemon, its local Lambda platform and
+the COS directory) and the control loop following the stack's metadata server,
+as ``funcsion serve daemon --metadata`` does, and prints its address once it
+listens. ``kill`` is SIGKILL: the table, the buffer and COS are left as they
+are, and the platform's instances die with the daemon (their memory too);
+``start`` again on the same port rebuilds the table from the durable log
+(``storage_functions.daemon._restore``). Not for AWS.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from storage_functions.daemon import DaemonConfig
+
+from ._stack_errors import DaemonProcessError
+
+__all__ = ["DaemonProcess", "DaemonProcessError"]
+
+
+class DaemonProcess:
+    """Parent side: ``start()``, ``kill()``, ``restart()``, ``stop()``; ``address``,
+    ``token`` and ``config`` as a ``LocalStore`` has them."""
+
+    def __init__(self, root: str, config: DaemonConfig, *, metadata: str, admin_token: str,
+                 platform: dict[str, Any], log_path: str, start_timeout_s: float = 60.0) -> None:
+        self.root, self.config = root, config
+        self.metadata, self.admin_token = metadata, admin_token
+        self.platform = platform
+        self.log_path = log_path
+        self.start_timeout_s = start_timeout_s
+        self.address: tuple[str, int] = (config.host, config.port)
+        self.restarts = 0
+        self._proc: subprocess.Popen[str] | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def token(self) -> str:
+        return self.config.token
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def start(self) -> DaemonProcess:
+        spec = {"root": self.root, "config": asdict(self.config), "metadata": self.metadata,
+                "admin_token": self.admin_token, "platform": self.platform}
+        here = str(Path(__file__).resolve().parents[2])
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH", "")) if p))
+        with open(self.log_path, "a") as log:
+            proc = subprocess.Popen([sys.executable, "-m", "sdk.local._daemon_proc"], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=log, text=True, env=env)
+        self._proc = proc
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(json.dumps(spec))
+        proc.stdin.close()
+        ready, _, _ = select.select([proc.stdout], [], [], self.start_timeout_s)
+        line = proc.stdout.readline() if ready else ""
+        if not line:
+            self._reap()
+            raise DaemonProcessError(f"the daemon process did not start within {self.start_timeout_s:g} s; "
+                                     f"see {self.log_path}")
+        host, port = json.loads(line)["address"]
+        self.address = (str(host), int(port))
+        if not self.config.port:  # a restart listens where clients and functions already dial
+            from dataclasses import replace
+
+            self.config = replace(self.config, port=int(port))
+        return self
+
+    def kill(self) -> None:
+        """SIGKILL: nothing is flushed, closed or uploaded."""
+        with self._lock:
+            if self._proc is not None and self._proc.poll() is None:
+                self._proc.kill()
+            self._reap()
+
+    def restart(self) -> None:
+        """kill -9, then start again on the same port, root and token."""
+        self.kill()
+        self.start()
+        self.restarts += 1
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """SIGTERM: the child stops its control loop and daemon cleanly."""
+        with self._lock:
+            proc = self._proc
+            if proc is None:
+                return
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(timeout_s)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+            self._reap()
+
+    def _reap(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def _child() -> int:
+    """The child: read the spec, serve until SIGTERM."""
+    from sdk.local._control import follow_metadata
+    from storage_functions.daemon import LocalStore
+    from storage_functions.local import PlatformConfig
+
+    spec = json.loads(sys.stdin.read())
+    pcfg = dict(spec["platform"])
+    if "idle_reclaim_s" in pcfg:
+        pcfg["idle_reclaim_s"] = tuple(pcfg["idle_reclaim_s"])
+    store = LocalStore(spec["root"], config=DaemonConfig(**spec["config"]), platform_config=PlatformConfig(**pcfg))
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    store.start()
+    follower = follow_metadata(store.daemon, spec["metadata"], spec["admin_token"], poll_s=0.02)
+    try:
+        try:
+            store.daemon.wait_warm(follower.hello(), timeout_s=20.0)
+        except Exception as exc:  # noqa: BLE001 - the loop retries with backoff; the daemon serves meanwhile
+            print(f"daemon process: control loop: {exc}", file=sys.stderr, flush=True)
+        follower.start()
+        host, port = store.address
+        sys.stdout.write(json.dumps({"address": [host, port], "pid": os.getpid()}) + "\n")
+        sys.stdout.flush()
+        stop.wait()
+    finally:
+        follower.close()
+        store.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_child())

@@ -1,0 +1,64 @@
+"""The elasticity benchmark's pure parts: the replayed workload (phases whose working sets
+shift: each phase writes its own objects, reads them, and frees them before the next), the
+pool-size statistics of a sampled step series, and the memory hit ratio from the daemon's
+counters. The replay itself is ``sdk.cli.bench_elasticity``; nothing here does I/O."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+__all__ = ["Phase", "shifting_phases", "step_stats", "hit_ratio", "DEFAULT_SHAPE"]
+
+#: working-set size per phase, in objects: up past one function group's memory and back
+DEFAULT_SHAPE = (4, 12, 32, 12, 4)
+
+
+@dataclass(frozen=True, slots=True)
+class Phase:
+    """One phase of the replay: the objects it writes (its working set), each read ``reads`` times."""
+
+    index: int
+    names: tuple[str, ...]
+    object_bytes: int
+    reads: int
+
+    @property
+    def bytes(self) -> int:
+        return len(self.names) * self.object_bytes
+
+
+def shifting_phases(shape: Sequence[int], object_bytes: int, reads: int = 2) -> list[Phase]:
+    """One phase per entry of ``shape`` (objects in its working set); no object is in two
+    phases, so the working set moves as well as changes size."""
+    if not shape or min(shape) < 1:
+        raise ValueError(f"the shape must list at least one phase of at least one object, got {list(shape)}")
+    if object_bytes < 1 or reads < 1:
+        raise ValueError(f"objects need at least 1 byte and 1 read, got {object_bytes} bytes, {reads} reads")
+    return [Phase(k, tuple(f"p{k}_o{i:03d}" for i in range(n)), object_bytes, reads) for k, n in enumerate(shape)]
+
+
+def step_stats(samples: Sequence[tuple[float, int]], t_end: float) -> tuple[int, float]:
+    """(peak, time-weighted mean) of a step series ``(t, value)`` sorted by time, each value
+    holding until the next sample and the last until ``t_end``."""
+    if not samples:
+        return 0, 0.0
+    peak = max(v for _, v in samples)
+    span = t_end - samples[0][0]
+    if span <= 0:
+        return peak, float(samples[-1][1])
+    area = 0.0
+    for (t, v), nxt in zip(samples, [*samples[1:], (t_end, 0)]):
+        area += v * max(0.0, min(nxt[0], t_end) - t)
+    return peak, area / span
+
+
+def hit_ratio(before: Mapping[str, int], after: Mapping[str, int], reads: int) -> float:
+    """Reads served from function memory over all ``reads`` issued: the daemon's GETs less
+    those it answered from its buffer or COS; reads of objects in the COS tier never reach
+    its GET path and count as misses."""
+    if reads <= 0:
+        return 0.0
+    gets = int(after.get("gets", 0)) - int(before.get("gets", 0))
+    missed = sum(int(after.get(k, 0)) - int(before.get(k, 0)) for k in ("buffer_hits", "cos_fallbacks"))
+    return max(0.0, min(1.0, (gets - missed) / reads))

@@ -1,0 +1,206 @@
+"""The daemon's durable object table (SION keeps it on the daemon's local disk):
+an append-only log of what the table holds, so a daemon killed with -9 and
+started again knows every live object version, where its chunks were placed,
+and whether its COS copy landed.
+
+Records (JSON), each framed as ``u32 length | u32 crc32 | payload``:
+
+- ``{"o": "put", "k": key, "v": version, "m": {size, cos_key, alloc, stripes: [...]}}``:
+  a version became readable (logged before the PUT is acknowledged);
+- ``{"o": "up", "k": key, "v": version}``: its COS copy landed;
+- ``{"o": "free", "k": [keys]}``: every version of these keys was freed;
+- ``{"o": "start", "n": restarts}``: a daemon process started on this log
+  (``n``: how many earlier processes had, after compaction).
+
+A frame is one ``write`` of an ``O_APPEND`` file, so a process killed at any
+point leaves whole records and at most one torn frame at the end; replay stops
+at the first frame that is short or fails its CRC and cuts the file there.
+Compaction rewrites the live image (a ``start`` and one ``put``/``up`` pair
+per live version) to a temporary file and renames it over the log once the log
+holds more than ``compact_factor`` records per live version.
+
+Covers the file, the framing and the pure replay (:func:`replay`); not what a
+restarted daemon does with the image (``_restore``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import threading
+import zlib
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..private_files import FILE_MODE
+
+__all__ = ["DurableLog", "LogImage", "frame", "read_frames", "replay", "TABLE_LOG"]
+
+#: The log's file name inside the daemon's buffer directory.
+TABLE_LOG = "_table.log"
+_HEAD = struct.Struct("!II")
+_MAX_RECORD = 64 << 20  # a put record of a huge object's stripes is far below this
+
+
+def frame(record: dict[str, Any]) -> bytes:
+    """One record as it goes to the file."""
+    raw = json.dumps(record, separators=(",", ":")).encode()
+    return _HEAD.pack(len(raw), zlib.crc32(raw)) + raw
+
+
+def read_frames(data: bytes) -> tuple[list[dict[str, Any]], int]:
+    """The whole records at the start of ``data`` and how many bytes they span: a frame that
+    is short, too long, fails its CRC or is not a JSON object ends the log (a torn tail)."""
+    out: list[dict[str, Any]] = []
+    pos = 0
+    while pos + _HEAD.size <= len(data):
+        n, crc = _HEAD.unpack_from(data, pos)
+        end = pos + _HEAD.size + n
+        if n > _MAX_RECORD or end > len(data):
+            break
+        raw = data[pos + _HEAD.size:end]
+        if zlib.crc32(raw) != crc:
+            break
+        try:
+            rec = json.loads(raw)
+        except ValueError:
+            break
+        if not isinstance(rec, dict):
+            break
+        out.append(rec)
+        pos = end
+    return out, pos
+
+
+@dataclass
+class LogImage:
+    """What the log says the table holds: ``live[key][version]`` is the version's meta
+    (``put`` record's ``m``) plus ``"uploaded": bool``; ``starts``: daemon processes that
+    started on this log before."""
+
+    live: dict[str, dict[int, dict[str, Any]]] = field(default_factory=dict)
+    starts: int = 0
+
+    def versions(self) -> Iterator[tuple[str, int, dict[str, Any]]]:
+        for key, vs in self.live.items():
+            for v, meta in sorted(vs.items()):
+                yield key, v, meta
+
+    def count(self) -> int:
+        return sum(len(vs) for vs in self.live.values())
+
+    def apply(self, rec: dict[str, Any]) -> None:
+        """One record; unknown or malformed ones change nothing (a newer daemon's)."""
+        op = rec.get("o")
+        if op == "put" and isinstance(rec.get("m"), dict):
+            self.live.setdefault(str(rec.get("k")), {})[int(rec.get("v", 0))] = dict(rec["m"], uploaded=False)
+        elif op == "up":
+            meta = self.live.get(str(rec.get("k")), {}).get(int(rec.get("v", 0)))
+            if meta is not None:
+                meta["uploaded"] = True
+        elif op == "free":
+            for k in rec.get("k") or []:
+                self.live.pop(str(k), None)
+        elif op == "start":
+            self.starts = max(self.starts + 1, int(rec.get("n", 0)))
+
+    def records(self) -> Iterator[dict[str, Any]]:
+        """The image as a minimal log (compaction): ``start`` first, then the live versions."""
+        yield {"o": "start", "n": self.starts}
+        for key, v, meta in self.versions():
+            yield {"o": "put", "k": key, "v": v, "m": {k: x for k, x in meta.items() if k != "uploaded"}}
+            if meta.get("uploaded"):
+                yield {"o": "up", "k": key, "v": v}
+
+
+def replay(records: Iterable[dict[str, Any]]) -> LogImage:
+    """The table the records describe (pure)."""
+    img = LogImage()
+    for rec in records:
+        img.apply(rec)
+    return img
+
+
+class DurableLog:
+    """``DurableLog(path)``: ``open()`` replays the file (cutting a torn tail), appends a
+    ``start`` and returns the image; then ``append`` each record. Thread-safe. ``fsync``:
+    each record is flushed to the disk before ``append`` returns (a kill -9 needs only the
+    write: the kernel has it)."""
+
+    def __init__(self, path: str, *, fsync: bool = False, compact_factor: int = 4, compact_min: int = 1024) -> None:
+        self.path = path
+        self.fsync = fsync
+        self.compact_factor, self.compact_min = compact_factor, compact_min
+        self.image = LogImage()
+        self.records = 0  # in the file now
+        self.torn_bytes = 0  # cut from the end at open
+        self.compactions = 0
+        self.earlier_starts = 0  # daemon processes that opened this log before this one
+        self._fd: int | None = None
+        self._lock = threading.Lock()
+
+    def open(self) -> LogImage:
+        data = b""
+        try:
+            with open(self.path, "rb") as fh:
+                data = fh.read()
+        except FileNotFoundError:
+            pass
+        recs, good = read_frames(data)
+        self.torn_bytes = len(data) - good
+        self.image = replay(recs)
+        self.records = len(recs)
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0), FILE_MODE)
+        if self.torn_bytes:
+            os.ftruncate(fd, good)
+        self._fd = fd
+        self.earlier_starts = self.image.starts
+        self.append({"o": "start", "n": self.earlier_starts + 1})
+        return self.image
+
+    def append(self, rec: dict[str, Any]) -> None:
+        data = frame(rec)
+        with self._lock:
+            if self._fd is None:
+                return  # closed: the daemon is stopping
+            os.write(self._fd, data)
+            if self.fsync:
+                os.fsync(self._fd)
+            self.image.apply(rec)
+            self.records += 1
+            if self.records > max(self.compact_min, self.compact_factor * self.image.count()):
+                self._compact_locked()
+
+    def compact(self) -> None:
+        with self._lock:
+            if self._fd is not None:
+                self._compact_locked()
+
+    def _compact_locked(self) -> None:
+        assert self._fd is not None
+        tmp = self.path + ".tmp"
+        recs = list(self.image.records())
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), FILE_MODE)
+        try:
+            os.write(fd, b"".join(frame(r) for r in recs))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, self.path)
+        dfd = os.open(os.path.dirname(os.path.abspath(self.path)), os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+        os.close(self._fd)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | getattr(os, "O_CLOEXEC", 0))
+        self.records = len(recs)
+        self.compactions += 1
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None

@@ -1,0 +1,246 @@
+"""Daemon restart without loss: the object table written through to the durable
+log (``_durable``) and rebuilt from it when a daemon starts on the same buffer
+directory after a kill -9.
+
+The daemon calls four hooks: ``put`` (a version is about to become readable:
+logged before the PUT is acknowledged), ``uploaded`` (its COS copy landed),
+``freed`` (keys freed: logged before their bytes go) and, at start,
+``restore`` then ``verify`` once it listens. ``restore`` puts every live
+version of the log back in the table, readable at once: its chunk places are
+reserved again, its buffer file (when the upload had not finished) is queued
+for upload, and without a buffer file its COS copy is looked for. Buffer files
+of versions the log does not hold (a PUT cut short by the kill, a free whose
+file outlived it) are deleted. ``verify`` asks every function that should hold
+chunks what it holds (STAT); chunks it still holds (a warm instance that
+outlived the daemon, as on Lambda) are used as they are, the others are stored
+there again from the buffer file or COS, a few workers at a time. Until a
+chunk is back its GETs decode around it or read COS (first-d).
+
+Objects freed while the daemon was down are not resurrected: their drops were
+not acknowledged, so the control loop is offered them again, and runs that
+ended meanwhile are dropped by its start-up sweep (``Daemon.sweep_runs``).
+Not covered: chunk places a standalone daemon changed after a function loss
+(they are logged as first placed).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import threading
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from ..protocol import Frame, Op, Status, drain
+from ._durable import TABLE_LOG, DurableLog
+from ._objects import ObjectVersion, Stripe, chunk_key
+from ._store_events import ChunkStored, Restored
+
+if TYPE_CHECKING:
+    from ._host import RestoreHost
+
+__all__ = ["DurableTable", "version_record", "version_from_record"]
+
+log = logging.getLogger("storage_functions.daemon")
+
+_BUF = ".buf"
+
+
+def version_record(obj: ObjectVersion) -> dict[str, Any]:
+    """What the log keeps of a readable version (``put`` record's ``m``)."""
+    return {"size": obj.size, "cos_key": obj.cos_key,
+            "alloc": [list(a) for a in obj.alloc] if obj.alloc is not None else None,
+            "stripes": [{"d": st.d, "p": st.p, "fs": st.fs, "ol": st.ol, "cl": st.cl, "crcs": list(st.crcs),
+                         "places": [list(pl) if pl is not None else None for pl in st.places], "off": st.offset}
+                        for st in obj.stripes]}
+
+
+def version_from_record(key: str, version: int, m: dict[str, Any]) -> ObjectVersion:
+    """The table's version from a log record (readable; buffer and upload state unset)."""
+    stripes = [Stripe(int(s["d"]), int(s["p"]), int(s["fs"]), int(s["ol"]), int(s["cl"]),
+                      [int(c) for c in s["crcs"]],
+                      [(int(p[0]), int(p[1]), int(p[2])) if p is not None else None for p in s["places"]],
+                      int(s.get("off", 0)))
+               for s in m.get("stripes", [])]
+    alloc = m.get("alloc")
+    return ObjectVersion(key, version, size=int(m.get("size", 0)), stripes=stripes, state="ready",
+                         cos_key=str(m.get("cos_key", "")),
+                         alloc=[(a[0], int(a[1]), int(a[2]), int(a[3])) for a in alloc] if alloc else None)
+
+
+class DurableTable:
+    """The daemon's hooks onto its durable log ``<buffer_dir>/_table.log``."""
+
+    def __init__(self, daemon: RestoreHost, *, workers: int = 4) -> None:
+        self.daemon = daemon
+        self.log = DurableLog(os.path.join(daemon.buffer_dir, TABLE_LOG), fsync=daemon.config.buffer_fsync)
+        self.workers = workers
+        self.restored: list[ObjectVersion] = []
+        self._pending = 0
+        self._idle = threading.Condition()
+        self._open = False
+
+    # -- hooks while serving ----------------------------------------------------------
+    def put(self, obj: ObjectVersion) -> None:
+        self.log.append({"o": "put", "k": obj.key, "v": obj.version, "m": version_record(obj)})
+
+    def uploaded(self, obj: ObjectVersion) -> None:
+        self.log.append({"o": "up", "k": obj.key, "v": obj.version})
+
+    def freed(self, keys: Iterable[str]) -> None:
+        live = self.log.image.live
+        held = [k for k in keys if k in live]
+        if held:
+            self.log.append({"o": "free", "k": held})
+
+    def close(self) -> None:
+        self.log.close()
+
+    # -- start --------------------------------------------------------------------------
+    def restore(self) -> int:
+        """Rebuild the table from the log (before the daemon accepts connections); returns
+        the versions restored."""
+        d = self.daemon
+        img = self.log.open()
+        self._open = True
+        d.counters["daemon_restarts"] = self.log.earlier_starts
+        if self.log.torn_bytes:
+            log.warning("durable table %s: cut a torn record of %d bytes from its end", self.log.path,
+                        self.log.torn_bytes)
+        keep: set[str] = set()
+        for key, version, meta in img.versions():
+            obj = version_from_record(key, version, meta)
+            path = d.buffer.path_for(obj)
+            has_file = os.path.exists(path)
+            obj.uploaded = bool(meta.get("uploaded"))
+            if not obj.uploaded and not has_file and d.cos is not None:
+                obj.uploaded = self._in_cos(obj.cos_key)  # it landed; the kill came before the record
+            if has_file and not obj.uploaded:
+                obj.buffer_path = path
+                keep.add(os.path.basename(path))
+            elif not obj.uploaded and not has_file:
+                d.count("restore_memory_only")
+                log.warning("%r version %d: neither its buffer file nor a COS copy survived; readable only "
+                            "while its functions still hold its chunks", key, version)
+            d._do(Restored(obj=obj, now=time.monotonic()))  # in the table, its places reserved again
+            self.restored.append(obj)
+        self._drop_stray_files(keep)
+        for obj in self.restored:
+            if obj.buffer_path is not None:
+                d.buffer.submit(obj)
+        d.counters["restored_objects"] = len(self.restored)
+        if self.restored:
+            log.info("restored %d object versions from %s (%d earlier daemon processes)", len(self.restored),
+                     self.log.path, self.log.earlier_starts)
+        return len(self.restored)
+
+    def _in_cos(self, cos_key: str) -> bool:
+        try:
+            return bool(self.daemon.cos.exists(cos_key))
+        except Exception as exc:  # noqa: BLE001 - COS unreachable now: the buffer file is gone anyway
+            log.warning("COS lookup of %s failed: %r", cos_key, exc)
+            return False
+
+    def _drop_stray_files(self, keep: set[str]) -> None:
+        directory = self.daemon.buffer_dir
+        for name in os.listdir(directory):
+            if name.endswith(_BUF) and name not in keep:
+                try:
+                    os.unlink(os.path.join(directory, name))
+                except FileNotFoundError:
+                    pass
+
+    def verify(self) -> None:
+        """Once the daemon listens: check every function that should hold restored chunks,
+        and store again the ones it does not (background workers)."""
+        by_fn: dict[int, list[tuple[ObjectVersion, int, int]]] = {}
+        for obj in self.restored:
+            for s, st in enumerate(obj.stripes):
+                for i, pl in enumerate(st.places):
+                    if pl is not None:
+                        by_fn.setdefault(pl[0], []).append((obj, s, i))
+        self.restored = []
+        if not by_fn:
+            return
+        q: queue.Queue[tuple[int, list[tuple[ObjectVersion, int, int]]] | None] = queue.Queue()
+        with self._idle:
+            self._pending += len(by_fn)
+        for item in sorted(by_fn.items()):
+            q.put(item)
+        for n in range(min(self.workers, len(by_fn))):
+            q.put(None)
+            threading.Thread(target=self._worker, args=(q,), daemon=True, name=f"sion-restore-{n}").start()
+
+    def wait_idle(self, timeout_s: float) -> bool:
+        """Wait until every restored chunk was found or stored again (or given up)."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._pending == 0, timeout_s)
+
+    # -- workers --------------------------------------------------------------------------
+    def _worker(self, q: queue.Queue[tuple[int, list[tuple[ObjectVersion, int, int]]] | None]) -> None:
+        while True:
+            item = q.get()
+            if item is None:
+                return
+            try:
+                self._check_function(*item)
+            except Exception:  # noqa: BLE001 - one function's failure must not stop the others
+                log.exception("restoring the chunks of function %d failed", item[0])
+            finally:
+                with self._idle:
+                    self._pending -= 1
+                    self._idle.notify_all()
+
+    def _live(self, obj: ObjectVersion) -> bool:
+        return self.daemon.table.latest(obj.key, obj.version) is obj
+
+    def _check_function(self, fn: int, chunks: list[tuple[ObjectVersion, int, int]]) -> None:
+        d = self.daemon
+        h = d._handle(fn)
+        try:
+            held = d.function_memory(h.name, timeout_s=d.config.invoke_timeout_s)
+        except Exception as exc:  # noqa: BLE001 - no answer: store everything again
+            log.info("restore: %s did not say what it holds (%r)", h.name, exc)
+            held = {}
+        entries = held.get("entries") or {}
+        for obj, s, i in chunks:
+            st = obj.stripes[s]
+            pl = st.places[i]
+            if pl is None or not self._live(obj):
+                continue
+            ckey = chunk_key(obj.key, obj.version, s, i)
+            if entries.get(ckey) == [pl[1], pl[2], st.cl]:  # the warm instance still holds it: counted again
+                d._do(ChunkStored(obj=obj, stripe=s, index=i, place=pl, now=time.monotonic()))
+                d.count("reattached_chunks")
+                continue
+            self._store_again(obj, s, i, pl, ckey)
+
+    def _store_again(self, obj: ObjectVersion, s: int, i: int, pl: tuple[int, int, int], ckey: str) -> None:
+        d = self.daemon
+        st = obj.stripes[s]
+        data = d._read_chunk(obj, s, i)
+        if data is None:
+            d.count("restore_unreadable_chunks")
+            return
+        done = threading.Event()
+        fn, block, off = pl
+
+        def replied(f: Frame | None, sock: Any) -> None:
+            try:
+                if f is not None and f.paylen and sock is not None:
+                    drain(sock, f.paylen)
+                if f is None or f.status != Status.OK:
+                    d.count("restore_unreadable_chunks")
+                    return
+                # counted in the ledger, or deleted again when it was freed while it travelled
+                out = d._do(ChunkStored(obj=obj, stripe=s, index=i, place=pl, now=time.monotonic()))
+                if not out:
+                    d.count("restored_chunks")
+            finally:
+                done.set()
+
+        d.handles[fn].request(Op.PUT, ckey, replied, a=block, b=off, crc=st.crcs[i], payload=data,
+                              large=st.cl >= d.config.large_threshold)
+        done.wait(d.config.put_timeout_s)

@@ -1,0 +1,65 @@
+"""The cost account's inputs are measured: a real daemon with storage functions on the local
+platform, whose invocation records say which were warm-ups, how long each was billed and
+which COS requests the functions made themselves (their insertion logs)."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from sdk._store_client import StoreClient
+from sdk.local._cost import StoreSnapshot, platform_invocations, run_cost
+from storage_functions.cost import window_usage
+from storage_functions.daemon import LocalStore
+
+
+@pytest.fixture
+def store() -> Iterator[LocalStore]:
+    with LocalStore(function_memory_mb=512, idle_s=0.3) as st:
+        yield st
+
+
+def wait_for(cond: Callable[[], bool], timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not cond():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.02)
+
+
+def test_warmups_io_and_the_functions_own_cos_puts_are_counted(store: LocalStore) -> None:
+    t0 = time.time()
+    before = StoreSnapshot(store, store.daemon.stats())
+    store.daemon.prewarm(2)
+    wait_for(lambda: sum(1 for r in store.platform.records() if r.metrics.get("warmup")) >= 2)
+    with StoreClient(store.address, store.token) as c:
+        c.put("r-1/x", os.urandom(100_000))
+        assert len(c.get("r-1/x")) == 100_000
+    # the storage function returns once idle, after sealing its insertion log in COS
+    wait_for(lambda: any(r.metrics.get("cos_puts") for r in store.platform.records()))
+    t1 = time.time()
+    u = window_usage(platform_invocations(store.platform, t1), t0, t1)
+    assert u.warmups >= 2 and u.warmup_billed_ms > 0
+    assert u.io_invocations >= 1 and u.io_gb_s > 0
+    assert u.cos_puts >= 2  # the insertion-log node and the snapshot
+    acct = run_cost(t0=t0, t1=t1, billing={}, before=before, after=StoreSnapshot(store, store.daemon.stats()),
+                    platform=store.platform, objects={}, peak_live_bytes=100_000, function_memory_mb=512)
+    ln = acct["lines"]
+    assert ln["warmups"]["invocations"] == u.warmups and ln["storage_io"]["gb_s"] == pytest.approx(u.io_gb_s, 1e-3)
+    # the daemon's adapter uploaded the object (one PUT at least); the functions' own PUTs add up
+    wait_for(lambda: store.cos.stats.puts >= 1)
+    assert ln["cos_requests"]["puts"] >= u.cos_puts
+    assert "COS adapter" in acct["sources"]["cos"] and "platform" in acct["sources"]["storage_functions"]
+
+
+def test_an_invocation_still_running_counts_up_to_now(store: LocalStore) -> None:
+    with StoreClient(store.address, store.token) as c:
+        c.put("r-2/y", b"y" * 1000)
+        now = time.time()
+        busy = [i for i in store.platform.instances() if i.state == "busy"]
+        assert busy, "the function serving the put is still invoked (idle_s not yet over)"
+        running = [inv for inv in platform_invocations(store.platform, now) if inv.in_flight]
+        assert {inv.function for inv in running} == {i.function_name for i in busy}
+        assert all(inv.billed_ms >= 1 and inv.memory_mb == 512 for inv in running)

@@ -1,0 +1,40 @@
+"""``funcsion bench elasticity`` end to end on a small shifting working set: one JSON object
+last with the pool's size over time, the hit ratio and the cost per hour beside the static
+pool and always-on memory, all from the measured cost account; bad input is one line."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.slow
+def test_a_small_replay_reports_pool_hit_ratio_and_costs(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    p = subprocess.run([sys.executable, "-m", "sdk.cli", "bench", "elasticity", "--shape", "1,3,1", "--object-mb", "2",
+                        "--json"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300, check=False)
+    assert p.returncode == 0, p.stderr
+    r = json.loads(p.stdout.strip().splitlines()[-1])
+    assert r["reads"] == 2 * 5 and [ph["objects"] for ph in r["phases"]] == [1, 3, 1]
+    assert 0.0 <= r["hit_ratio"] <= 1.0
+    assert r["functions_peak"] >= 1 and 0 < r["functions_mean"] <= r["functions_peak"]
+    cost = r["cost"]
+    assert r["cost_usd_per_hour"] == cost["per_hour"]["storage_usd"] > 0
+    assert r["static_cost_usd_per_hour"] == cost["static_pool"]["usd_per_hour"]
+    assert r["always_on_cost_usd_per_hour"] == cost["always_on"]["usd_per_hour"] > 0
+    assert cost["lines"]["storage_io"]["invocations"] >= 1 and cost["lines"]["cos_requests"]["puts"] >= 5
+
+
+def test_a_bad_shape_is_one_line(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    p = subprocess.run([sys.executable, "-m", "sdk.cli", "bench", "elasticity", "--shape", "3,x"],
+                       capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60, check=False)
+    assert p.returncode == 2
+    assert "--shape '3,x' must list phases of at least one object" in p.stderr and "Traceback" not in p.stderr
