@@ -24,17 +24,17 @@ import argparse
 import json
 import os
 import random
-import socket
 import sys
 import tempfile
 import threading
 import time
 from typing import Any
 
+from ._moto import MotoS3
+
 HELP = "measure recovery of a storage function (alone and by recovery groups) and GET latency under kills"
 
 MiB = 1 << 20
-CREDS = {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_DEFAULT_REGION": "us-east-1"}
 
 __all__ = ["HELP", "add_arguments", "run"]
 
@@ -48,13 +48,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cos", default="local,s3", help="COS backends: local, s3 (moto's server) (default both)")
     p.add_argument("--latency-s", type=float, default=10.0, help="seconds of GETs before, and during, kills")
     p.add_argument("--kill-every-s", type=float, default=2.0, help="kill an instance this often (default 2)")
+    p.add_argument("--get-interval-ms", type=float, default=20.0,
+                   help="start a GET this often, as SION's latency test does (default 20; 0 = back to back, "
+                        "which on a small machine measures the CPU the GETs and the recovery share)")
     p.add_argument("--json", action="store_true", help="print one JSON object as the last line")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _pct(xs: list[float], q: float) -> float:
@@ -62,34 +59,6 @@ def _pct(xs: list[float], q: float) -> float:
         return 0.0
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
-
-
-class _Moto:
-    """moto's S3 server on loopback, and a bucket per use."""
-
-    def __init__(self) -> None:
-        import logging
-
-        from moto.server import ThreadedMotoServer
-
-        logging.getLogger("werkzeug").setLevel(logging.ERROR)
-        os.environ.update(CREDS)  # the storage functions (child processes) sign their reads too
-        self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=_free_port(), verbose=False)
-        self.server.start()
-        host, port = self.server.get_host_and_port()
-        self.endpoint = f"http://{host}:{port}"
-        self.n = 0
-
-    def url(self) -> str:
-        import boto3
-
-        self.n += 1
-        bucket = f"bench-recovery-{self.n}"
-        boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1").create_bucket(Bucket=bucket)
-        return f"s3://{bucket}/sion?endpoint_url={self.endpoint}"
-
-    def stop(self) -> None:
-        self.server.stop()
 
 
 def _reattach(daemon: Any, platform: Any, name: str) -> None:
@@ -193,9 +162,13 @@ def _latency(cos_url: str, args: argparse.Namespace) -> dict[str, Any]:
         phase = ["before"]
         stop = threading.Event()
 
+        interval = max(0.0, args.get_interval_ms) / 1000.0
+
         def reader() -> None:
             keys = list(values)
+            due = time.monotonic()
             while not stop.is_set():
+                due += interval
                 k = rng.choice(keys)
                 t = time.perf_counter()
                 try:
@@ -205,6 +178,9 @@ def _latency(cos_url: str, args: argparse.Namespace) -> dict[str, Any]:
                 lat[phase[0]].append((time.perf_counter() - t) * 1e6)
                 if not ok:
                     errors[0] += 1
+                if interval and stop.wait(max(0.0, due - time.monotonic())):
+                    return
+                due = max(due, time.monotonic() - interval)  # an overrun is not made up with a burst
 
         t = threading.Thread(target=reader, daemon=True)
         t.start()
@@ -242,7 +218,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     doc: dict[str, Any] = {"bandwidth_mbps": args.bandwidth_mbps, "size_mib": args.size_mib,
                            "chunk_mib": args.chunk_mib, "cos": {}}
-    moto = _Moto() if "s3" in backends else None
+    moto = MotoS3() if "s3" in backends else None
     try:
         for b in backends:
             with tempfile.TemporaryDirectory(prefix="bench-cos-") as cdir:

@@ -103,7 +103,8 @@ class Collector:
         handles = host.handles
         self.win = GetWindow(obj.stripes, window=window, extra=extra,
                              route=lambda s, i: host.recovery.route(obj, s, i),
-                             up=lambda fn: fn < len(handles) and handles[fn].state == "active")
+                             ready=lambda fn: fn < len(handles) and handles[fn].state == "active"
+                             and not host.recovery.busy(fn))
         self.cond = threading.Condition()
         self.large = [st.cl >= host.config.large_threshold for st in obj.stripes]
         self.inline = len(obj.stripes) == 1 and obj.stripes[0].n == 1

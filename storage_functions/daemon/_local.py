@@ -19,6 +19,10 @@ from ._server import Daemon
 __all__ = ["LocalStore", "RUNTIME_HANDLER"]
 
 RUNTIME_HANDLER = "storage_functions.runtime:handler"
+#: what a storage-function instance imports, once, in the platform's fork server: a replacement
+#: instance (after a kill) then costs this machine a fork, not an interpreter start and a boto3
+#: import; on AWS a cold start runs on another machine (its latency: ``cold_start_s``)
+RUNTIME_PRELOAD = ("storage_functions.runtime", "storage_functions.cos", "boto3", "botocore.session")
 
 
 class LocalStore:
@@ -64,7 +68,7 @@ class LocalStore:
 
     def _deploy(self, name: str) -> None:
         self.platform.deploy(name, RUNTIME_HANDLER, memory_mb=self.config.function_memory_mb,
-                             timeout_s=self.function_timeout_s, reserved_concurrency=1)
+                             timeout_s=self.function_timeout_s, reserved_concurrency=1, preload=RUNTIME_PRELOAD)
 
     def start(self) -> LocalStore:
         self.daemon.start()

@@ -105,6 +105,7 @@ class Recovery:
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
         self._open: dict[ChunkId, LostChunk] = {}  # being recovered
+        self._open_on: dict[int, int] = {}  # function -> chunks of it being recovered
         self._tries: dict[ChunkId, int] = {}
         self._routes: dict[ChunkId, int] = {}  # chunk -> recovery function holding a copy
         self._groups: dict[int, _Group] = {}  # storage function -> its group
@@ -129,6 +130,16 @@ class Recovery:
             self._starting += 1
         threading.Thread(target=self._start, args=(fn, list(chunks)), daemon=True,
                          name=f"sion-recover-{fn}").start()
+
+    def busy(self, fn: int) -> bool:
+        """Function ``fn`` is downloading chunks now: its own lost ones, or copies for the
+        group it serves. A GET asks it only when the chunks on other functions do not
+        suffice (its requests would queue behind the downloads)."""
+        if self._open_on.get(fn):
+            return True
+        owner = self._serving.get(fn)
+        g = self._groups.get(owner) if owner is not None else None
+        return g is not None and g.inflight > 0
 
     def route(self, obj: ObjectVersion, s: int, i: int) -> int | None:
         """The recovery function holding a copy of this chunk, if any."""
@@ -200,6 +211,7 @@ class Recovery:
             new = [c for c in chunks if c.cid not in self._open]
             for c in new:
                 self._open[c.cid] = c
+                self._open_on[c.place[0]] = self._open_on.get(c.place[0], 0) + 1
                 self._tries[c.cid] = 0
             g = self._groups.get(fn)
             if g is not None and g.release is not None:  # lost again while its group still holds copies
@@ -346,7 +358,12 @@ class Recovery:
         elif ok is False:
             self._count("chunks_unrecovered")
         with self._lock:
-            self._open.pop(c.cid, None)
+            if self._open.pop(c.cid, None) is not None:
+                left = self._open_on.get(c.place[0], 0) - 1
+                if left > 0:
+                    self._open_on[c.place[0]] = left
+                else:
+                    self._open_on.pop(c.place[0], None)
             self._tries.pop(c.cid, None)
             self._idle.notify_all()
         self._maybe_finished(c.place[0])

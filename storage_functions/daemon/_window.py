@@ -55,16 +55,18 @@ class GetWindow:
     """The stripes of one object version being read (``stripes``: their places are
     read live, a lost function's chunks have none). ``route(s, i)``: the function
     holding a recovery copy of a chunk that has no place (SION Sec. 5.5.2), or None;
-    ``up(fn)``: function ``fn`` is connected (a chunk on one that is not, killed or
-    starting, is asked after those on connected ones when ``d`` of those suffice, so
-    a read never waits a cold start behind a killed instance)."""
+    ``ready(fn)``: function ``fn`` is connected and not busy downloading (recovering).
+    A chunk on a function that is not ready (killed, starting, recovering) or only on a
+    recovery function is asked after the chunks on ready functions when ``d`` of those
+    suffice: a read never waits a cold start behind a killed instance, nor queues
+    behind a recovery's downloads."""
 
     def __init__(self, stripes: Sequence[Stripe], *, window: int = 0, extra: int | None = 0,
                  route: Callable[[int, int], int | None] | None = None,
-                 up: Callable[[int], bool] | None = None) -> None:
+                 ready: Callable[[int], bool] | None = None) -> None:
         self.stripes = stripes
         self.route = route
-        self.up = up
+        self.ready = ready
         k = len(stripes)
         self.recs = [StripeRec(st.d, st.n) for st in stripes]
         self.window = window if window > 0 else max(1, k)
@@ -83,11 +85,13 @@ class GetWindow:
     # -- requests ------------------------------------------------------------------------
     def _order(self, s: int) -> list[int]:
         places = self.stripes[s].places
-        up = self.up
+        ready = self.ready
 
         def late(i: int) -> tuple[bool, bool]:
             pl = places[i]
-            return pl is not None and pl[0] in self.slow, pl is not None and up is not None and not up(pl[0])
+            if pl is None:  # a recovery function's copy, if any
+                return False, self.route is not None
+            return pl[0] in self.slow, ready is not None and not ready(pl[0])
 
         idx = list(range(len(places)))
         keys = [late(i) for i in idx]

@@ -103,3 +103,24 @@ def test_a_dead_client_requests_nothing_more_and_an_error_ends_once() -> None:
     w = GetWindow(stripes(2), window=1)
     assert w.advance(0.0, dead=True) == []
     assert w.end() and not w.end()
+
+
+def test_chunks_on_functions_that_are_not_ready_are_asked_last_when_the_others_suffice() -> None:
+    # d=2 of 4: function 0 is recovering (busy downloading); the GET asks functions 1 and 2
+    st = [Stripe(2, 2, 10, 20, 10, [0] * 4, [(i, 0, 0) for i in range(4)])]
+    w = GetWindow(st, ready=lambda fn: fn != 0)
+    assert w.advance(0.0, dead=False) == [(0, [1, 2])]
+
+
+def test_a_recovery_copy_is_asked_after_placed_chunks_on_ready_functions() -> None:
+    # chunk 0 lost its place; a recovery function (7) holds a copy: asked only if needed
+    st = [Stripe(2, 2, 10, 20, 10, [0] * 4, [None, (1, 0, 0), (2, 0, 0), (3, 0, 0)])]
+    w = GetWindow(st, route=lambda s, i: 7 if i == 0 else None, ready=lambda fn: True)
+    assert w.advance(0.0, dead=False) == [(0, [1, 2])]
+    assert w.rerouted == 0
+
+
+def test_functions_that_are_not_ready_are_still_asked_when_too_few_others_are() -> None:
+    # d=2 of 3 and two of the functions are recovering: order stays, the stripe still completes
+    w = GetWindow(stripes(1), ready=lambda fn: fn == 2)
+    assert w.advance(0.0, dead=False) == [(0, [0, 1])]
