@@ -619,8 +619,8 @@ class MetadataState:
         if ev.delete and rec.state == "readable":
             if ev.function:
                 run.deletes.setdefault(ev.function, {})[ev.object] = None
-            else:
-                self._free(run, rec, "deleted after read", out, keep=rec.persist)
+            else:  # the client is still to fetch the bytes: the drop waits its grace (the control loop)
+                self._free(run, rec, "deleted at read", out, keep=rec.persist)
                 self._refresh(run)
         return out
 

@@ -14,9 +14,10 @@ What each instruction does:
   ``<run_id>/<object>``; of a COS-tier object -> COS delete of its tier key
   (``auth.tier_key``); a drop whose reason says the run ended or expired also
   ``drop_run``s the run (its COS copies and buffer files, also an earlier
-  daemon process's); drops of the ``oracle`` policy wait ``oracle_grace_s``
-  (the reader it counted may still be fetching; it frees the bytes itself
-  once it has them);
+  daemon process's); drops a read itself caused (the ``oracle`` policy's last
+  read, a client's ``get(delete=True)``: reasons in ``FREED_AT_READ``) wait
+  ``oracle_grace_s`` (the reader may still be fetching; it frees the bytes
+  itself once it has them);
 - ``scale_out`` -> capacity for more whole function groups (enough for the
   blocks asked, at most ``max_functions`` in all) is registered at the source
   and those functions are warmed up;
@@ -63,13 +64,16 @@ from ..auth import tier_key
 from ..exceptions import ControlError
 
 __all__ = ["ControlTarget", "ControlError", "Follower", "Instruction", "InstructionSource", "SourceView",
-           "ORACLE_GRACE_S", "RUN_END_REASONS"]
+           "ORACLE_GRACE_S", "RUN_END_REASONS", "FREED_AT_READ"]
 
 log = logging.getLogger("storage_functions.control")
 
 #: The ``oracle`` policy frees an object at its last *read*, before that reader has fetched
 #: the bytes; its drops wait this long so the read it counted can finish.
 ORACLE_GRACE_S = 2.0
+#: Drop reasons (substrings) of objects a read freed before its reader had the bytes: the
+#: ``oracle`` policy's last read, a client's ``get(delete=True)``; they wait ``ORACLE_GRACE_S``.
+FREED_AT_READ = ("oracle", "deleted at read")
 #: Reasons of the drops the metadata server sends when a run ends or its TTL expires.
 RUN_END_REASONS = ("run ended", "run expired")
 
@@ -227,7 +231,7 @@ class Follower:
             d = (i.tier or "memory", i.run_id, i.object_name)
             if i.reason in RUN_END_REASONS:
                 ended.add(i.run_id)
-            if "oracle" in i.reason:
+            if any(r in i.reason for r in FREED_AT_READ):
                 deferred.append((now + self.oracle_grace_s, i.seq, d))
             else:
                 drops.append(d)

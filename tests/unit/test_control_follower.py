@@ -269,6 +269,21 @@ def test_oracle_drops_wait_their_grace_then_are_freed(world: World) -> None:
     assert d.freed == [f"{run}/in1"] and f.deferred == 0
 
 
+def test_a_client_get_with_delete_drops_after_the_grace_not_before_its_fetch(world: World) -> None:
+    # the client's read freed the ad-hoc object; an immediate drop could beat its own fetch
+    core, d = world.core, world.daemon
+    f = world.follower(oracle_grace_s=2.0)
+    f.hello()
+    run = core.start(core.key)
+    core.put(run, "", "scratch", 20, adhoc=True)
+    assert "scratch" in core.get(run, "", "scratch", delete=True)[0].object
+    f.step()
+    assert d.freed == [] and f.deferred == 1
+    world.clock.t += 2.0
+    f.step()
+    assert d.freed == [f"{run}/scratch"] and f.deferred == 0
+
+
 def test_scale_out_registers_whole_groups_up_to_the_pool_and_warms_them(world: World) -> None:
     f = world.follower()
     f.hello()
