@@ -90,6 +90,7 @@ def _recovery(cos_url: str, args: argparse.Namespace, groups: list[int]) -> dict
     with tempfile.TemporaryDirectory(prefix="bench-recovery-") as root, \
             LocalStore(root, cos_url=cos_url, function_memory_mb=max(256, cap // MiB + 64), max_functions=biggest + 2,
                        group_size=1, idle_s=120.0, recovery_keep_s=0.5, parallel_recovery_threshold=0,
+                       parallel_recovery_min_mb=0,
                        recovery_group_size=0, function_bandwidth_mbps=args.bandwidth_mbps,
                        max_object_bytes=2 * chunk, invoke_timeout_s=60.0) as st, \
             StoreClient(st.address, st.token, codec=Codec(threshold=2 * chunk)) as c:
@@ -135,14 +136,15 @@ def _recovery(cos_url: str, args: argparse.Namespace, groups: list[int]) -> dict
         return out
 
 
-def _latency(cos_url: str, args: argparse.Namespace) -> dict[str, Any]:
+def _latency(cos_url: str, args: argparse.Namespace, *, group: bool = False) -> dict[str, Any]:
     from sdk._store_client import StoreClient
-    from storage_functions.daemon import LocalStore
+    from storage_functions.daemon import DaemonConfig, LocalStore
 
     objs = 96
     with tempfile.TemporaryDirectory(prefix="bench-recovery-") as root, \
             LocalStore(root, cos_url=cos_url, function_memory_mb=512, max_functions=28, group_size=12,
                        idle_s=120.0, function_bandwidth_mbps=args.bandwidth_mbps, parallel_recovery_threshold=8,
+                       parallel_recovery_min_mb=0 if group else DaemonConfig.parallel_recovery_min_mb,
                        recovery_group_size=4, recovery_keep_s=5.0) as st, \
             StoreClient(st.address, st.token) as c:
         d = st.daemon
@@ -225,6 +227,11 @@ def run(args: argparse.Namespace) -> int:
                 url = (lambda: f"file://{cdir}") if b == "local" else moto.url  # type: ignore[union-attr]
                 row = _recovery(url(), args, groups)
                 row.update(_latency(url(), args))
+                # the same with a recovery group forced for every loss (SION Sec. 5.5.2 as in its
+                # latency test): the copies double the COS reads of a loss this small
+                g = _latency(url(), args, group=True)
+                row.update({f"{k}_group": g[k] for k in ("errors", "p99_before_us", "p99_during_us",
+                                                          "parallel_recoveries", "rerouted_gets")})
                 doc["cos"][b] = row
                 _print_row(b, row)
     finally:
@@ -241,5 +248,6 @@ def _print_row(backend: str, r: dict[str, Any]) -> None:
         f"{r.get('recover_1gib_parallel_s', float('nan')):.2f} s (group {r.get('group_size')}, "
         f"x{r.get('speedup', 0):.1f}; {r.get('parallel_s')}); GETs {r['gets']}, errors {r['errors']}, "
         f"p99 {r['p99_before_us'] / 1000:.1f} ms before, {r['p99_during_us'] / 1000:.1f} ms during "
-        f"{r['kills']} kills\n")
+        f"{r['kills']} kills (with a recovery group forced: errors {r.get('errors_group')}, "
+        f"{r.get('p99_during_us_group', 0) / 1000:.1f} ms during)\n")
     sys.stdout.flush()

@@ -51,12 +51,16 @@ class DaemonConfig:
     # carries its placement, the daemon never invents one) or "daemon" (its own PlaceChunk;
     # a standalone daemon with no metadata server). Never both on one pool.
     placement: str = "daemon"
-    # recovery (SION Sec. 5.5): above this many lost chunks a recovery group of
+    # recovery (SION Sec. 5.5): above this many lost chunks, holding at least
+    # parallel_recovery_min_mb (below it the function restores them alone in a second or two
+    # at Lambda's ~75 MB/s, SION Fig. 18, and a group would only double the COS reads and
+    # their CPU), a recovery group of
     # recovery_group_size other functions (0 = never) downloads copies in parallel, kept
     # recovery_keep_s after the storage function recovered; recover_workers downloads at
     # once per function; function_bandwidth_mbps models an instance's network bandwidth
     # for those downloads (0 = unlimited; the benchmarks set it, see DESIGN.md)
     parallel_recovery_threshold: int = 64
+    parallel_recovery_min_mb: float = 128.0
     recovery_group_size: int = 8
     recovery_keep_s: float = 30.0
     recover_workers: int = 4

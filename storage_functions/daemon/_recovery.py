@@ -19,7 +19,8 @@ again, so one loss never turns an object into COS reads for the rest of its
 life.
 
 Parallel recovery (Sec. 5.5.2): above ``parallel_recovery_threshold`` lost
-chunks the daemon also invokes a recovery group of ``recovery_group_size``
+chunks holding at least ``parallel_recovery_min_mb`` (a smaller loss is restored
+alone about as fast, without doubling the COS reads) the daemon also invokes a recovery group of ``recovery_group_size``
 other functions (each serves one storage function at a time); member i
 downloads into its cache space the chunks whose key hashes to i modulo the
 group size, and GETs of a missing chunk are rerouted to its copy
@@ -220,7 +221,9 @@ class Recovery:
         new.sort(key=lambda c: (len(c.obj.stripes) > 1 or c.obj.stripes[c.stripe].n > 1, c.obj.version))
         cfg = self.daemon.config
         g = None
-        if cfg.recovery_group_size > 0 and len(new) > cfg.parallel_recovery_threshold:
+        lost_bytes = sum(c.obj.stripes[c.stripe].cl for c in new)
+        if cfg.recovery_group_size > 0 and len(new) > cfg.parallel_recovery_threshold and \
+                lost_bytes >= cfg.parallel_recovery_min_mb * (1 << 20):
             g = self._parallel(fn, new)
         if g is None:
             for c in new:

@@ -28,7 +28,7 @@ SLICE = 40 * KiB
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     cfg = Config.load(state_dir=str(tmp_path_factory.mktemp("state")), env={})
     with Stack(cfg, metadata_port=0, daemon_port=0,
-               daemon={"parallel_recovery_threshold": 4, "recovery_group_size": 3, "recovery_keep_s": 1.0,
+               daemon={"parallel_recovery_threshold": 4, "parallel_recovery_min_mb": 0, "recovery_group_size": 3, "recovery_keep_s": 1.0,
                        "recover_workers": 2, "function_bandwidth_mbps": 0.4}) as st:
         yield st
 
