@@ -47,6 +47,7 @@ from funcsion_rpc.limits import MAX_WDS_BYTES
 from . import _events as ev
 from ._journal import Journal
 from ._records import RunRecord
+from ._replies import GetResultEncoder
 from ._state import MetadataState
 from ._tokens import same_token, token_digest
 
@@ -123,6 +124,7 @@ class MetadataHandler:
         self._touched_runs: dict[str, float] = {}
         self._touched_objects: dict[str, dict[str, float]] = {}
         self._placements: dict[int, tuple[ev.Placement, T.Placement]] = {}
+        self._replies = GetResultEncoder(self._placement)
         if journal is not None:
             self.replay()
 
@@ -531,13 +533,56 @@ class MetadataHandler:
         return T.FunctionStatus(d["function"], d["stage"], d["inputs"], d["outputs"], d["committed"])
 
     # -- service: batches -----------------------------------------------------------
+    def _read_batch(self, token: str, run_id: str, function_name: str, object_names: list[str]
+                    ) -> list[list[ev.Instruction]]:
+        """``apply`` of one ``Get`` per object, through the core's batched path
+        (``MetadataState.handle_gets``): event structs are built only for the reads the
+        journal keeps; lease-only reads are noted as touches."""
+        self._run(token, run_id)
+        now, rid = self.clock(), self._rid_next()
+        outs: list[list[ev.Instruction]] = []
+        with self.lock:
+            try:
+                self.state.handle_gets(now, rid, run_id, function_name, object_names, outs)
+            finally:
+                if self.journal is not None and outs:
+                    self._journal_reads(now, rid, run_id, function_name, object_names, outs)
+        if self._listeners or self._run_observers:
+            for out in outs:
+                self._carry_out(out)
+        return outs
+
+    def _journal_reads(self, now: float, rid: str, run_id: str, function: str, objects: list[str],
+                       outs: list[list[ev.Instruction]]) -> None:
+        """``_journal(_durable(events, outs))`` for the batch of reads ``_read_batch`` applied."""
+        keep: list[ev.Event] = []
+        touched: dict[str, float] | None = None
+        for o, out in zip(objects, outs):
+            r = out[0]
+            if len(out) == 1 and type(r) is _ReadRecorded and not r.recorded:    # lease-only
+                if not r.already_committed:
+                    if touched is None:
+                        touched = self._touched_objects.get(run_id)
+                        if touched is None:
+                            touched = self._touched_objects[run_id] = {}
+                    if now > touched.get(o, -1.0):
+                        touched[o] = now
+                if now > self._touched_runs.get(run_id, -1.0):
+                    self._touched_runs[run_id] = now
+            else:
+                keep.append(ev.Get(now, rid, run_id, function, o))
+        self._journal(keep)
+
     @_boundary
     def get_batch(self, token: str, run_id: str, function_name: str, object_names: list[str]
                   ) -> list[T.GetResult]:
-        self._run(token, run_id)
-        now, rid = self.clock(), self._rid_next()
-        outs = self.apply([ev.Get(now, rid, run_id, function_name, o) for o in object_names])
-        return [self._get_result(o) for o in outs]
+        return [self._get_result(o) for o in self._read_batch(token, run_id, function_name, object_names)]
+
+    @_boundary
+    def get_batch_encoded(self, token: str, run_id: str, function_name: str, object_names: list[str]) -> bytes:
+        """``get_batch``, its reply already in wire form: the TBinaryProtocol bytes of the
+        ``list<GetResult>`` (``_replies``), for the server's frame processor."""
+        return self._replies.encode(self._read_batch(token, run_id, function_name, object_names))
 
     @_boundary
     def begin_put_batch(self, token: str, run_id: str, function_name: str, requests: list[T.PutRequest]

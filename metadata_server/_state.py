@@ -114,6 +114,42 @@ class MetadataState:
             self.samples.append((self.now, self.live_bytes, self.allocator.allocated_bytes))
         return out
 
+    def handle_gets(self, now: float, rid: str, run_id: str, function: str, objects: list[str],
+                    outs: list[list[Instruction]]) -> None:
+        """``outs.append(handle(Get(now, rid, run_id, function, o)))`` for each object in order,
+        with the checks that hold for the whole batch made once: a plain first or repeat read
+        of a readable declared object by a running reader takes a short path, anything else
+        the general one. Raises at the first refused read; ``outs`` then holds what applied."""
+        if not objects:
+            return
+        outs.append(self.handle(Get(now, rid, run_id, function, objects[0])))   # run checks, clocks
+        run = self.runs[run_id]
+        if function not in run.graph.functions or function in run.committed or run.state != "running":
+            outs.extend(self.handle(Get(now, rid, run_id, function, o)) for o in objects[1:])
+            return
+        infos, recs, buffers, counters = run.graph.objects, run.objects, run.buffers, run.counters
+        buf = buffers.get(function)
+        samples, interval = self.samples, self.sample_interval_s
+        for o in objects[1:]:
+            info, rec = infos.get(o), recs.get(o)
+            if info is None or rec is None or rec.state != "readable" or rec.read_by is not None \
+                    or function not in info.readers:
+                outs.append(self.handle(Get(now, rid, run_id, function, o)))
+                buf = buffers.get(function)
+                continue
+            rec.last_access = now                                       # _get's path, inline
+            if buf is None:
+                buf = buffers[function] = {}
+            if o in buf:
+                counters["reads_deduplicated"] = counters.get("reads_deduplicated", 0) + 1
+                outs.append([ReadRecorded(o, rec.size, rec.checksum, rec.placement, False)])
+            else:
+                buf[o] = None
+                counters["reads_recorded"] = counters.get("reads_recorded", 0) + 1
+                outs.append([ReadRecorded(o, rec.size, rec.checksum, rec.placement, True)])
+            if self.now - (samples[-1][0] if samples else -1e18) >= interval:      # handle's tail
+                samples.append((self.now, self.live_bytes, self.allocator.allocated_bytes))
+
     def _bump(self, name: str, by: int = 1) -> None:
         self.counters[name] = self.counters.get(name, 0) + by
 
