@@ -480,7 +480,7 @@ class MetadataState:
         if fn is None:
             raise InvalidRequest(f"workflow {run.workflow_key} of run {run.run_id} has no function {function!r}",
                                  run_id=run.run_id, function=function, object=name)
-        if name not in fn.outputs:
+        if info.producer != function:     # = name not in fn.outputs (one writer per object), O(1)
             raise UndeclaredOutput(f"task {function} of run {run.run_id} wrote {name!r}, which it does not "
                                    f"declare; its outputs are {', '.join(fn.outputs) or 'none'}",
                                    run_id=run.run_id, function=function, object=name)

@@ -1,17 +1,19 @@
-"""``MetadataState.handle_gets`` (the batched read path of ``get_batch``) is ``handle(Get)``
-per object: the same replies, the same refusal at the same object, the same state after, for
-random batches over every kind of read (first, repeat, undeclared, unknown, not written,
-freed, ad hoc, after the reader's commit, the oracle's last read)."""
+"""Batched metadata calls in the core. ``MetadataState.handle_gets`` (the read path of
+``get_batch``) is ``handle(Get)`` per object: the same replies, the same refusal at the same
+object, the same state after, for random batches over every kind of read (first, repeat,
+undeclared, unknown, not written, freed, ad hoc, after the reader's commit, the oracle's last
+read), and the same after a journal replay. A batch of puts costs O(1) per object."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from funcsion_rpc.errors import MetadataError
+from funcsion_rpc.errors import MetadataError, UndeclaredOutput
 from funcsion_rpc.gen.metadata import ttypes as T
 from metadata_server._events import (BeginPut, Commit, FinishPut, Get, RegisterCapacity, RegisterWorkflow,
                                      StartRun)
@@ -135,3 +137,28 @@ def test_batched_reads_replay_from_the_journal(tmp_path):
                 [repr(i) for i in s.pending])
     assert durable(again.state) == durable(h.state)
     assert list(again.state.runs[run].buffers["r1"]) == ["o2", "o3"]
+
+
+class _NoScan(tuple):  # type: ignore[type-arg]
+    """A function's outputs that must not be searched one by one."""
+
+    def __contains__(self, item: object) -> bool:
+        raise AssertionError("the writer check scanned the function's outputs")
+
+
+def test_the_writer_check_does_not_scan_the_function_s_outputs():
+    """A function with n outputs put them in O(n), not O(n^2): a put of a declared output
+    checks its writer through the object's producer, not by searching the writer's outputs
+    (1,000 outputs made each begin_put and finish_put of a batch ~7 us slower)."""
+    import dataclasses
+    s = _state("funcstore", 0.1, 0, [])
+    run = next(iter(s.runs))
+    graph = s.runs[run].graph
+    fn = graph.functions["w"]
+    graph.functions["w"] = dataclasses.replace(fn, outputs=_NoScan(fn.outputs))
+    s.handle(FinishPut(1.0, "e", run, "w", "o0"))
+    s.handle(BeginPut(1.0, "e", run, "w", "o5", 3, "c", False))
+    s.handle(FinishPut(1.0, "e", run, "w", "o5"))
+    with pytest.raises(UndeclaredOutput, match="does not declare"):
+        s.handle(BeginPut(1.0, "e", run, "w", "in", 3, "c", False))
+    assert s.runs[run].objects["o5"].state == "readable"
