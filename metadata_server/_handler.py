@@ -47,7 +47,7 @@ from funcsion_rpc.limits import MAX_WDS_BYTES
 from . import _events as ev
 from ._journal import Journal
 from ._records import RunRecord
-from ._replies import GetResultEncoder
+from ._replies import GetResultEncoder, read_columns
 from ._state import MetadataState
 from ._tokens import same_token, token_digest
 
@@ -60,7 +60,7 @@ _Get, _ReadRecorded = ev.Get, ev.ReadRecorded
 CONTROL_CALLS = frozenset({"register_workflow", "deregister_workflow", "start_run", "register_capacity",
                            "unregister_capacity", "stats", "fetch_instructions"})
 RUN_CALLS = frozenset({"end_run", "begin_put", "finish_put", "get", "commit", "delete_object", "lookup",
-                       "list_objects", "describe_function", "get_batch", "begin_put_batch", "finish_put_batch",
+                       "list_objects", "describe_function", "get_batch", "read_batch", "begin_put_batch", "finish_put_batch",
                        "fallback_to_cos"})
 Listener = Callable[[ev.StorageInstruction], None]
 VERSION = "1"
@@ -583,6 +583,11 @@ class MetadataHandler:
         """``get_batch``, its reply already in wire form: the TBinaryProtocol bytes of the
         ``list<GetResult>`` (``_replies``), for the server's frame processor."""
         return self._replies.encode(self._read_batch(token, run_id, function_name, object_names))
+
+    @_boundary
+    def read_batch(self, token: str, run_id: str, function_name: str, object_names: list[str]) -> T.ReadBatch:
+        """``get_batch``'s reads, answered as one byte of tier and one of flags per object."""
+        return read_columns(self._read_batch(token, run_id, function_name, object_names))
 
     @_boundary
     def begin_put_batch(self, token: str, run_id: str, function_name: str, requests: list[T.PutRequest]

@@ -15,6 +15,8 @@ writes the ``list<GetResult>`` of a batch's core replies directly:
 The bytes are those the generated code writes for the same structs (TBinaryProtocol,
 fields in id order, absent optional fields left out): a client cannot tell.
 ``tests/unit/test_metadata_replies.py`` checks that against Thrift's own encoder.
+``read_columns(outs)`` is the reply of ``read_batch``: two byte strings, one byte
+per read (``funcsion_rpc.reads``), so neither side builds anything per object.
 Not covered: framing and the message header (``_process``), which objects a batch
 reads (the core).
 """
@@ -29,10 +31,11 @@ from thrift.Thrift import TType
 from thrift.transport.TTransport import TMemoryBuffer
 
 from funcsion_rpc.gen.metadata import ttypes as T
+from funcsion_rpc.reads import ALREADY_COMMITTED, FREED_BY_READ, RECORDED, TIER_CODES
 
 from . import _events as ev
 
-__all__ = ["GetResultEncoder", "encode_struct"]
+__all__ = ["GetResultEncoder", "encode_struct", "read_columns"]
 
 _I32 = struct.Struct("!i")
 _I64 = struct.Struct("!q")
@@ -114,3 +117,19 @@ class GetResultEncoder:
             freed = len(out) > 1 and any(type(i) is ev.Freed and i.object == r.object for i in out)
             add(tails[(r.recorded, r.already_committed, freed)])
         return b"".join(parts)
+
+
+def read_columns(outs: list[list[ev.Instruction]]) -> T.ReadBatch:
+    """``read_batch``'s reply for the core's replies to a batch of ``Get`` events."""
+    tiers = bytearray(len(outs))
+    flags = bytearray(len(outs))
+    codes = TIER_CODES
+    for i, out in enumerate(outs):
+        r = out[0]
+        assert type(r) is ev.ReadRecorded
+        tiers[i] = codes[r.placement.tier]
+        f = (RECORDED if r.recorded else 0) | (ALREADY_COMMITTED if r.already_committed else 0)
+        if len(out) > 1 and any(type(i) is ev.Freed and i.object == r.object for i in out):
+            f |= FREED_BY_READ
+        flags[i] = f
+    return T.ReadBatch(bytes(tiers), bytes(flags))

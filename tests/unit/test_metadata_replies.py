@@ -10,6 +10,7 @@ import pytest
 from thrift.protocol.TBinaryProtocol import TBinaryProtocol, TBinaryProtocolAccelerated
 from thrift.transport.TTransport import TMemoryBuffer
 
+from funcsion_rpc import reads
 from funcsion_rpc.gen.metadata import Metadata
 from funcsion_rpc.gen.metadata import ttypes as T
 from metadata_server._handler import MetadataHandler
@@ -138,3 +139,34 @@ def test_the_server_builds_no_result_struct_per_object(handler, monkeypatch):
     reply = processor.process(frame)
     monkeypatch.undo()
     assert [r.object_name for r in _decode(reply)] == list(SIZES)
+
+
+def _columns(results: list[T.GetResult]) -> tuple[bytes, bytes]:
+    """get_batch's results as read_batch's columns (funcsion_rpc.reads)."""
+    return (bytes(reads.TIER_CODES[r.placement.tier] for r in results),
+            bytes((reads.RECORDED if r.recorded else 0) | (reads.ALREADY_COMMITTED if r.already_committed else 0)
+                  | (reads.FREED_BY_READ if r.freed_by_read else 0) for r in results))
+
+
+def test_read_batch_says_what_get_batch_says_a_byte_per_object():
+    t = Twins()
+    names = list(SIZES)
+
+    def both(run: str, function: str, batch: list[str]) -> tuple[bytes, bytes]:
+        a, b = t.runs[run]
+        got = t.fast.read_batch(a.token, a.run_id, function, batch)
+        assert (got.tiers, got.flags) == _columns(t.slow.get_batch(b.token, b.run_id, function, batch))
+        return got.tiers, got.flags
+    t.run("memory")
+    assert both("memory", "r1", names) == (b"mmem", bytes([reads.RECORDED] * 4))
+    assert both("memory", "r1", names[:2]) == (b"mm", b"\0\0")
+    t.commit("memory", "r1")
+    assert both("memory", "r1", names)[1] == bytes([reads.ALREADY_COMMITTED] * 4)
+    t.run("cos", latency_sensitive=False)
+    assert both("cos", "r2", names)[0] == b"ccec"
+    t.run("oracle", policy="oracle")
+    both("oracle", "r1", names)
+    assert both("oracle", "r2", names)[1] == bytes([reads.RECORDED | reads.FREED_BY_READ] * 4)
+    a, _ = t.runs["memory"]
+    with pytest.raises(T.MetadataFault):
+        t.fast.read_batch(a.token, a.run_id, "r2", ["small", "nope"])
