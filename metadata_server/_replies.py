@@ -73,24 +73,33 @@ def _string(s: str) -> bytes:
 class GetResultEncoder:
     """``encode(outs) -> bytes``: the ``list<GetResult>`` for the core's replies to a batch
     of ``Get`` events (``outs[i][0]`` is each one's ``ReadRecorded``). ``placement`` turns a
-    core placement into its Thrift struct (the handler's cached converter). At most
-    ``max_entries`` objects' encoded fields are kept (then the cache starts over)."""
+    core placement into its Thrift struct (the handler's cached converter). The cache keeps
+    at most ``max_entries`` objects and ``max_bytes`` of encoded fields, then starts over."""
 
-    def __init__(self, placement: Callable[[ev.Placement], T.Placement], max_entries: int = 100_000) -> None:
+    def __init__(self, placement: Callable[[ev.Placement], T.Placement], max_entries: int = 100_000,
+                 max_bytes: int = 16 << 20) -> None:
         self._to_thrift = placement
-        self.max_entries = max_entries
+        self.max_entries, self.max_bytes = max_entries, max_bytes
+        self._bytes = 0
         # (id(placement), object) -> (placement, size, checksum, fields 1-4 encoded)
         self._heads: dict[tuple[int, str], tuple[ev.Placement, int, str, bytes]] = {}
         # id(placement) -> (placement, the Placement struct encoded)
         self._placements: dict[int, tuple[ev.Placement, bytes]] = {}
+
+    def _room(self, more: int) -> None:
+        if len(self._heads) >= self.max_entries or len(self._placements) >= self.max_entries \
+                or self._bytes + more > self.max_bytes:
+            self._heads.clear()
+            self._placements.clear()
+            self._bytes = 0
+        self._bytes += more
 
     def _placement_bytes(self, p: ev.Placement) -> bytes:
         hit = self._placements.get(id(p))
         if hit is not None and hit[0] is p:
             return hit[1]
         raw = encode_struct(self._to_thrift(p))
-        if len(self._placements) >= self.max_entries:
-            self._placements.clear()
+        self._room(len(raw))
         self._placements[id(p)] = (p, raw)
         return raw
 
@@ -98,8 +107,7 @@ class GetResultEncoder:
         p = r.placement
         head = (_FIELD_NAME + _string(r.object) + _FIELD_SIZE + _I64.pack(r.size) + _FIELD_CHECKSUM
                 + _string(r.checksum) + _FIELD_PLACEMENT + self._placement_bytes(p))
-        if len(self._heads) >= self.max_entries:
-            self._heads.clear()
+        self._room(len(head))
         self._heads[(id(p), r.object)] = (p, r.size, r.checksum, head)
         return head
 

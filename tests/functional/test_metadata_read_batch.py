@@ -56,3 +56,20 @@ def test_read_batch_records_reads_like_get_batch(server, old_server):
         c.commit(run, "r")
         assert all(admin.lookup(run, o).state == "freed" for o in OUTS)
         assert c.read_batch(run, "r", OUTS[:2]).flags == bytes([reads.ALREADY_COMMITTED] * 2)
+
+
+def test_both_sides_use_the_accelerated_protocol(server):
+    """fastbinary encodes and decodes on the client and in the server's frame processor
+    (the pure-Python protocol is ~10x slower per object; it would be used silently)."""
+    from thrift.transport.TTransport import CReadableTransport
+
+    from metadata_server._process import FrameProcessor
+    with MetadataClient(port=server.port, admin_token=ADMIN) as admin:
+        admin.health()
+        proto = admin._conn().client._iprot
+        assert proto._fast_decode is not None and proto._fast_encode is not None
+        assert isinstance(proto.trans, CReadableTransport)
+    frames = FrameProcessor(server.handler, string_length_limit=1 << 20)
+    for proto in (frames._iprot, frames._oprot):
+        assert proto._fast_decode is not None and proto._fast_encode is not None
+        assert isinstance(proto.trans, CReadableTransport)

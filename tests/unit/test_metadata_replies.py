@@ -15,6 +15,7 @@ from funcsion_rpc.gen.metadata import Metadata
 from funcsion_rpc.gen.metadata import ttypes as T
 from metadata_server._handler import MetadataHandler
 from metadata_server._process import FrameProcessor
+from metadata_server._replies import GetResultEncoder, encode_struct
 
 ADMIN = "adm"
 SIZES = {"small": 100, "big": 20 << 20, "empty": 0, "odd.name_-9": 5}
@@ -170,3 +171,15 @@ def test_read_batch_says_what_get_batch_says_a_byte_per_object():
     a, _ = t.runs["memory"]
     with pytest.raises(T.MetadataFault):
         t.fast.read_batch(a.token, a.run_id, "r2", ["small", "nope"])
+
+
+def test_the_encoder_s_cache_is_bounded_and_stays_right():
+    h, key = _handler()
+    run = _run(h, key)
+    enc = GetResultEncoder(h._placement, max_entries=3, max_bytes=400)
+    names = list(SIZES)
+    outs = h._read_batch(run.token, run.run_id, "r1", names)
+    expected = encode_struct(Metadata.get_batch_result(success=[h._get_result(o) for o in outs]))
+    for _ in range(3):
+        assert b"\x0f\x00\x00" + enc.encode(outs) + b"\x00" == expected
+        assert len(enc._heads) <= 3 and enc._bytes <= 400 + 1000
