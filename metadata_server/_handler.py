@@ -554,8 +554,9 @@ class MetadataHandler:
 
     def _journal_reads(self, now: float, rid: str, run_id: str, function: str, objects: list[str],
                        outs: list[list[ev.Instruction]]) -> None:
-        """``_journal(_durable(events, outs))`` for the batch of reads ``_read_batch`` applied."""
-        keep: list[ev.Event] = []
+        """``_journal(_durable(events, outs))`` for the batch of reads ``_read_batch`` applied,
+        the reads it keeps as one ``GetMany``."""
+        keep: list[str] = []
         touched: dict[str, float] | None = None
         for o, out in zip(objects, outs):
             r = out[0]
@@ -570,8 +571,11 @@ class MetadataHandler:
                 if now > self._touched_runs.get(run_id, -1.0):
                     self._touched_runs[run_id] = now
             else:
-                keep.append(ev.Get(now, rid, run_id, function, o))
-        self._journal(keep)
+                keep.append(o)
+        if len(keep) == 1:
+            self._journal([ev.Get(now, rid, run_id, function, keep[0])])
+        elif keep:
+            self._journal([ev.GetMany(now, rid, run_id, function, keep)])
 
     @_boundary
     def get_batch(self, token: str, run_id: str, function_name: str, object_names: list[str]

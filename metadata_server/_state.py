@@ -50,7 +50,7 @@ from funcsion_rpc.errors import (DuplicateWrite, InvalidRequest, ObjectExpired, 
 from ._allocator import MAX_FUNCTION_BLOCKS, MIB, Allocator
 from ._events import (AckInstructions, BeginPut, CapacityChanged, Commit, Committed, CosFallback, Delete,
                       DeregisterWorkflow,
-                      DropObject, EndRun, Event, Freed, FinishPut, Get, Instruction, Placed, Placement,
+                      DropObject, EndRun, Event, Freed, FinishPut, Get, GetMany, Instruction, Placed, Placement,
                       PutFinished, ReadRecorded, RegisterCapacity, RegisterWorkflow, ReleaseFunction, RunFinished,
                       RunStarted, ScaleOut, StartRun, StorageInstruction, Tick, Touch, UnregisterCapacity,
                       WorkflowRegistered)
@@ -102,7 +102,7 @@ class MetadataState:
             FinishPut: self._finish_put, Get: self._get, Commit: self._commit_event, Delete: self._delete,
             RegisterCapacity: self._register_capacity, UnregisterCapacity: self._unregister_capacity,
             Tick: self._tick, AckInstructions: self._ack, Touch: self._touch,
-            CosFallback: self._cos_fallback,
+            CosFallback: self._cos_fallback, GetMany: self._get_many,
         }
 
     # -- entry point ----------------------------------------------------------------
@@ -149,6 +149,11 @@ class MetadataState:
                 outs.append([ReadRecorded(o, rec.size, rec.checksum, rec.placement, True)])
             if self.now - (samples[-1][0] if samples else -1e18) >= interval:      # handle's tail
                 samples.append((self.now, self.live_bytes, self.allocator.allocated_bytes))
+
+    def _get_many(self, ev: GetMany) -> list[Instruction]:
+        outs: list[list[Instruction]] = []
+        self.handle_gets(ev.now, ev.rid, ev.run_id, ev.function, ev.objects, outs)
+        return [i for out in outs for i in out]
 
     def _bump(self, name: str, by: int = 1) -> None:
         self.counters[name] = self.counters.get(name, 0) + by

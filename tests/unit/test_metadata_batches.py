@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from funcsion_rpc.errors import MetadataError, UndeclaredOutput
 from funcsion_rpc.gen.metadata import ttypes as T
-from metadata_server._events import (BeginPut, Commit, FinishPut, Get, RegisterCapacity, RegisterWorkflow,
-                                     StartRun)
+from metadata_server._events import (BeginPut, Commit, FinishPut, Get, GetMany, RegisterCapacity,
+                                     RegisterWorkflow, StartRun)
 from metadata_server._handler import MetadataHandler
 from metadata_server._journal import Journal
 from metadata_server._state import MetadataState
@@ -128,6 +128,12 @@ def test_batched_reads_replay_from_the_journal(tmp_path):
     h.get_batch(tok, run, "r0", OUTS[:2])                 # after the commit
     h.flush_journal(touches=True)
     h.journal.close()
+    log = Journal(tmp_path / "j")
+    reads = [(type(e).__name__, getattr(e, "objects", None) or getattr(e, "object", None))
+             for e in log.replay() if isinstance(e, (Get, GetMany))]
+    log.close()
+    # a batch's kept reads are one event; its lease-only reads (repeats, undeclared) none
+    assert reads == [("GetMany", OUTS[:4]), ("GetMany", ["o2", "o3"])]
     again = MetadataHandler(journal=Journal(tmp_path / "j"), admin_token="adm")
 
     def durable(s: MetadataState) -> Any:
