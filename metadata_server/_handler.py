@@ -47,7 +47,7 @@ from funcsion_rpc.limits import MAX_WDS_BYTES
 from . import _events as ev
 from ._journal import Journal
 from ._records import RunRecord
-from ._replies import GetResultEncoder, read_columns
+from ._replies import GetResultEncoder, read_columns, to_thrift_instruction, to_thrift_placement
 from ._state import MetadataState
 from ._tokens import same_token, token_digest
 
@@ -78,22 +78,6 @@ def _boundary(fn: F) -> F:
             raise T.MetadataFault(T.ErrorCode.INTERNAL, f"internal error in {fn.__name__}: {exc!r}", "", "",
                                   "") from None
     return wrapper  # type: ignore[return-value]
-
-
-def to_thrift_placement(p: ev.Placement) -> T.Placement:
-    return T.Placement(p.tier, p.kind, [T.Extent(e.function, e.block, e.offset, e.length, e.chunk)
-                                        for e in p.extents], p.data_chunks, p.parity_chunks, p.chunk_size)
-
-
-def to_thrift_instruction(i: ev.StorageInstruction) -> T.Instruction:
-    if isinstance(i, ev.DropObject):
-        return T.Instruction(i.seq, "drop", i.run_id, i.object,
-                             [T.Extent(e.function, e.block, e.offset, e.length, e.chunk) for e in i.extents],
-                             i.keep_cos, 0, "", i.reason, i.tier)
-    if isinstance(i, ev.ScaleOut):
-        return T.Instruction(i.seq, "scale_out", "", "", [], False, i.blocks, "", i.reason, "")
-    assert isinstance(i, ev.ReleaseFunction)
-    return T.Instruction(i.seq, "release_function", "", "", [], False, 0, i.function, "", "")
 
 
 def _freed(out: list[ev.Instruction]) -> list[str]:

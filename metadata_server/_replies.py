@@ -1,4 +1,5 @@
-"""Batched read replies encoded straight to bytes, once per object. No sockets, no state.
+"""The core's replies in wire form; batched reads encoded straight to bytes, once per
+object. No sockets, no state.
 
 A ``get_batch`` of 1,000 objects built 1,000 ``GetResult`` structs (each with a
 ``Placement``) for ``fastbinary`` to walk and encode, and the server built them
@@ -15,8 +16,10 @@ writes the ``list<GetResult>`` of a batch's core replies directly:
 The bytes are those the generated code writes for the same structs (TBinaryProtocol,
 fields in id order, absent optional fields left out): a client cannot tell.
 ``tests/unit/test_metadata_replies.py`` checks that against Thrift's own encoder.
-``read_columns(outs)`` is the reply of ``read_batch``: two byte strings, one byte
-per read (``funcsion_rpc.reads``), so neither side builds anything per object.
+``read_columns(outs)`` is the reply of ``read_batch``: two byte strings, one byte per
+read (``funcsion_rpc.reads``), so neither side builds anything per object.
+``to_thrift_placement`` and ``to_thrift_instruction`` build the generated structs of a
+core placement and storage instruction.
 Not covered: framing and the message header (``_process``), which objects a batch
 reads (the core).
 """
@@ -35,7 +38,7 @@ from funcsion_rpc.reads import ALREADY_COMMITTED, FREED_BY_READ, RECORDED, TIER_
 
 from . import _events as ev
 
-__all__ = ["GetResultEncoder", "encode_struct", "read_columns"]
+__all__ = ["GetResultEncoder", "encode_struct", "read_columns", "to_thrift_instruction", "to_thrift_placement"]
 
 _I32 = struct.Struct("!i")
 _I64 = struct.Struct("!q")
@@ -45,6 +48,22 @@ _FIELD_CHECKSUM = bytes([TType.STRING]) + b"\x00\x03"
 _FIELD_PLACEMENT = bytes([TType.STRUCT]) + b"\x00\x04"
 _STOP = bytes([TType.STOP])
 _LIST_OF_STRUCTS = bytes([TType.STRUCT])
+
+
+def to_thrift_placement(p: ev.Placement) -> T.Placement:
+    return T.Placement(p.tier, p.kind, [T.Extent(e.function, e.block, e.offset, e.length, e.chunk)
+                                        for e in p.extents], p.data_chunks, p.parity_chunks, p.chunk_size)
+
+
+def to_thrift_instruction(i: ev.StorageInstruction) -> T.Instruction:
+    if isinstance(i, ev.DropObject):
+        return T.Instruction(i.seq, "drop", i.run_id, i.object,
+                             [T.Extent(e.function, e.block, e.offset, e.length, e.chunk) for e in i.extents],
+                             i.keep_cos, 0, "", i.reason, i.tier)
+    if isinstance(i, ev.ScaleOut):
+        return T.Instruction(i.seq, "scale_out", "", "", [], False, i.blocks, "", i.reason, "")
+    assert isinstance(i, ev.ReleaseFunction)
+    return T.Instruction(i.seq, "release_function", "", "", [], False, 0, i.function, "", "")
 
 
 def _flag(fid: int, value: bool) -> bytes:
