@@ -16,6 +16,8 @@
 - Batched: ``get_batch`` of ``batch`` objects per RPC from 4 client processes;
   ops are objects. ``batched_journaled_ops_per_s``: every reader's first
   ``get_batch`` of a fresh run (each read recorded and journaled).
+  ``batched_read_ops_per_s``: the same repeat reads by ``read_batch``, the call a
+  task's ``get_many`` makes (a byte of tier and of flags per object, no placements).
 - Core: ``MetadataState.handle`` alone, no RPC: recording a first read, and
   committing a 10-record commit buffer.
 - Memory: tracemalloc bytes of core state per live object (record, placement,
@@ -106,10 +108,11 @@ def bytes_per_object(n: int = 20_000) -> float:
 
 
 # -- RPC ------------------------------------------------------------------------------
-def _client(port: int, token: str, run: str, work: list[tuple[str, list[str]]], batch: bool, cycle: bool,
+def _client(port: int, token: str, run: str, work: list[tuple[str, list[str]]], batch: bool | str, cycle: bool,
             start_at: float, seconds: float, q: Any) -> None:
-    """Call ``get`` (or ``get_batch``) for each (function, objects) of ``work``: one get per
-    object, or one batch per entry; again from the start while ``cycle`` and time is left.
+    """Call ``get`` (or ``get_batch``; ``batch="read"``: ``read_batch``) for each (function,
+    objects) of ``work``: one get per object, or one batch per entry; again from the start
+    while ``cycle`` and time is left.
     A forked client inherits the bench's heap; it is frozen out of the cyclic GC, so the
     client pays for its own objects only (as a task's client would)."""
     import gc
@@ -130,7 +133,9 @@ def _client(port: int, token: str, run: str, work: list[tuple[str, list[str]]], 
     while i < len(calls) or cycle:
         fn, what = calls[i % len(calls)]
         t = pc()
-        if batch:
+        if batch == "read":
+            c.read_batch(run, fn, what)
+        elif batch:
             c.get_batch(run, fn, what)
         else:
             c.get(run, fn, what)  # type: ignore[arg-type]
@@ -145,7 +150,7 @@ def _client(port: int, token: str, run: str, work: list[tuple[str, list[str]]], 
     q.put((n, lat, t2 - t0))
 
 
-def _level(port: int, token: str, run: str, works: list[list[tuple[str, list[str]]]], batch: bool, cycle: bool,
+def _level(port: int, token: str, run: str, works: list[list[tuple[str, list[str]]]], batch: bool | str, cycle: bool,
            seconds: float) -> dict[str, float]:
     """One client process per entry of ``works``; ops/s over the slowest client's time."""
     ctx = mp.get_context("fork")
@@ -216,6 +221,7 @@ def rpc_bench(seconds: float = 2.0, batch: int = 1000, levels: tuple[int, ...] =
             single = [_level(port, a.token, a.run_id, [[(fns[j % READERS], objs)] for j in range(n)], False, True,
                              seconds) for n in levels]
             batched = _level(port, a.token, a.run_id, [[(fns[j], objs)] for j in range(4)], True, True, seconds)
+            read = _level(port, a.token, a.run_id, [[(fns[j], objs)] for j in range(4)], "read", True, seconds)
             first_batches = _level(port, c.token, c.run_id, [[(fn, objs) for fn in fns[j::4]] for j in range(4)],
                                    True, False, seconds)
         finally:
@@ -235,7 +241,8 @@ def rpc_bench(seconds: float = 2.0, batch: int = 1000, levels: tuple[int, ...] =
 
     best = max(single, key=lambda r: r["ops_per_s"])
     return {"single": single, "batched": batched, "batch": batch, "journal": journal, "rounds": paired,
-            "batched_journaled": first_batches,
+            "batched_journaled": first_batches, "batched_read": read,
+            "batched_read_ops_per_s": read["ops_per_s"],
             "single_op_rps": best["ops_per_s"], "batched_ops_per_s": batched["ops_per_s"],
             "p50_us": single[-1]["p50_us"], "p99_us": single[-1]["p99_us"],
             "thrift_baseline_rps": med("baseline"), "thrift_baseline_p50_us": med("baseline", "p50_us"),

@@ -25,7 +25,7 @@ __all__ = [
     "ObjectStateName", "RunStateName", "Tier",
     "Extent", "Placement",
     "Event", "RegisterWorkflow", "DeregisterWorkflow", "StartRun", "EndRun", "BeginPut", "FinishPut",
-    "Get", "Commit", "Delete", "RegisterCapacity", "UnregisterCapacity", "Tick", "AckInstructions", "Touch",
+    "Get", "GetMany", "Commit", "Delete", "RegisterCapacity", "UnregisterCapacity", "Tick", "AckInstructions", "Touch",
     "CosFallback", "EVENT_TYPES",
     "Instruction", "WorkflowRegistered", "RunStarted", "RunFinished", "Placed", "PutFinished",
     "ReadRecorded", "Committed", "Freed", "CapacityChanged",
@@ -139,6 +139,17 @@ class Get(Event):
 
 
 @dataclass(slots=True)
+class GetMany(Event):
+    """One ``Get`` per object, in order, by one reader: how the handler journals a batch's
+    reads (those the journal keeps). Applying it applies those ``Get`` events one by one
+    (``MetadataState.handle_gets``)."""
+
+    run_id: str
+    function: str
+    objects: list[str]
+
+
+@dataclass(slots=True)
 class Commit(Event):
     run_id: str
     function: str
@@ -200,7 +211,7 @@ class CosFallback(Event):
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.__name__: cls
     for cls in (RegisterWorkflow, DeregisterWorkflow, StartRun, EndRun, BeginPut, FinishPut, Get, Commit,
-                Delete, RegisterCapacity, UnregisterCapacity, Tick, AckInstructions, Touch, CosFallback)
+                Delete, RegisterCapacity, UnregisterCapacity, Tick, AckInstructions, Touch, CosFallback, GetMany)
 }
 
 

@@ -47,6 +47,7 @@ from funcsion_rpc.limits import MAX_WDS_BYTES
 from . import _events as ev
 from ._journal import Journal
 from ._records import RunRecord
+from ._replies import GetResultEncoder, read_columns, to_thrift_instruction, to_thrift_placement
 from ._state import MetadataState
 from ._tokens import same_token, token_digest
 
@@ -59,7 +60,7 @@ _Get, _ReadRecorded = ev.Get, ev.ReadRecorded
 CONTROL_CALLS = frozenset({"register_workflow", "deregister_workflow", "start_run", "register_capacity",
                            "unregister_capacity", "stats", "fetch_instructions"})
 RUN_CALLS = frozenset({"end_run", "begin_put", "finish_put", "get", "commit", "delete_object", "lookup",
-                       "list_objects", "describe_function", "get_batch", "begin_put_batch", "finish_put_batch",
+                       "list_objects", "describe_function", "get_batch", "read_batch", "begin_put_batch", "finish_put_batch",
                        "fallback_to_cos"})
 Listener = Callable[[ev.StorageInstruction], None]
 VERSION = "1"
@@ -77,22 +78,6 @@ def _boundary(fn: F) -> F:
             raise T.MetadataFault(T.ErrorCode.INTERNAL, f"internal error in {fn.__name__}: {exc!r}", "", "",
                                   "") from None
     return wrapper  # type: ignore[return-value]
-
-
-def to_thrift_placement(p: ev.Placement) -> T.Placement:
-    return T.Placement(p.tier, p.kind, [T.Extent(e.function, e.block, e.offset, e.length, e.chunk)
-                                        for e in p.extents], p.data_chunks, p.parity_chunks, p.chunk_size)
-
-
-def to_thrift_instruction(i: ev.StorageInstruction) -> T.Instruction:
-    if isinstance(i, ev.DropObject):
-        return T.Instruction(i.seq, "drop", i.run_id, i.object,
-                             [T.Extent(e.function, e.block, e.offset, e.length, e.chunk) for e in i.extents],
-                             i.keep_cos, 0, "", i.reason, i.tier)
-    if isinstance(i, ev.ScaleOut):
-        return T.Instruction(i.seq, "scale_out", "", "", [], False, i.blocks, "", i.reason, "")
-    assert isinstance(i, ev.ReleaseFunction)
-    return T.Instruction(i.seq, "release_function", "", "", [], False, 0, i.function, "", "")
 
 
 def _freed(out: list[ev.Instruction]) -> list[str]:
@@ -123,6 +108,7 @@ class MetadataHandler:
         self._touched_runs: dict[str, float] = {}
         self._touched_objects: dict[str, dict[str, float]] = {}
         self._placements: dict[int, tuple[ev.Placement, T.Placement]] = {}
+        self._replies = GetResultEncoder(self._placement)
         if journal is not None:
             self.replay()
 
@@ -531,13 +517,65 @@ class MetadataHandler:
         return T.FunctionStatus(d["function"], d["stage"], d["inputs"], d["outputs"], d["committed"])
 
     # -- service: batches -----------------------------------------------------------
+    def _read_batch(self, token: str, run_id: str, function_name: str, object_names: list[str]
+                    ) -> list[list[ev.Instruction]]:
+        """``apply`` of one ``Get`` per object, through the core's batched path
+        (``MetadataState.handle_gets``): event structs are built only for the reads the
+        journal keeps; lease-only reads are noted as touches."""
+        self._run(token, run_id)
+        now, rid = self.clock(), self._rid_next()
+        outs: list[list[ev.Instruction]] = []
+        with self.lock:
+            try:
+                self.state.handle_gets(now, rid, run_id, function_name, object_names, outs)
+            finally:
+                if self.journal is not None and outs:
+                    self._journal_reads(now, rid, run_id, function_name, object_names, outs)
+        if self._listeners or self._run_observers:
+            for out in outs:
+                self._carry_out(out)
+        return outs
+
+    def _journal_reads(self, now: float, rid: str, run_id: str, function: str, objects: list[str],
+                       outs: list[list[ev.Instruction]]) -> None:
+        """``_journal(_durable(events, outs))`` for the batch of reads ``_read_batch`` applied,
+        the reads it keeps as one ``GetMany``."""
+        keep: list[str] = []
+        touched: dict[str, float] | None = None
+        for o, out in zip(objects, outs):
+            r = out[0]
+            if len(out) == 1 and type(r) is _ReadRecorded and not r.recorded:    # lease-only
+                if not r.already_committed:
+                    if touched is None:
+                        touched = self._touched_objects.get(run_id)
+                        if touched is None:
+                            touched = self._touched_objects[run_id] = {}
+                    if now > touched.get(o, -1.0):
+                        touched[o] = now
+                if now > self._touched_runs.get(run_id, -1.0):
+                    self._touched_runs[run_id] = now
+            else:
+                keep.append(o)
+        if len(keep) == 1:
+            self._journal([ev.Get(now, rid, run_id, function, keep[0])])
+        elif keep:
+            self._journal([ev.GetMany(now, rid, run_id, function, keep)])
+
     @_boundary
     def get_batch(self, token: str, run_id: str, function_name: str, object_names: list[str]
                   ) -> list[T.GetResult]:
-        self._run(token, run_id)
-        now, rid = self.clock(), self._rid_next()
-        outs = self.apply([ev.Get(now, rid, run_id, function_name, o) for o in object_names])
-        return [self._get_result(o) for o in outs]
+        return [self._get_result(o) for o in self._read_batch(token, run_id, function_name, object_names)]
+
+    @_boundary
+    def get_batch_encoded(self, token: str, run_id: str, function_name: str, object_names: list[str]) -> bytes:
+        """``get_batch``, its reply already in wire form: the TBinaryProtocol bytes of the
+        ``list<GetResult>`` (``_replies``), for the server's frame processor."""
+        return self._replies.encode(self._read_batch(token, run_id, function_name, object_names))
+
+    @_boundary
+    def read_batch(self, token: str, run_id: str, function_name: str, object_names: list[str]) -> T.ReadBatch:
+        """``get_batch``'s reads, answered as one byte of tier and one of flags per object."""
+        return read_columns(self._read_batch(token, run_id, function_name, object_names))
 
     @_boundary
     def begin_put_batch(self, token: str, run_id: str, function_name: str, requests: list[T.PutRequest]

@@ -14,7 +14,10 @@ calling ``Metadata.Processor.process`` does, with the per-call work cut
 
 Arguments and results are still decoded and encoded by ``fastbinary`` through
 the generated ``process_*`` functions, so every service method keeps its
-generated behaviour (exceptions, ``TApplicationException`` replies, limits).
+generated behaviour (exceptions, ``TApplicationException`` replies, limits),
+with one exception: a successful ``get_batch`` reply is written from the bytes
+the handler's ``get_batch_encoded`` returns (``_replies``: the same bytes, without
+a struct per object); its arguments and its faults still take the generated path.
 Not covered: framing and sockets (``_server``).
 """
 
@@ -25,9 +28,11 @@ from io import BytesIO
 from typing import Any
 
 from thrift.protocol.TBinaryProtocol import TBinaryProtocol, TBinaryProtocolAccelerated
+from thrift.Thrift import TMessageType, TType
 from thrift.transport.TTransport import CReadableTransport, TTransportBase
 
 from funcsion_rpc.gen.metadata import Metadata
+from funcsion_rpc.gen.metadata import ttypes as T
 
 __all__ = ["FrameProcessor"]
 
@@ -36,6 +41,8 @@ _I32 = struct.Struct("!i")
 _VERSION_MASK = TBinaryProtocol.VERSION_MASK
 _VERSION_1 = TBinaryProtocol.VERSION_1
 _MAX_METHOD = 64
+_SUCCESS_LIST = bytes([TType.LIST]) + b"\x00\x00"    # a result struct's field 0 (success), a list
+_STOP = bytes([TType.STOP])
 
 
 class _Buffer(TTransportBase, CReadableTransport):  # type: ignore[misc]
@@ -103,6 +110,25 @@ class FrameProcessor:
         self._in, self._out = _Buffer(), _Buffer()
         self._iprot = _Protocol(self._in, string_length_limit=string_length_limit)
         self._oprot = _Protocol(self._out)
+        if hasattr(handler, "get_batch_encoded"):
+            self.processor._processMap["get_batch"] = self._get_batch
+
+    def _get_batch(self, processor: Any, seqid: int, iprot: _Protocol, oprot: _Protocol) -> None:
+        """``process_get_batch`` writing the handler's encoded reply (see the module docstring)."""
+        args = Metadata.get_batch_args()
+        args.read(iprot)
+        iprot.readMessageEnd()
+        try:
+            body = processor._handler.get_batch_encoded(args.token, args.run_id, args.function_name,
+                                                        args.object_names)
+        except T.MetadataFault as fault:
+            oprot.writeMessageBegin("get_batch", TMessageType.REPLY, seqid)
+            Metadata.get_batch_result(fault=fault).write(oprot)
+            oprot.writeMessageEnd()
+            return
+        oprot.writeMessageBegin("get_batch", TMessageType.REPLY, seqid)
+        oprot.trans.write(_SUCCESS_LIST + body + _STOP)
+        oprot.writeMessageEnd()
 
     def process(self, frame: bytes) -> bytes:
         offset = 0

@@ -50,7 +50,7 @@ from funcsion_rpc.errors import (DuplicateWrite, InvalidRequest, ObjectExpired, 
 from ._allocator import MAX_FUNCTION_BLOCKS, MIB, Allocator
 from ._events import (AckInstructions, BeginPut, CapacityChanged, Commit, Committed, CosFallback, Delete,
                       DeregisterWorkflow,
-                      DropObject, EndRun, Event, Freed, FinishPut, Get, Instruction, Placed, Placement,
+                      DropObject, EndRun, Event, Freed, FinishPut, Get, GetMany, Instruction, Placed, Placement,
                       PutFinished, ReadRecorded, RegisterCapacity, RegisterWorkflow, ReleaseFunction, RunFinished,
                       RunStarted, ScaleOut, StartRun, StorageInstruction, Tick, Touch, UnregisterCapacity,
                       WorkflowRegistered)
@@ -102,7 +102,7 @@ class MetadataState:
             FinishPut: self._finish_put, Get: self._get, Commit: self._commit_event, Delete: self._delete,
             RegisterCapacity: self._register_capacity, UnregisterCapacity: self._unregister_capacity,
             Tick: self._tick, AckInstructions: self._ack, Touch: self._touch,
-            CosFallback: self._cos_fallback,
+            CosFallback: self._cos_fallback, GetMany: self._get_many,
         }
 
     # -- entry point ----------------------------------------------------------------
@@ -113,6 +113,47 @@ class MetadataState:
         if self.now - (self.samples[-1][0] if self.samples else -1e18) >= self.sample_interval_s:
             self.samples.append((self.now, self.live_bytes, self.allocator.allocated_bytes))
         return out
+
+    def handle_gets(self, now: float, rid: str, run_id: str, function: str, objects: list[str],
+                    outs: list[list[Instruction]]) -> None:
+        """``outs.append(handle(Get(now, rid, run_id, function, o)))`` for each object in order,
+        with the checks that hold for the whole batch made once: a plain first or repeat read
+        of a readable declared object by a running reader takes a short path, anything else
+        the general one. Raises at the first refused read; ``outs`` then holds what applied."""
+        if not objects:
+            return
+        outs.append(self.handle(Get(now, rid, run_id, function, objects[0])))   # run checks, clocks
+        run = self.runs[run_id]
+        if function not in run.graph.functions or function in run.committed or run.state != "running":
+            outs.extend(self.handle(Get(now, rid, run_id, function, o)) for o in objects[1:])
+            return
+        infos, recs, buffers, counters = run.graph.objects, run.objects, run.buffers, run.counters
+        buf = buffers.get(function)
+        samples, interval = self.samples, self.sample_interval_s
+        for o in objects[1:]:
+            info, rec = infos.get(o), recs.get(o)
+            if info is None or rec is None or rec.state != "readable" or rec.read_by is not None \
+                    or function not in info.readers:
+                outs.append(self.handle(Get(now, rid, run_id, function, o)))
+                buf = buffers.get(function)
+                continue
+            rec.last_access = now                                       # _get's path, inline
+            if buf is None:
+                buf = buffers[function] = {}
+            if o in buf:
+                counters["reads_deduplicated"] = counters.get("reads_deduplicated", 0) + 1
+                outs.append([ReadRecorded(o, rec.size, rec.checksum, rec.placement, False)])
+            else:
+                buf[o] = None
+                counters["reads_recorded"] = counters.get("reads_recorded", 0) + 1
+                outs.append([ReadRecorded(o, rec.size, rec.checksum, rec.placement, True)])
+            if self.now - (samples[-1][0] if samples else -1e18) >= interval:      # handle's tail
+                samples.append((self.now, self.live_bytes, self.allocator.allocated_bytes))
+
+    def _get_many(self, ev: GetMany) -> list[Instruction]:
+        outs: list[list[Instruction]] = []
+        self.handle_gets(ev.now, ev.rid, ev.run_id, ev.function, ev.objects, outs)
+        return [i for out in outs for i in out]
 
     def _bump(self, name: str, by: int = 1) -> None:
         self.counters[name] = self.counters.get(name, 0) + by
@@ -444,7 +485,7 @@ class MetadataState:
         if fn is None:
             raise InvalidRequest(f"workflow {run.workflow_key} of run {run.run_id} has no function {function!r}",
                                  run_id=run.run_id, function=function, object=name)
-        if name not in fn.outputs:
+        if info.producer != function:     # = name not in fn.outputs (one writer per object), O(1)
             raise UndeclaredOutput(f"task {function} of run {run.run_id} wrote {name!r}, which it does not "
                                    f"declare; its outputs are {', '.join(fn.outputs) or 'none'}",
                                    run_id=run.run_id, function=function, object=name)

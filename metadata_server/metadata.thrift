@@ -125,6 +125,14 @@ struct GetResult {
   7: optional bool freed_by_read,
 }
 
+// read_batch's reply: get_batch without the placements, one byte per object asked, in order
+// (what a task's get_many needs). tiers: m (memory), c (cos), e (empty); flags: 1 recorded,
+// 2 already_committed, 4 freed_by_read (funcsion_rpc.reads)
+struct ReadBatch {
+  1: binary tiers,
+  2: binary flags,
+}
+
 struct CommitResult {
   1: string function_name,
   2: i32 records,
@@ -233,6 +241,9 @@ service Metadata {
   // -- batches: applied in order, stop at the first refusal (which is raised; earlier items applied)
   list<GetResult> get_batch(1: string token, 2: string run_id, 3: string function_name,
                             4: list<string> object_names) throws (1: MetadataFault fault),
+  // get_batch's reads (recorded and journaled alike), answered as columns: no struct per object
+  ReadBatch read_batch(1: string token, 2: string run_id, 3: string function_name,
+                       4: list<string> object_names) throws (1: MetadataFault fault),
   list<PutGrant> begin_put_batch(1: string token, 2: string run_id, 3: string function_name,
                                  4: list<PutRequest> requests) throws (1: MetadataFault fault),
   list<PutResult> finish_put_batch(1: string token, 2: string run_id, 3: string function_name,

@@ -34,6 +34,7 @@ from typing import Any
 
 from funcsion_rpc.client import MetadataClient, PutRequest
 from funcsion_rpc.errors import UnknownObject
+from funcsion_rpc.reads import ALREADY_COMMITTED, FREED_BY_READ, TIER_COS, TIER_MEMORY
 from storage_functions.auth import RUN_TOKEN_PREFIX, mint_run_token
 from storage_functions.exceptions import COSNotFound, NoRoom, StorageError
 
@@ -294,8 +295,10 @@ class Client:
         """Objects these reads freed (the oracle policy frees at the last declared read) leave
         function memory now that their bytes are here; best effort: the metadata server's drop
         instruction follows after a grace period anyway."""
-        keys = [self._key(r.object_name) for r in results
-                if r.freed_by_read and r.placement is not None and r.placement.tier == "memory"]
+        self._free_keys([self._key(r.object_name) for r in results
+                         if r.freed_by_read and r.placement is not None and r.placement.tier == "memory"])
+
+    def _free_keys(self, keys: list[str]) -> None:
         if keys:
             try:
                 self._store.free(keys)
@@ -318,16 +321,22 @@ class Client:
         return ValueStream(inner, size, codec, on_close)
 
     def get_many(self, names: Iterable[str]) -> dict[str, Any]:
+        """Read several objects: one batched metadata call (``read_batch``: a byte of tier and
+        one of flags per object, no placements), then the data."""
         names = list(names)
-        results = self._md.get_batch(self.run_id, self.function, names)
-        if any(r.already_committed for r in results):
+        reads = self._md.read_batch(self.run_id, self.function, names)
+        if any(f & ALREADY_COMMITTED for f in reads.flags):
             raise AlreadyCommitted(self.function)
-        values = {r.object_name: self._unframe(self._fetch_frame(r.object_name, r.placement)) for r in results}
-        self._free_read(results)
+        values = {n: self._unframe(self._fetch(n, tier == TIER_COS)) for n, tier in zip(names, reads.tiers)}
+        self._free_keys([self._key(n) for n, tier, f in zip(names, reads.tiers, reads.flags)
+                         if f & FREED_BY_READ and tier == TIER_MEMORY])
         return values
 
     def _fetch_frame(self, name: str, placement: Any) -> bytes | bytearray:
-        if placement is not None and placement.tier == "cos":
+        return self._fetch(name, placement is not None and placement.tier == "cos")
+
+    def _fetch(self, name: str, cos: bool) -> bytes | bytearray:
+        if cos:
             return self._cos_call("get", name, self._store.cos_get, tier_key(self.run_id, name))  # type: ignore[no-any-return]
         return self._store_call("get", name, self._store.get_buffer, self._key(name))  # type: ignore[no-any-return]
 

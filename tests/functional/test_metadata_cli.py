@@ -39,3 +39,4 @@ def test_bench_end_to_end_json():
     # the peer from the same run, and how the server compares (issue 12)
     assert doc["thrift_baseline_rps"] > 0 and doc["one_client_rps"] > 0 and doc["journaled_one_client_rps"] > 0
     assert doc["one_client_vs_thrift"] == pytest.approx(doc["one_client_rps"] / doc["thrift_baseline_rps"], rel=0.5)
+    assert doc["batched_read_ops_per_s"] > 0          # read_batch, the call get_many makes

@@ -1276,6 +1276,86 @@ class GetResult(object):
         return not (self == other)
 
 
+class ReadBatch(object):
+    """
+    Attributes:
+     - tiers
+     - flags
+
+    """
+
+    __slots__ = (
+        'tiers',
+        'flags',
+    )
+
+
+    def __init__(self, tiers=None, flags=None,):
+        self.tiers = tiers
+        self.flags = flags
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 1:
+                if ftype == TType.STRING:
+                    self.tiers = iprot.readBinary()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 2:
+                if ftype == TType.STRING:
+                    self.flags = iprot.readBinary()
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('ReadBatch')
+        if self.tiers is not None:
+            oprot.writeFieldBegin('tiers', TType.STRING, 1)
+            oprot.writeBinary(self.tiers)
+            oprot.writeFieldEnd()
+        if self.flags is not None:
+            oprot.writeFieldBegin('flags', TType.STRING, 2)
+            oprot.writeBinary(self.flags)
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, getattr(self, key))
+             for key in self.__slots__]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        if not isinstance(other, self.__class__):
+            return False
+        for attr in self.__slots__:
+            my_val = getattr(self, attr)
+            other_val = getattr(other, attr)
+            if my_val != other_val:
+                return False
+        return True
+
+    def __ne__(self, other):
+        return not (self == other)
+
+
 class CommitResult(object):
     """
     Attributes:
@@ -2166,6 +2246,12 @@ GetResult.thrift_spec = (
     (5, TType.BOOL, 'recorded', None, None, ),  # 5
     (6, TType.BOOL, 'already_committed', None, None, ),  # 6
     (7, TType.BOOL, 'freed_by_read', None, None, ),  # 7
+)
+all_structs.append(ReadBatch)
+ReadBatch.thrift_spec = (
+    None,  # 0
+    (1, TType.STRING, 'tiers', 'BINARY', None, ),  # 1
+    (2, TType.STRING, 'flags', 'BINARY', None, ),  # 2
 )
 all_structs.append(CommitResult)
 CommitResult.thrift_spec = (
