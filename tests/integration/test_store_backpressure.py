@@ -65,7 +65,9 @@ def test_stream_memory_is_bounded_by_the_window_while_a_function_is_stopped() ->
         runs: dict[int, tuple[int, float]] = {}
         os.kill(pid, signal.SIGSTOP)
         try:
-            for w in (0, window):  # 0: every stripe at once (printed for comparison), then the window
+            # the window first: replies still arriving for the all-at-once GET (late chunks the
+            # daemon no longer wants) must not be traced as the window's
+            for w in (window, 0):  # 0: every stripe at once (printed for comparison)
                 st.daemon.config.get_window = w
                 t = time.perf_counter()
                 peak, got = _peak(lambda: _digest(c, "big"))
@@ -76,8 +78,11 @@ def test_stream_memory_is_bounded_by_the_window_while_a_function_is_stopped() ->
         print(f"stripe {stripe / MiB:.1f} MiB, object {size / MiB:.0f} MiB, {victim} stopped; peak traced: "
               + ", ".join(f"window {w or 'all'} {p / MiB:.1f} MiB in {s:.2f} s" for w, (p, s) in runs.items()))
         # the reader's share: the stripe handed out and those that arrived ahead of it (fewer than the
-        # window); the daemon's (it runs in this process): the chunks queued for this client (a window)
-        assert runs[window][0] < (2 * window + 2) * stripe
+        # window); the daemon's (it runs in this process): the chunks queued for this client (a window).
+        # A stripe in flight may be all n = 12 of its chunks, not d = 10: on a loaded machine functions
+        # besides the stopped one pass the straggler timeout and the parity chunks are asked too.
+        assert runs[window][0] < (2 * window + 2) * stripe * 12 / 10, runs
+        assert runs[window][0] < size / 3  # a few stripes of the 20, never the object
         assert c.get("big") == data  # the stopped function's backlog was answered and drained
 
 
