@@ -322,12 +322,24 @@ class Client:
 
     def get_many(self, names: Iterable[str]) -> dict[str, Any]:
         """Read several objects: one batched metadata call (``read_batch``: a byte of tier and
-        one of flags per object, no placements), then the data."""
+        one of flags per object, no placements), then the data: the objects in function memory
+        in one pipelined store call (one round trip each way), those in COS each on its own."""
         names = list(names)
         reads = self._md.read_batch(self.run_id, self.function, names)
         if any(f & ALREADY_COMMITTED for f in reads.flags):
             raise AlreadyCommitted(self.function)
-        values = {n: self._unframe(self._fetch(n, tier == TIER_COS)) for n, tier in zip(names, reads.tiers)}
+        in_memory = [n for n, tier in zip(names, reads.tiers) if tier != TIER_COS]
+        try:
+            got = dict(zip(in_memory, self._store.get_many([self._key(n) for n in in_memory])))
+        except StorageError as exc:
+            raise StoreFailure(f"get of {len(in_memory)} objects in run {self.run_id} failed in the store: "
+                               f"{exc}") from exc
+        values = {}
+        for n, tier in zip(names, reads.tiers):
+            data = got[n] if tier != TIER_COS else self._fetch(n, True)
+            if isinstance(data, StorageError):
+                raise StoreFailure(f"get of {n!r} in run {self.run_id} failed in the store: {data}") from data
+            values[n] = self._unframe(data)
         self._free_keys([self._key(n) for n, tier, f in zip(names, reads.tiers, reads.flags)
                          if f & FREED_BY_READ and tier == TIER_MEMORY])
         return values

@@ -4,7 +4,8 @@ talks to the client daemon over the framing of
 memory, or of a file pulled stripe by stripe: ``put_stream``), per-chunk
 checksums, first-d decode on GET (into one buffer, or streamed stripe by
 stripe: ``get_stream``/``get_to``, receiving in ``sdk._stream``),
-pipelined PUTs of many objects (``put_many``: one round trip each way),
+pipelined PUTs and GETs of many objects (``put_many``, ``get_many``: one
+round trip each way),
 delete/free, the SDK's own COS objects through the daemon (``cos_put``/
 ``cos_get``/``cos_delete``: the daemon holds the COS credentials and checks
 the token's scope), a small connection pool for thread safety; not metadata
@@ -25,7 +26,7 @@ from storage_functions.exceptions import ObjectTooLarge, ProtocolError, StorageE
 from storage_functions.protocol import Op, Status, error_for, recv_exact, recv_frame, send_frame, tune_socket
 
 from ._erasure import Codec, StripeInfo
-from ._stream import DONE, GetStream, StripeReceiver, open_get, read_inline
+from ._stream import DONE, FrameReader, GetStream, StripeReceiver, open_get, read_head, read_inline
 
 __all__ = ["StoreClient", "PutResult", "GetStream"]
 
@@ -313,6 +314,11 @@ class StoreClient:
         """(buffer, size): a new bytearray, or ``scratch`` (grown as needed)
         holding the object in its first ``size`` bytes."""
         rd, head, infos = open_get(sock, key, version)
+        return self._receive(rd, key, head, infos, scratch)
+
+    def _receive(self, rd: FrameReader, key: str, head: Any, infos: list[StripeInfo] | None,
+                 scratch: bytearray | None) -> tuple[bytearray, int]:
+        """The rest of a GET reply whose head was read: see :meth:`_get_into`."""
         size = int(head.meta["size"])
         if scratch is not None and self._SCRATCH_MIN <= size <= self._SCRATCH_MAX:
             if len(scratch) < size:
@@ -339,6 +345,32 @@ class StoreClient:
         while recv.pump() != DONE:
             pass
         return out, size
+
+    def get_many(self, keys: Sequence[str]) -> list[bytearray | StorageError]:
+        """The latest version of each key, over one connection, pipelined: the GETs go out
+        back to back, at most ``PIPELINE_WINDOW`` ahead of the replies read, and the daemon
+        serves them at once and answers in order, so n objects cost one round trip each way
+        instead of n. Per key: its bytes, or the ``StorageError`` the daemon answered (e.g.
+        ``UnknownKey``). A connection that breaks raises (after ``reconnect_s`` of tries)."""
+        keys = list(keys)
+        return self._call(self._get_pipelined, keys) if keys else []
+
+    def _get_pipelined(self, sock: socket.socket, keys: list[str]) -> list[bytearray | StorageError]:
+        rd = FrameReader(sock, pipelined=True)
+        out: list[bytearray | StorageError] = []
+        sent = 0
+        for key in keys:
+            while sent < len(keys) and sent - len(out) < self.PIPELINE_WINDOW:
+                send_frame(sock, Op.GET, key=keys[sent])
+                sent += 1
+            try:
+                head, infos = read_head(rd)
+                out.append(self._receive(rd, key, head, infos, None)[0])
+            except StorageError as exc:
+                if not getattr(exc, "_stream_ok", False):
+                    raise
+                out.append(exc)
+        return out
 
     def get_stream(self, key: str, version: int | None = None) -> GetStream:
         """The latest (or the given) version of ``key`` as a stream: an

@@ -32,7 +32,7 @@ from ._erasure import Codec, StripeInfo
 if TYPE_CHECKING:
     from ._store_client import StoreClient
 
-__all__ = ["FrameReader", "StripeReceiver", "GetStream", "open_get", "read_inline", "DONE"]
+__all__ = ["FrameReader", "StripeReceiver", "GetStream", "open_get", "read_head", "read_inline", "DONE"]
 
 DONE = -2  # StripeReceiver.pump(): the reply's END arrived
 
@@ -41,16 +41,18 @@ class FrameReader:
     """Buffered frame reader for one reply: one ``recv`` picks up a whole
     small reply (header, meta and payload); large payloads go straight from
     the socket into their final buffer with ``recv_into``. A reply never
-    runs into the next one (the daemon answers one request at a time per
-    connection), so nothing is left over when it is clean."""
+    runs into the next one unless the client pipelined its requests
+    (``pipelined``: one reader for the replies in turn, and bytes after a
+    reply are the next one's); else nothing is left over when it is clean."""
 
-    __slots__ = ("sock", "buf", "view", "lo", "hi")
+    __slots__ = ("sock", "buf", "view", "lo", "hi", "pipelined")
 
-    def __init__(self, sock: socket.socket, size: int = 1 << 16) -> None:
+    def __init__(self, sock: socket.socket, size: int = 1 << 16, *, pipelined: bool = False) -> None:
         self.sock = sock
         self.buf = bytearray(size)
         self.view = memoryview(self.buf)
         self.lo = self.hi = 0
+        self.pipelined = pipelined
 
     def _fill(self, need: int) -> None:
         if self.hi - self.lo >= need:
@@ -108,7 +110,8 @@ class FrameReader:
             n -= k
 
     def clean(self) -> bool:
-        return self.lo == self.hi
+        """Nothing after the reply just read (or, pipelined, only later replies)."""
+        return self.pipelined or self.lo == self.hi
 
     def error(self, f: Frame) -> StorageError:
         """The exception of a non-OK frame, its message read; marked
@@ -124,15 +127,21 @@ def open_get(sock: socket.socket, key: str, version: int | None) -> tuple[FrameR
     it with :func:`read_inline`)."""
     send_frame(sock, Op.GET, key=key, meta={"version": version} if version is not None else None)
     rd = FrameReader(sock)
+    head, infos = read_head(rd)
+    return rd, head, infos
+
+
+def read_head(rd: FrameReader) -> tuple[Frame, list[StripeInfo] | None]:
+    """A GET reply's REPLY head and its stripes (None: inline); an error reply raises."""
     head = rd.frame()
     if head.status != Status.OK:
         raise rd.error(head)
     if head.meta.get("inline"):
-        return rd, head, None
+        return head, None
     if head.paylen:
         rd.skip(head.paylen)
-    return rd, head, [StripeInfo(int(s["d"]), int(s["p"]), int(s["fs"]), int(s["ol"]), int(s["cl"]))
-                      for s in head.meta["stripes"]]
+    return head, [StripeInfo(int(s["d"]), int(s["p"]), int(s["fs"]), int(s["ol"]), int(s["cl"]))
+                  for s in head.meta["stripes"]]
 
 
 def read_inline(rd: FrameReader, key: str, head: Frame, view: memoryview) -> None:

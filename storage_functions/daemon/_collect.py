@@ -16,8 +16,8 @@ from typing import Any, Callable
 
 from ..protocol import Frame, Op, Status, drain, pack_header, recv_into
 from ._host import GetHost
+from ._lanes import Lane
 from ._objects import ObjectVersion, chunk_key
-from ._outbox import Outbox
 from ._window import GetWindow, Picks
 
 __all__ = ["Collector", "NullSock", "Waiter", "scratch_view"]
@@ -87,12 +87,13 @@ class Collector:
     time is finished from the buffer or COS (``Daemon._fallback_stripe``).
 
     Chunks are received by the function connection's reader thread and
-    handed to the client's :class:`Outbox` (written at once while the client
-    keeps up, else queued; the reader never blocks on the client); the
-    thread of the last chunk appends END. Late, failed or surplus chunks are
-    drained."""
+    handed to the client's outbox through this request's :class:`Lane`
+    (written at once while the client keeps up, else queued; held while an
+    earlier request of the connection is still answered; the reader never
+    blocks on the client); the thread of the last chunk appends END and
+    finishes the lane. Late, failed or surplus chunks are drained."""
 
-    def __init__(self, host: GetHost, out: Outbox, obj: ObjectVersion, reqid: int, head: bytes, *,
+    def __init__(self, host: GetHost, out: Lane, obj: ObjectVersion, reqid: int, head: bytes, *,
                  window: int = 0, extra: int | None = 0, clock: Callable[[], float] = time.monotonic) -> None:
         self.host = host
         self.out = out
@@ -243,8 +244,11 @@ class Collector:
                     pieces.append(pack_header(Op.END, reqid=self.reqid))
             done = self._written_cb(s, buf)
             now = out.send_locked(pieces, done, copy=copy)
+            after = out.finish_locked() if last else []
         if now and done is not None:
             done()
+        for d in after:
+            d()
 
     def _end(self, status: int, message: bytes) -> None:
         """End the reply early (an error, or an object of no stripes)."""
@@ -258,6 +262,9 @@ class Collector:
             self.head = None
             pieces += [pack_header(Op.END, reqid=self.reqid, status=status, paylen=len(message)), message]
             self.out.send_locked(pieces, copy=False)
+            after = self.out.finish_locked()
+        for d in after:
+            d()
 
     def fail(self, status: int, message: bytes) -> None:
         """A stripe could not be completed: END with ``status``."""

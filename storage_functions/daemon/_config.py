@@ -41,6 +41,9 @@ class DaemonConfig:
     get_extra: int | None = 0  # chunks requested up front beyond d; None = all d+p
     get_straggler_s: float = 0.5  # no chunk for this long: ask every untried chunk (first-d of d+p)
     get_window: int = 3  # stripes a GET requests ahead of the first one not yet written to its client; 0 = all
+    # object bytes a connection's pipelined GETs may have behind the one being written (each held
+    # back after its first window of stripes); a GET past it waits for those before it
+    get_pipeline_bytes: int = 16 << 20
     hello_timeout_s: float = 10.0  # a new connection's whole HELLO must arrive within this, or it is closed
     spin_us: float = 500.0  # a function busy-polls its small connection this long after a single-slice GET
     debug: bool = False

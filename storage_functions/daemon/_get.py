@@ -19,7 +19,7 @@ from ..protocol import Frame, Op, Status, pack_header, send_frame, status_for
 from ._checks import meta_int
 from ._collect import Collector
 from ._objects import ObjectVersion
-from ._outbox import Outbox
+from ._lanes import Lanes
 
 if TYPE_CHECKING:
     from ._config import DaemonConfig
@@ -54,7 +54,10 @@ class GetPath:
         def count(self, name: str, n: int = 1) -> None: ...
 
     # -- GET ----------------------------------------------------------------------
-    def _get(self, sock: socket.socket, out: Outbox, f: Frame) -> None:
+    def _get(self, sock: socket.socket, lanes: Lanes, f: Frame) -> None:
+        """Answer GET ``f`` in its turn among the connection's requests (``lanes``):
+        the session thread goes on to the client's next request while the chunks
+        come in (a client may pipeline GETs, see ``_lanes``)."""
         version = f.meta.get("version")
         if version is not None:
             version = meta_int(f.meta, "version", f"GET {f.key!r}")
@@ -66,22 +69,31 @@ class GetPath:
         fh = self._open_buffer(obj)
         if fh is not None:  # read-after-write from the persistent buffer, in order, on this client's thread
             self.count("buffer_hits")
-            out.wait_idle(self.config.get_timeout_s)  # (the previous reply is written: the client read it)
-            with fh:
-                sock.sendall(head)
-                for s, st in enumerate(obj.stripes):
-                    for i in range(st.d):
-                        send_frame(sock, Op.CHUNK, a=s, b=i, paylen=st.cl)
-                        if st.cl:
-                            sock.sendfile(fh, obj.chunk_offset(s, i), st.cl)
-                send_frame(sock, Op.END, reqid=f.reqid)
+            lane = lanes.open(0)  # written on this thread once every earlier reply was: holds nothing back
+            try:
+                # (the previous replies are written: the client read them or its socket holds them)
+                lane.wait_head(self.config.get_timeout_s)
+                with fh:
+                    sock.sendall(head)
+                    for s, st in enumerate(obj.stripes):
+                        for i in range(st.d):
+                            send_frame(sock, Op.CHUNK, a=s, b=i, paylen=st.cl)
+                            if st.cl:
+                                sock.sendfile(fh, obj.chunk_offset(s, i), st.cl)
+                    send_frame(sock, Op.END, reqid=f.reqid)
+            finally:
+                lane.finish()
             return
         # no waiting here: the function reader threads hand the chunks to the outbox
         # and the last one adds END; the GET watchdog handles stragglers and fallbacks
-        col = Collector(self, out, obj, f.reqid, head, window=self.config.get_window, extra=self.config.get_extra)
+        lane = lanes.open(obj.size)
+        col = Collector(self, lane, obj, f.reqid, head, window=self.config.get_window, extra=self.config.get_extra)
         with self._gets_lock:
             self._gets.add(col)
-        col.start()
+        try:
+            col.start()
+        except StorageError as exc:  # the reply has its lane: end it there, in turn
+            col.fail(status_for(exc), str(exc).encode())
 
     def _get_watch_loop(self) -> None:
         """Stripes without a chunk for ``get_straggler_s`` (ask the untried

@@ -122,6 +122,11 @@ class Outbox:
                 self._cond.notify()
         return False
 
+    @property
+    def cond(self) -> threading.Condition:
+        """The condition (on :attr:`lock`) notified whenever the outbox goes idle or dies."""
+        return self._cond
+
     def send(self, pieces: list[Any], *, copy: bool = True) -> None:
         """:meth:`send_locked` for a caller that holds nothing."""
         with self.lock:

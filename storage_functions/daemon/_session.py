@@ -7,7 +7,9 @@ malformed one gets an error reply and the connection closes. A client's
 token decides what it may touch (``storage_functions.auth``): the store
 token every key (the driver and admin side), a run token only keys under
 ``<run_id>/`` and that run's COS objects (GET, PUT, DEL, FREE and the COS
-proxy); STAT is the store token's only. Every declared length is bounded by
+proxy); STAT is the store token's only. A client may pipeline GETs (the
+replies come in request order, ``_lanes``); any other request is answered
+once every GET before it was. Every declared length is bounded by
 what its frame type may carry (``CLIENT_META_LIMITS``, payloads only on
 STRIPE and COS_PUT). The COS proxy (COS_PUT/GET/DEL) reads and writes the
 SDK's own COS objects for clients, so tasks hold no COS credentials.
@@ -29,6 +31,7 @@ from ..exceptions import AuthError, ObjectTooLarge, ProtocolError, StorageError,
 from ..protocol import (HELLO_LIMIT, META_LIMIT, Frame, Op, Status, drain, frame_bytes, pack_header, recv_exact,
                         recv_frame, send_frame, status_for, tune_socket)
 from ._checks import meta_keys
+from ._lanes import Lanes
 from ._outbox import Outbox
 
 if TYPE_CHECKING:
@@ -132,42 +135,47 @@ class ClientSession:
     def serve(self) -> None:
         out = Outbox(self.sock)
         try:
-            self._loop(out)
+            self._loop(out, Lanes(out, max_bytes=self.daemon.config.get_pipeline_bytes))
         finally:
             out.close()
 
-    def _loop(self, out: Outbox) -> None:
+    def _loop(self, out: Outbox, lanes: Lanes) -> None:
         sock, d = self.sock, self.daemon
         scratch = bytearray(_SCRATCH)
         head = bytearray(40)
+        wait = d.config.get_timeout_s
         while True:
             try:
                 f = recv_frame(sock, head, max_meta=CLIENT_META_LIMITS)
             except ProtocolError as exc:
                 d.count("bad_frames")
-                out.send([frame_bytes(Op.REPLY, status=Status.PROTOCOL, payload=str(exc).encode())], copy=False)
+                lanes.open(0).send_last([frame_bytes(Op.REPLY, status=Status.PROTOCOL, payload=str(exc).encode())],
+                                        copy=False)
                 return
             if f is None:
                 return
+            if f.op != Op.GET:  # answered on this thread: after every GET before it (GETs may be pipelined)
+                lanes.wait_closed(wait)
+                out.wait_idle(wait)
             try:
                 if f.paylen and f.op != Op.COS_PUT:
                     raise ProtocolError(f"op {f.op} carries no payload, but the frame declares {f.paylen} bytes")
-                self._dispatch(f, out, scratch)
+                self._dispatch(f, out, lanes, scratch)
             except StorageError as exc:
-                out.send([frame_bytes(Op.REPLY, reqid=f.reqid, status=status_for(exc), payload=str(exc).encode())],
-                         copy=False)
+                lanes.open(0).send_last([frame_bytes(Op.REPLY, reqid=f.reqid, status=status_for(exc),
+                                                     payload=str(exc).encode())], copy=False)
                 if isinstance(exc, ProtocolError):
                     d.count("bad_frames")
                     return
 
-    def _dispatch(self, f: Frame, out: Outbox, scratch: bytearray) -> None:
+    def _dispatch(self, f: Frame, out: Outbox, lanes: Lanes, scratch: bytearray) -> None:
         sock, d = self.sock, self.daemon
         if f.op == Op.PUT:
             meta = d._put(sock, f, scratch, refuse=self._refusal(f.key, "PUT"))
             send_frame(sock, Op.REPLY, reqid=f.reqid, meta=meta)
         elif f.op == Op.GET:
             self._own(f.key, "GET")
-            d._get(sock, out, f)
+            d._get(sock, lanes, f)
         elif f.op == Op.DEL:
             self._own(f.key, "DEL")
             if d.free([f.key]) == 0:
