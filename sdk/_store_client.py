@@ -22,7 +22,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
-from storage_functions.exceptions import ObjectTooLarge, ProtocolError, StorageError, StoreError
+from storage_functions.exceptions import BufferTooSmall, ObjectTooLarge, ProtocolError, StorageError, StoreError
 from storage_functions.protocol import Op, Status, error_for, recv_exact, recv_frame, send_frame, tune_socket
 
 from ._erasure import Codec, StripeInfo
@@ -282,6 +282,29 @@ class StoreClient:
         finally:
             self._give_scratch(scratch)
 
+    def get_into(self, key: str, buffer: Any, version: int | None = None) -> int:
+        """Receive the latest (or the given) version of ``key`` into ``buffer``, a
+        writable bytes-like object (a reused ``bytearray``, an ``mmap``, a numpy array):
+        the chunks land in place, with no allocation and no copy out. Returns the
+        object's size; the bytes are ``buffer[:size]``. The way to read large objects
+        repeatedly at the socket's speed: a fresh 100 MiB result costs as much in page
+        faults as the transfer itself (see :meth:`get`). ``BufferTooSmall`` (with the
+        object's ``size``) when it does not fit; the buffer's contents are then undefined."""
+        view = memoryview(buffer)
+        if view.readonly:
+            raise TypeError(f"get_into({key!r}): the buffer is read-only; pass a bytearray, mmap or array")
+        view = view.cast("B") if view.format != "B" or view.ndim != 1 else view
+        return int(self._call(lambda sock: self._get_view(sock, key, version, view)))
+
+    def _get_view(self, sock: socket.socket, key: str, version: int | None, view: memoryview) -> int:
+        rd, head, infos = open_get(sock, key, version)
+        size = int(head.meta["size"])
+        if size > len(view):
+            raise BufferTooSmall(f"get_into({key!r}): the object is {size} bytes and the buffer holds "
+                                 f"{len(view)}; pass a buffer of at least {size} bytes", size)
+        self._receive(rd, key, head, infos, None, view[:size])
+        return size
+
     def get_buffer(self, key: str, version: int | None = None) -> bytearray:
         """Like :meth:`get` without the final copy into ``bytes``."""
         return self._call(self._get, key, version)  # type: ignore[no-any-return]
@@ -317,10 +340,15 @@ class StoreClient:
         return self._receive(rd, key, head, infos, scratch)
 
     def _receive(self, rd: FrameReader, key: str, head: Any, infos: list[StripeInfo] | None,
-                 scratch: bytearray | None) -> tuple[bytearray, int]:
-        """The rest of a GET reply whose head was read: see :meth:`_get_into`."""
+                 scratch: bytearray | None, into: memoryview | None = None) -> tuple[bytearray, int]:
+        """The rest of a GET reply whose head was read: see :meth:`_get_into`; with
+        ``into`` (exactly the object's size) the bytes land there and the bytearray
+        returned is empty."""
         size = int(head.meta["size"])
-        if scratch is not None and self._SCRATCH_MIN <= size <= self._SCRATCH_MAX:
+        if into is not None:
+            out = bytearray(0)
+            view = into
+        elif scratch is not None and self._SCRATCH_MIN <= size <= self._SCRATCH_MAX:
             if len(scratch) < size:
                 scratch.extend(bytes(size - len(scratch)))
             out = scratch

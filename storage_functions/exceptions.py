@@ -43,6 +43,7 @@ from funcsion_errors import FuncsionError
 
 __all__ = [
     "StorageError",
+    "BufferTooSmall",
     "COSError",
     "COSNotFound",
     "InvalidKey",
@@ -160,6 +161,14 @@ class ObjectTooLarge(StoreError):
 
 class NoRoom(StoreError):
     pass
+
+
+class BufferTooSmall(StoreError, ValueError):
+    """``get_into`` was given a buffer smaller than the object (``size`` says how large)."""
+
+    def __init__(self, message: str, size: int) -> None:
+        super().__init__(message)
+        self.size = size
 
 
 class UnknownKey(StoreError, KeyError):

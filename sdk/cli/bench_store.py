@@ -6,7 +6,10 @@ server) and a raw loopback socket copy, in one run. Prints a table;
     {"sizes": {"4096": {"put_p50_us", "put_p99_us", "get_p50_us", "get_p99_us",
                         "put_mbps", "get_mbps", "redis_get_p50_us", "redis_put_p50_us",
                         "redis_get_mbps", "s3_get_p50_us", "s3_put_p50_us", "raw_p50_us",
-                        "raw_mbps"}, ...},
+                        "raw_mbps", "get_into_p50_us", "get_into_mbps" (into a reused
+                        buffer, as the raw copy receives), and the ratios "get_vs_redis",
+                        "put_vs_redis" (p50 over Redis's), "get_vs_raw", "get_into_vs_raw",
+                        "put_vs_raw" (MB/s over the raw socket's)}, ...},
      "ec": {"65536": {"encode_us", "decode_us", "raw_xfer_us"}, ...},
      "redis": "found at /usr/bin/redis-server" | "absent: ...", ...}
 """
@@ -99,6 +102,11 @@ def _bench_store(sizes: list[int], base: int, d: int, p: int) -> dict[int, dict[
             st.daemon.wait_uploads(300)  # GETs from function memory, not the buffer
             gets = [_timed(lambda i: c.get(f"b-{size}-{i % n}"), i) for i in range(n)]
             res[size] = _summ("", size, puts, gets)
+            buf = bytearray(size)  # reused, like the raw socket's: no page faults, no copy out
+            into = [_timed(lambda i: c.get_into(f"b-{size}-{i % n}", buf), i) for i in range(n)]
+            assert buf == data
+            res[size].update({"get_into_p50_us": round(_pct(into, 0.5) * 1e6, 1),
+                              "get_into_mbps": round(size / statistics.median(into) / 1e6, 1)})
             c.free([f"b-{size}-{i}" for i in range(n)] + [f"warm-{size}"])
     return res
 
@@ -264,11 +272,22 @@ def run(args: argparse.Namespace) -> int:
         row: dict[str, float] = {}
         for part in (store, red, s3, raw):
             row.update(part.get(size, {}))
+        row.update(_ratios(row))
         doc["sizes"][str(size)] = row
     _print_table(doc, sizes)
     if args.json:
         sys.stdout.write(json.dumps(doc, separators=(",", ":")) + "\n")
     return 0
+
+
+_RATIOS = {"get_vs_redis": ("get_p50_us", "redis_get_p50_us"), "put_vs_redis": ("put_p50_us", "redis_put_p50_us"),
+           "get_vs_raw": ("get_mbps", "raw_mbps"), "get_into_vs_raw": ("get_into_mbps", "raw_mbps"),
+           "put_vs_raw": ("put_mbps", "raw_mbps")}
+
+
+def _ratios(row: dict[str, float]) -> dict[str, float]:
+    """The issue's ratios from one row: latency over Redis's, MB/s over the raw socket's."""
+    return {k: round(row[a] / row[b], 3) for k, (a, b) in _RATIOS.items() if row.get(a) and row.get(b)}
 
 
 def _fmt_size(n: int) -> str:
@@ -277,9 +296,11 @@ def _fmt_size(n: int) -> str:
 
 def _print_table(doc: dict[str, Any], sizes: list[int]) -> None:
     cols = [("GET p50 us", "get_p50_us"), ("GET p99", "get_p99_us"), ("PUT p50", "put_p50_us"),
-            ("PUT p99", "put_p99_us"), ("GET MB/s", "get_mbps"), ("PUT MB/s", "put_mbps"),
+            ("PUT p99", "put_p99_us"), ("GET MB/s", "get_mbps"), ("into MB/s", "get_into_mbps"),
+            ("PUT MB/s", "put_mbps"),
             ("redis GET p50", "redis_get_p50_us"), ("redis GET MB/s", "redis_get_mbps"),
-            ("s3 GET p50", "s3_get_p50_us"), ("raw MB/s", "raw_mbps")]
+            ("s3 GET p50", "s3_get_p50_us"), ("raw MB/s", "raw_mbps"), ("GET/redis", "get_vs_redis"),
+            ("PUT/redis", "put_vs_redis"), ("into/raw", "get_into_vs_raw")]
     rows = [["size", *[c for c, _ in cols]]]
     for size in sizes:
         r = doc["sizes"][str(size)]
