@@ -125,7 +125,9 @@ class Collector:
         for i in idxs:
             fn, _ = self.win.holder(s, i)
             cb = self.callback(s, i)
-            if fn is None:  # its function was lost meanwhile (and no recovery function has a copy)
+            if fn is None or fn >= len(self.host.handles):
+                # its function was lost meanwhile (and no recovery function has a copy), or is
+                # not started yet (a restarted daemon's restored places): a missing chunk
                 cb(None, None)
                 continue
             self.host.handles[fn].request(Op.GET, chunk_key(obj.key, obj.version, s, i), cb,

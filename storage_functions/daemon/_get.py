@@ -108,7 +108,12 @@ class GetPath:
             with self._gets_lock:
                 cols = list(self._gets)
             for col in cols:
-                done, short = col.check(now, c.get_straggler_s, c.get_timeout_s)
+                try:
+                    done, short = col.check(now, c.get_straggler_s, c.get_timeout_s)
+                except Exception as exc:  # noqa: BLE001 - one GET's bug must not stop every GET's watchdog
+                    log.exception("GET watchdog: %r failed", col.obj.key)
+                    col.fail(Status.ERROR, f"{col.obj.key!r}: the GET failed in the daemon: {exc!r}".encode())
+                    done, short = True, []
                 if done:
                     with self._gets_lock:
                         self._gets.discard(col)

@@ -113,7 +113,7 @@ def test_a_stalled_reader_holds_up_no_other_client_and_reads_to_the_end() -> Non
         got = bytearray(next(s))  # the reply has begun; then nothing is read for 3 s (> get_timeout_s)
         stall_end = time.monotonic() + 3.0
         with daemon._gets_lock:
-            (out,) = [col.out for col in daemon._gets if col.obj.key == "stalled"]
+            (out,) = [col.out.out for col in daemon._gets if col.obj.key == "stalled"]  # its lane's outbox
         lat: list[float] = []
         while time.monotonic() < stall_end:
             lat.append(timed_get())
