@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from ._dataset import Row
 
-Key = tuple[str, str, tuple[int, ...]]
+Key = tuple[str, str, tuple[float, ...]]
 
 __all__ = ["Key", "Z95", "MIN_RUNS", "Score", "intervals", "score", "split_by_run", "feature_ceiling"]
 
@@ -105,10 +105,10 @@ def _bucket(h: int) -> int:
 def feature_ceiling(rows: Sequence[Row], seed: int = 0) -> Score:
     """The test score of predicting, for each test row, the median training lifetime of
     the rows with the same workflow and features: about the best any predictor of these
-    five features can do (objects that share features but not lifetimes, e.g. the
-    outputs of one mapper for different reducers, get one prediction)."""
+    features can do (objects that share features but not lifetimes get one prediction;
+    with FuncStore's five alone, e.g. the tasks of one stage that run in different waves)."""
     train_rows, _, test_rows = split_by_run(rows, seed)
-    by: dict[tuple[str, tuple[int, ...]], list[float]] = {}
+    by: dict[tuple[str, tuple[float, ...]], list[float]] = {}
     for r in train_rows:
         by.setdefault((r.workflow, r.features), []).append(r.lifetime_ms)
     med = {k: statistics.median(v) for k, v in by.items()}

@@ -1,7 +1,8 @@
 """Training a category's lifetime model with torch, and replacing the served one only
 when the new one is more accurate on held-out runs. Torch is imported here only.
 
-The network is FuncStore's (Sec. III-C2): the 5 features, standardized with the
+The network is FuncStore's (Sec. III-C2) over the dataset's features (FuncStore's five
+and the two wave features, ``FEATURES``), standardized with the
 training rows' mean and deviation, three hidden layers of 64 with ReLU, one output,
 the standardized lifetime (``y_mean + y_std * out`` ms). Adam on the mean absolute
 error (it fits the median of objects that share features, which lands inside more of
