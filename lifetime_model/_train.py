@@ -149,11 +149,14 @@ def retrain(data_dir: str | Path, models_dir: str | Path, category: str, *, seed
     out = Outcome(category, False, "", candidate={"test": c.to_dict(), "rows": len(rows),
                                                    "runs": cand.meta["runs"]})
     current: Mlp | None = None
+    unusable = ""                      # a model file there that cannot serve (e.g. an older format): replaced
     for d in (models_dir, *current_dirs):
         try:
             current = load_model(model_path(d, category))
             break
-        except ModelFileError:
+        except ModelFileError as exc:
+            if not unusable and model_path(d, category).exists():
+                unusable = str(exc)
             continue
     version = 1
     if current is not None:
@@ -175,7 +178,8 @@ def retrain(data_dir: str | Path, models_dir: str | Path, category: str, *, seed
     out.replaced, out.path = True, str(path)
     out.reason = (f"installed model version {version}: accuracy {_pct(c.accuracy)}, MAE {_ms(c.mae_ms)} "
                   f"on {c.rows} test rows" + (f" (current {_pct(out.current['test']['accuracy'])})"
-                                              if out.current else ""))
+                                              if out.current else f" (replacing an unusable model: {unusable})"
+                                              if unusable else ""))
     return out
 
 

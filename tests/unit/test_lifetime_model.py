@@ -182,6 +182,12 @@ def test_a_five_feature_model_of_format_1_is_refused_and_the_heuristic_serves(tm
     with pytest.raises(ModelFileError, match="format version 1 .*retrain with `funcsion train`"):
         load_model(model_path(tmp_path, "gen"))
     assert ModelStore([tmp_path], check_s=0.0).get("gen") is None
+    from lifetime_model import retrain
+
+    append_rows(tmp_path / "data", "gen", generated())
+    out = retrain(tmp_path / "data", tmp_path, "gen", epochs=100)     # `funcsion train` replaces it
+    assert out.replaced and "replacing an unusable model" in out.reason and "format version 1" in out.reason
+    assert load_model(model_path(tmp_path, "gen")).meta["features"] == list(hdag.NAMES)
 
 
 def test_training_refuses_too_few_runs():
@@ -264,3 +270,4 @@ def test_feature_ceiling_shows_what_shared_features_cost():
     waved = [Row(r.run, r.workflow, r.object, (*r.features, 0.0, 0.5 if r.object == "y" else 0.0), 1, r.lifetime_ms)
              for r in rows]                                 # y's reader runs in the next slot: told apart
     assert feature_ceiling(waved).accuracy == 1.0
+    assert feature_ceiling(waved, n_features=5).accuracy == pytest.approx(1 / 3, abs=0.05)   # FuncStore's five
