@@ -109,6 +109,24 @@ def test_split_keeps_runs_whole_80_10_10_and_stable_as_data_grows():
     assert all(small)                                                # every part gets a run
 
 
+# -- the shipped models -------------------------------------------------------------------
+@pytest.mark.parametrize("category", ["analytics", "compile", "video"])
+def test_shipped_models_meet_the_95_percent_target_on_their_datasets_held_out_runs(category: str):
+    """The headline figures of lifetime_model/models/README.md, measured again with numpy:
+    the shipped model on the test runs of the shipped dataset, against each object's 95%
+    interval of the lifetimes actually recorded."""
+    from lifetime_model import BUNDLED_DATASETS, BUNDLED_MODELS, feature_ceiling
+    from lifetime_model._train import evaluate
+
+    rows = load_rows(BUNDLED_DATASETS, category)
+    model = load_model(model_path(BUNDLED_MODELS, category))
+    s = evaluate(model, split_by_run(rows)[2], intervals(rows))
+    assert s.measured >= 40 and s.accuracy is not None and s.accuracy >= 0.95
+    assert s.accuracy == pytest.approx(model.meta["accuracy"]) and s.mae_ms == pytest.approx(model.meta["mae_ms"])
+    assert model.meta["layers"] == [len(hdag.NAMES), 64, 64, 64, 1]
+    assert feature_ceiling(rows).accuracy == 1.0                      # the wave features tell every object apart
+
+
 # -- training and the exported predictor ---------------------------------------------------
 torch = pytest.importorskip("torch")
 
