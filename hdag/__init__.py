@@ -5,12 +5,13 @@ and lifetime features (FuncStore Sec. III-B1, III-C2), and pictures of it.
 
 from __future__ import annotations
 
-from ._features import Features, extract_features
+from ._features import NAMES, Features, extract_features
 from ._graph import HDAG, FunctionInfo, ObjectInfo, Pattern, PipeInfo, build
 from ._render import render_png, to_dot
 
 __all__ = [
     "Features",
+    "NAMES",
     "FunctionInfo",
     "HDAG",
     "ObjectInfo",

@@ -108,8 +108,8 @@ class PipeInfo:
 
 
 def feature_inputs(workflow: Workflow) -> dict[str, Any]:
-    """The tables ``extract_features`` takes (producer, readers, stage, n_inputs, parents),
-    derived once from a workflow's functions."""
+    """The tables ``extract_features`` takes (producer, readers, stage, n_inputs, parents,
+    position), derived once from a workflow's functions."""
     specs = workflow.functions
     producer: dict[str, str | None] = {o: None for o in workflow.inputs}
     for f in specs.values():
@@ -126,6 +126,7 @@ def feature_inputs(workflow: Workflow) -> dict[str, Any]:
         "n_inputs": {n: len(f.input) for n, f in specs.items()},
         "parents": {f.name: frozenset(p for o in f.input if (p := producer[o]) is not None)
                     for f in specs.values()},
+        "position": {f.name: i for s in workflow.stages for i, f in enumerate(s.functions)},
     }
 
 
@@ -135,7 +136,8 @@ class HDAG:
     def __init__(self, workflow: Workflow) -> None:
         self.workflow = workflow
         specs = workflow.functions
-        fi = feature_inputs(workflow)
+        fi = self._feature_inputs = feature_inputs(workflow)
+        self._features_at: dict[int, dict[str, Features]] = {}
         producer, readers = fi["producer"], fi["readers"]
         self.functions: dict[str, FunctionInfo] = {
             f.name: FunctionInfo(f.name, f.stage_id, f.stage_name, f.start, f.input, f.output, f.next,
@@ -197,6 +199,17 @@ class HDAG:
         return g
 
     # -- queries --------------------------------------------------------------------
+    def features_at(self, concurrency: int) -> dict[str, Features]:
+        """Every object's features for a run of ``concurrency`` tasks at once (the wave
+        features depend on it; 0: unknown, as ``ObjectInfo.features``). Cached."""
+        c = max(concurrency, 0)
+        hit = self._features_at.get(c)
+        if hit is None:
+            if len(self._features_at) >= 64:
+                self._features_at.clear()
+            hit = self._features_at[c] = extract_features(**self._feature_inputs, concurrency=c)
+        return hit
+
     @property
     def key(self) -> str:
         return self.workflow.key

@@ -1,6 +1,6 @@
 """Lifetime prediction (FuncStore Sec. III-C2): feature datasets recorded from runs
 (``_dataset``), FuncStore's accuracy measure and a split by run (``_measure``), a torch
-MLP (5 -> 3 hidden layers of 64, ReLU -> 1, in ms) trained per application category
+MLP (7 features: FuncStore's 5 and two wave features -> 3 hidden layers of 64, ReLU -> 1, in ms) trained per application category
 (``_train``, the only module that imports torch, imported on demand), the model file
 (``_model_file``) and a predictor for serving that needs numpy, not torch
 (``_predictor``). Models shipped with funcsion live in ``models/`` (``BUNDLED_MODELS``),
@@ -12,7 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._dataset import COLUMNS, FEATURES, Row, append_rows, categories, check_category, dataset_path, load_rows
+from ._dataset import (COLUMNS, FEATURES, VERSION, Row, append_rows, categories, check_category, dataset_path,
+                       dataset_version, load_rows, move_aside)
 from ._measure import MIN_RUNS, Score, feature_ceiling, intervals, score, split_by_run
 from ._model_file import Mlp, load_model, model_path, read_meta, save_model
 from ._predictor import ModelPredictor, ModelStore
@@ -23,8 +24,9 @@ if TYPE_CHECKING:
 
 __all__ = ["BUNDLED_DATASETS", "BUNDLED_MODELS", "COLUMNS", "DatasetError", "FEATURES", "LifetimeModelError", "MIN_RUNS", "Mlp",
            "ModelFileError", "ModelPredictor", "ModelStore", "Outcome", "Row", "Score", "append_rows",
-           "categories", "check_category", "dataset_path", "feature_ceiling", "intervals", "load_model", "load_rows", "model_path",
-           "read_meta", "retrain", "save_model", "score", "split_by_run", "train"]
+           "VERSION", "categories", "check_category", "dataset_path", "dataset_version", "feature_ceiling", "intervals",
+           "load_model", "load_rows", "model_path", "move_aside", "read_meta", "retrain", "save_model", "score",
+           "split_by_run", "train"]
 
 #: The trained models shipped with funcsion (the example categories), and the datasets
 #: they were trained on (``funcsion collect`` on the examples).

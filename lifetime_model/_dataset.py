@@ -1,9 +1,10 @@
 """Lifetime datasets: one CSV file per application category, a row per intermediate object
 of a finished run, appended as runs end. No torch, no numpy.
 
-File ``<dir>/<category>.csv``; lines starting with ``#`` are comments, the first
+File ``<dir>/<category>.csv`` (format version 2, ``VERSION``); lines starting with
+``#`` are comments, the first of them names the format and its version, the first
 other line is the header ``run,workflow,object,F_stage,T_read,N_functions,D_stage,
-M_path,size,lifetime_ms``, then one row per object:
+M_path,W_write,W_read,size,lifetime_ms``, then one row per object:
 
 - ``run``: the run id (``r-17``), unique per metadata server; together with the
   server's start (``session``, folded into ``run`` as ``<session>/<run>``) it
@@ -11,38 +12,54 @@ M_path,size,lifetime_ms``, then one row per object:
 - ``workflow``: the registered workflow's key (``app/workflow_id``), and ``object``
   its name: with the features, "the same object" across runs (``Row.key``), whose
   lifetimes give the 95% interval of the accuracy measure;
-- the five features of FuncStore Alg. 1 (``hdag.Features``), integers;
+- the five features of FuncStore Alg. 1, integers, and the writer's and the last
+  reader's place in their stage in waves of the run's concurrency (``W_write``,
+  ``W_read``, numbers with 3 decimals; ``hdag.Features`` defines all seven);
 - ``size``: bytes written; ``lifetime_ms``: the measured lifetime, from the moment
   its put finished (readable) to the commit that freed it, in milliseconds.
 
 Only objects freed by their last reader's commit are recorded (a failed run's
-or a workflow output's end-of-run release is not a lifetime). Not covered:
-training (``_train``), the accuracy measure (``_measure``).
+or a workflow output's end-of-run release is not a lifetime). A file of format
+version 1 (five features, no wave features) cannot be read (``DatasetError``
+says so); ``append_rows`` moves one aside to ``<category>.csv.v1`` before it
+starts a new file, ``move_aside`` does it on demand. Not covered: training
+(``_train``), the accuracy measure (``_measure``).
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import logging
+import math
 import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from hdag._features import NAMES
+
 from .exceptions import DatasetError
 
-__all__ = ["FEATURES", "COLUMNS", "Row", "append_rows", "load_rows", "categories", "dataset_path",
-           "check_category", "HEADER_COMMENT"]
+__all__ = ["FEATURES", "COLUMNS", "VERSION", "Row", "append_rows", "load_rows", "categories", "dataset_path",
+           "check_category", "dataset_version", "move_aside", "HEADER_COMMENT"]
 
-FEATURES = ("F_stage", "T_read", "N_functions", "D_stage", "M_path")
+log = logging.getLogger("funcsion.lifetime")
+
+VERSION = 2
+FEATURES: tuple[str, ...] = NAMES
 COLUMNS = ("run", "workflow", "object", *FEATURES, "size", "lifetime_ms")
+#: The header of format version 1 (five features): refused, moved aside by ``append_rows``.
+COLUMNS_V1 = ("run", "workflow", "object", *FEATURES[:5], "size", "lifetime_ms")
 HEADER_COMMENT = (
-    "# funcsion lifetime dataset v1: one row per intermediate object of a finished run\n"
+    f"# funcsion lifetime dataset v{VERSION}: one row per intermediate object of a finished run\n"
     "# run: <server session>/<run id>; workflow: app/workflow_id; object: its name in the WDS\n"
     "# F_stage,T_read,N_functions,D_stage,M_path: FuncStore's lifetime features (hdag.Features)\n"
+    "# W_write,W_read: the writer's and the last reader's index in their stage / the run's concurrency\n"
     "# size: bytes; lifetime_ms: from its put finishing to the commit that freed it\n"
 )
+_NF = len(FEATURES)
 _CATEGORY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
@@ -51,12 +68,12 @@ class Row:
     run: str
     workflow: str
     object: str
-    features: tuple[int, int, int, int, int]
+    features: tuple[float, ...]
     size: int
     lifetime_ms: float
 
     @property
-    def key(self) -> tuple[str, str, tuple[int, ...]]:
+    def key(self) -> tuple[str, str, tuple[float, ...]]:
         """The object's identity across runs: the same object of the same workflow in the
         same place of the graph (its features: a different fan-out is another object)."""
         return (self.workflow, self.object, self.features)
@@ -74,19 +91,61 @@ def dataset_path(directory: str | Path, category: str) -> Path:
     return Path(directory) / f"{check_category(category)}.csv"
 
 
+def dataset_version(path: str | Path) -> int | None:
+    """The format version of a dataset file from its header (1 or ``VERSION``), None when
+    there is no file or no header yet."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for line in fh:
+                if not line.strip() or line.startswith("#"):
+                    continue
+                cells = tuple(next(csv.reader([line])))
+                return VERSION if cells == COLUMNS else 1 if cells == COLUMNS_V1 else 0
+    except FileNotFoundError:
+        return None
+    return None
+
+
+def move_aside(directory: str | Path, category: str) -> Path | None:
+    """Rename the category's dataset when it is not of this format version (to
+    ``<category>.csv.v<N>``, numbered on when taken) so a new one can start; returns where
+    it went, or None when there was nothing to move."""
+    path = dataset_path(directory, category)
+    v = dataset_version(path)
+    if v is None or v == VERSION:
+        return None
+    n, dest = 0, path.with_name(f"{path.name}.v{v}")
+    while dest.exists():
+        n += 1
+        dest = path.with_name(f"{path.name}.v{v}.{n}")
+    os.replace(path, dest)
+    log.warning("lifetime dataset %s is of format version %d (this funcsion writes %d, with the wave features): "
+                "moved aside to %s; a new one starts (re-collect with `funcsion collect`)", path, v, VERSION, dest)
+    return dest
+
+
+def _cell(v: float) -> str:
+    return str(int(v)) if float(v).is_integer() else f"{v:.3f}".rstrip("0")
+
+
 def append_rows(directory: str | Path, category: str, rows: Iterable[Row]) -> int:
     """Append ``rows`` to the category's file (created private, 0600 in a 0700 directory,
-    with its header); one write, so concurrent writers' runs do not interleave. Returns
-    how many rows were written."""
+    with its header; a file of another format version is moved aside first, ``move_aside``);
+    one write, so concurrent writers' runs do not interleave. Returns how many rows were
+    written."""
     rows = list(rows)
     if not rows:
         return 0
     path = dataset_path(directory, category)
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    move_aside(directory, category)
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     for r in rows:
-        w.writerow([r.run, r.workflow, r.object, *r.features, r.size, f"{r.lifetime_ms:.3f}"])
+        if len(r.features) != _NF:
+            raise DatasetError(f"a row of {r.object!r} has {len(r.features)} features, the dataset {_NF} "
+                               f"({','.join(FEATURES)})")
+        w.writerow([r.run, r.workflow, r.object, *map(_cell, r.features), r.size, f"{r.lifetime_ms:.3f}"])
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
         if os.fstat(fd).st_size == 0:
@@ -112,6 +171,11 @@ def load_rows(directory: str | Path, category: str) -> list[Row]:
             continue
         cells = next(csv.reader([line]))
         if not header_seen:
+            if tuple(cells) == COLUMNS_V1:
+                raise DatasetError(f"{path} is a lifetime dataset of format version 1 (five features); this "
+                                   f"funcsion reads version {VERSION}, with the wave features W_write and W_read, "
+                                   "which version 1 cannot give. Re-collect: `funcsion collect` (or any run) moves "
+                                   f"it aside to {path.name}.v1 and starts a new one")
             if tuple(cells) != COLUMNS:
                 raise DatasetError(f"{path}:{lineno}: the header must be {','.join(COLUMNS)}, got {line!r}")
             header_seen = True
@@ -119,14 +183,15 @@ def load_rows(directory: str | Path, category: str) -> list[Row]:
         if len(cells) != len(COLUMNS):
             raise DatasetError(f"{path}:{lineno}: {len(cells)} cells, a row has {len(COLUMNS)} ({','.join(COLUMNS)})")
         try:
-            feats = tuple(int(c) for c in cells[3:8])
-            size, life = int(cells[8]), float(cells[9])
+            feats = tuple(float(c) for c in cells[3:3 + _NF])
+            size, life = int(cells[3 + _NF]), float(cells[4 + _NF])
         except ValueError:
-            raise DatasetError(f"{path}:{lineno}: features and size must be integers and lifetime_ms a number, "
+            raise DatasetError(f"{path}:{lineno}: features and lifetime_ms must be numbers and size an integer, "
                                f"got {line!r}") from None
-        if life < 0 or size < 0:
-            raise DatasetError(f"{path}:{lineno}: size and lifetime_ms must be >= 0, got {line!r}")
-        out.append(Row(cells[0], cells[1], cells[2], feats, size, life))  # type: ignore[arg-type]
+        if life < 0 or size < 0 or not all(math.isfinite(f) for f in feats):
+            raise DatasetError(f"{path}:{lineno}: size and lifetime_ms must be >= 0 and features finite, "
+                               f"got {line!r}")
+        out.append(Row(cells[0], cells[1], cells[2], feats, size, life))
     return out
 
 

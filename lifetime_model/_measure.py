@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from ._dataset import Row
 
-Key = tuple[str, str, tuple[int, ...]]
+Key = tuple[str, str, tuple[float, ...]]
 
 __all__ = ["Key", "Z95", "MIN_RUNS", "Score", "intervals", "score", "split_by_run", "feature_ceiling"]
 
@@ -102,15 +102,17 @@ def _bucket(h: int) -> int:
     return 0 if d < 8 else 1 if d == 8 else 2
 
 
-def feature_ceiling(rows: Sequence[Row], seed: int = 0) -> Score:
+def feature_ceiling(rows: Sequence[Row], seed: int = 0, n_features: int | None = None) -> Score:
     """The test score of predicting, for each test row, the median training lifetime of
     the rows with the same workflow and features: about the best any predictor of these
-    five features can do (objects that share features but not lifetimes, e.g. the
-    outputs of one mapper for different reducers, get one prediction)."""
+    features can do (objects that share features but not lifetimes get one prediction;
+    with FuncStore's five alone, e.g. the tasks of one stage that run in different waves).
+    ``n_features``: use only the first n features (5: FuncStore's), the intervals stay
+    those of whole objects."""
     train_rows, _, test_rows = split_by_run(rows, seed)
-    by: dict[tuple[str, tuple[int, ...]], list[float]] = {}
+    by: dict[tuple[str, tuple[float, ...]], list[float]] = {}
     for r in train_rows:
-        by.setdefault((r.workflow, r.features), []).append(r.lifetime_ms)
+        by.setdefault((r.workflow, r.features[:n_features]), []).append(r.lifetime_ms)
     med = {k: statistics.median(v) for k, v in by.items()}
-    pred = [med.get((r.workflow, r.features), 0.0) for r in test_rows]
+    pred = [med.get((r.workflow, r.features[:n_features]), 0.0) for r in test_rows]
     return score(test_rows, pred, intervals(rows))

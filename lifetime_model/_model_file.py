@@ -30,7 +30,8 @@ if TYPE_CHECKING:
 __all__ = ["FORMAT", "FORMAT_VERSION", "Mlp", "model_path", "save_model", "load_model", "read_meta"]
 
 FORMAT = "funcsion-lifetime-mlp"
-FORMAT_VERSION = 1
+#: 2: the seven features of dataset format 2 (version 1 models took FuncStore's five: refused).
+FORMAT_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,7 @@ class Mlp:
     meta: dict[str, Any]
 
     def predict_ms(self, features: np.ndarray) -> np.ndarray:
-        """Lifetimes in ms (>= 0) for an ``(n, 5)`` array of features."""
+        """Lifetimes in ms (>= 0) for an ``(n, len(FEATURES))`` array of features."""
         import numpy as np
 
         h = (np.asarray(features, dtype=np.float64) - self.x_mean) / self.x_std
@@ -114,6 +115,10 @@ def load_model(path: str | Path) -> Mlp:
     if int(meta.get("format_version", 0)) > FORMAT_VERSION:
         raise ModelFileError(f"{path}: format version {meta.get('format_version')} is newer than this funcsion's "
                              f"{FORMAT_VERSION}: upgrade funcsion or retrain")
+    if int(meta.get("format_version", 0)) < FORMAT_VERSION or list(meta.get("features", [])) != list(FEATURES):
+        raise ModelFileError(f"{path}: format version {meta.get('format_version')} takes the features "
+                             f"{','.join(meta.get('features', []))}, this funcsion's models take {','.join(FEATURES)}: "
+                             "retrain with `funcsion train` on a dataset recorded by this version")
     if not n or weights[0].shape[0] != len(FEATURES) or weights[-1].shape[1] != 1 or x_std.shape != (len(FEATURES),):
         raise ModelFileError(f"{path}: the network must take the {len(FEATURES)} features and give 1 output")
     for i in range(1, n):

@@ -111,13 +111,15 @@ class ModelPredictor:
         m = self.store.get(category)
         return f"model:{m.version}" if m is not None else "heuristic"
 
-    def predict_graph(self, graph: hdag.HDAG) -> dict[str, float]:
-        """Seconds per object with features, every one of ``graph`` in one pass."""
+    def predict_graph(self, graph: hdag.HDAG, concurrency: int = 0) -> dict[str, float]:
+        """Seconds per object with features, every one of ``graph`` in one pass, for a run of
+        ``concurrency`` tasks at once (0: unknown; the wave features depend on it)."""
+        feats = graph.features_at(concurrency)
         named = [(n, o) for n, o in graph.objects.items() if o.features is not None]
         model = self.store.get(graph.workflow.category)
         if model is None or not named:
             return {n: self.fallback.predict(o) for n, o in named}
         import numpy as np
 
-        ms = model.predict_ms(np.array([o.features.vector() for _, o in named], dtype=np.float64))  # type: ignore[union-attr]
+        ms = model.predict_ms(np.array([feats[n].vector() for n, _ in named], dtype=np.float64))
         return {n: float(v) / 1000.0 for (n, _), v in zip(named, ms)}

@@ -1,7 +1,8 @@
 """Training a category's lifetime model with torch, and replacing the served one only
 when the new one is more accurate on held-out runs. Torch is imported here only.
 
-The network is FuncStore's (Sec. III-C2): the 5 features, standardized with the
+The network is FuncStore's (Sec. III-C2) over the dataset's features (FuncStore's five
+and the two wave features, ``FEATURES``), standardized with the
 training rows' mean and deviation, three hidden layers of 64 with ReLU, one output,
 the standardized lifetime (``y_mean + y_std * out`` ms). Adam on the mean absolute
 error (it fits the median of objects that share features, which lands inside more of
@@ -148,11 +149,14 @@ def retrain(data_dir: str | Path, models_dir: str | Path, category: str, *, seed
     out = Outcome(category, False, "", candidate={"test": c.to_dict(), "rows": len(rows),
                                                    "runs": cand.meta["runs"]})
     current: Mlp | None = None
+    unusable = ""                      # a model file there that cannot serve (e.g. an older format): replaced
     for d in (models_dir, *current_dirs):
         try:
             current = load_model(model_path(d, category))
             break
-        except ModelFileError:
+        except ModelFileError as exc:
+            if not unusable and model_path(d, category).exists():
+                unusable = str(exc)
             continue
     version = 1
     if current is not None:
@@ -174,7 +178,8 @@ def retrain(data_dir: str | Path, models_dir: str | Path, category: str, *, seed
     out.replaced, out.path = True, str(path)
     out.reason = (f"installed model version {version}: accuracy {_pct(c.accuracy)}, MAE {_ms(c.mae_ms)} "
                   f"on {c.rows} test rows" + (f" (current {_pct(out.current['test']['accuracy'])})"
-                                              if out.current else ""))
+                                              if out.current else f" (replacing an unusable model: {unusable})"
+                                              if unusable else ""))
     return out
 
 

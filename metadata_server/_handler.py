@@ -46,6 +46,7 @@ from funcsion_rpc.limits import MAX_WDS_BYTES
 
 from . import _events as ev
 from ._journal import Journal
+from ._lifetimes import expires_at_ms
 from ._records import RunRecord
 from ._replies import GetResultEncoder, read_columns, to_thrift_instruction, to_thrift_placement
 from ._state import MetadataState
@@ -412,14 +413,15 @@ class MetadataHandler:
         return json.dumps(self.state.runs[run_id].summary())
 
     def _grant(self, p: ev.Placed, run_id: str) -> T.PutGrant:
-        readable = False
-        if p.existing and not p.freed:        # a retried write: did the earlier attempt finish it?
+        readable, expires = False, None
+        if not p.freed:
             with self.lock:
                 run = self.state.runs.get(run_id)
                 rec = run.objects.get(p.object) if run is not None else None
-                readable = rec is not None and rec.state == "readable"
+                readable = p.existing and rec is not None and rec.state == "readable"  # a retry's write finished
+                expires = expires_at_ms(run, rec) if run is not None else None
         return T.PutGrant(p.object, p.size, self._placement(p.placement), p.existing, p.freed,
-                          p.already_committed, readable)
+                          p.already_committed, readable, expires)
 
     def _put_result(self, out: list[ev.Instruction]) -> T.PutResult:
         r = out[0]

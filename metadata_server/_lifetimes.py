@@ -12,7 +12,9 @@ apart. With ``retrain_every`` N > 0 every N-th recorded run of a category starts
 ``python -m lifetime_model retrain`` for it in a child process (one at a time per
 category; the new model replaces the old only when more accurate on held-out runs,
 and the store picks it up). Training needs torch; without it retraining is off and
-says so once. I/O only here; the core stays pure.
+says so once. ``expires_at_ms`` is the predicted expiry a put grant carries to the
+client, which passes it to the storage daemon with the PUT. I/O only here; the core
+stays pure.
 """
 
 from __future__ import annotations
@@ -31,23 +33,39 @@ from lifetime_model import ModelPredictor, ModelStore, Row, append_rows, check_c
 from lifetime_model.exceptions import DatasetError
 
 from ._policy import HeuristicPredictor
-from ._records import RunRecord
+from ._records import ObjectRecord, RunRecord
 
-__all__ = ["LifetimeRecorder", "attach_lifetimes", "rows_of_run"]
+__all__ = ["LifetimeRecorder", "attach_lifetimes", "expires_at_ms", "rows_of_run"]
 
 log = logging.getLogger("funcsion.lifetime")
 
 
 def rows_of_run(run: RunRecord, session: str) -> list[Row]:
-    """The dataset rows of a finished run: one per object its last reader freed."""
+    """The dataset rows of a finished run: one per object its last reader freed, with its
+    features for the run's concurrency (the wave features depend on it)."""
     rows = []
+    feats = run.graph.features_at(run.concurrency)
     for name, (seconds, size) in sorted(run.measured.items()):
-        info = run.graph.objects.get(name)
-        if info is None or info.features is None:
+        f = feats.get(name)
+        if f is None:
             continue
-        rows.append(Row(f"{session}/{run.run_id}", run.workflow_key, name, info.features.vector(), size,
+        rows.append(Row(f"{session}/{run.run_id}", run.workflow_key, name, f.vector(), size,
                         round(seconds * 1000.0, 3)))
     return rows
+
+
+def expires_at_ms(run: RunRecord, rec: ObjectRecord | None) -> int | None:
+    """When the object is predicted to be freed, in ms of the server's clock (Unix time
+    unless a test injects another): its put's time plus its predicted lifetime. None when
+    nothing frees it at a predicted time: a policy that does not free on commit, an object
+    without a prediction (a workflow input, an ad-hoc key), a workflow output or persisted
+    object (kept), or one not in function memory (no daemon PUT to tell)."""
+    if rec is None or not run.policy.frees_on_commit or rec.keep or rec.adhoc or rec.placement.tier != "memory":
+        return None
+    predicted = run.predicted.get(rec.name)
+    if predicted is None:
+        return None
+    return int(round((rec.written_at + max(predicted, 0.0)) * 1000.0))
 
 
 class LifetimeRecorder:

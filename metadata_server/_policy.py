@@ -139,12 +139,13 @@ def group_key(policy: ReleasePolicy, predicted_s: float, since_start_s: float) -
     return pool_key(predicted_s)
 
 
-def predict_lifetimes(predictor: LifetimePredictor, graph: HDAG) -> dict[str, float]:
-    """Predicted seconds for every object of ``graph`` that has features, in one call when
-    the predictor can (``predict_graph``: a trained model per category)."""
+def predict_lifetimes(predictor: LifetimePredictor, graph: HDAG, concurrency: int = 0) -> dict[str, float]:
+    """Predicted seconds for every object of ``graph`` that has features, for a run of
+    ``concurrency`` tasks at once (0: unknown), in one call when the predictor can
+    (``predict_graph``: a trained model per category, whose wave features depend on it)."""
     many = getattr(predictor, "predict_graph", None)
     if many is not None:
-        return dict(many(graph))
+        return dict(many(graph, concurrency))
     return {n: predictor.predict(o) for n, o in graph.objects.items() if o.features is not None}
 
 

@@ -30,6 +30,7 @@ class WorkflowEntry:
     params: dict[str, int]
     lifetimes: dict[str, float] = field(default_factory=dict)   # predicted seconds per object
     revision: str = ""                                          # what predicted them (``predictor_revision``)
+    at: dict[int, dict[str, float]] = field(default_factory=dict)   # the same for a run's concurrency
 
 
 @dataclass(slots=True)
@@ -87,6 +88,7 @@ class RunRecord:
     deletes: dict[str, dict[str, None]] = field(default_factory=dict)
     plan: dict[str, Any] = field(default_factory=dict)
     cos_only: bool = False                   # latency_sensitive=False: no function memory
+    concurrency: int = 0                     # max_concurrency hint (0: unknown): the wave features
     budget_bytes: int = 0                    # capacity hint: memory beyond it spills to COS
     # lifetimes: predicted at run start (seconds per object) and measured, readable -> freed by
     # the last reader's commit (what the lifetime datasets record)

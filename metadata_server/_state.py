@@ -310,13 +310,15 @@ class MetadataState:
         self._bump("workflows_registered")
         return [WorkflowRegistered(graph.key, len(graph.functions), len(graph.objects))]
 
-    def _predict(self, entry: WorkflowEntry) -> dict[str, float]:
-        """Every object's predicted lifetime, made again when what predicts for the workflow's
-        category changed since (a new model, or its model went)."""
+    def _predict(self, entry: WorkflowEntry, concurrency: int = 0) -> dict[str, float]:
+        """Every object's predicted lifetime for a run of ``concurrency`` tasks at once (0: unknown),
+        made again when what predicts for the workflow's category changed (a new model, or it went)."""
         rev = predictor_revision(self.predictor, entry.graph.workflow.category)
         if rev != entry.revision or not entry.revision:
-            entry.lifetimes, entry.revision = predict_lifetimes(self.predictor, entry.graph), rev
-        return entry.lifetimes
+            entry.lifetimes, entry.revision, entry.at = predict_lifetimes(self.predictor, entry.graph), rev, {}
+        if concurrency > 0 and concurrency not in entry.at:
+            entry.at[concurrency] = predict_lifetimes(self.predictor, entry.graph, concurrency)
+        return entry.at[concurrency] if concurrency > 0 else entry.lifetimes
 
     def _deregister_workflow(self, ev: DeregisterWorkflow) -> list[Instruction]:
         if self.workflows.pop(ev.key, None) is None:
@@ -349,9 +351,9 @@ class MetadataState:
         run_id = f"r-{self.next_run}"
         self.next_run += 1
         run = self.runs[run_id] = RunRecord(run_id, ev.token_digest, entry.key, entry.graph, policy, ev.ttl_s, ev.now,
-                                            ev.now, last_t=ev.now)
+                                            ev.now, last_t=ev.now, concurrency=ev.max_concurrency)
         if not ev.lifetimes:             # live (a replay has the journaled ones): see StartRun.lifetimes
-            ev.lifetimes = dict(self._predict(entry))
+            ev.lifetimes = dict(self._predict(entry, ev.max_concurrency))
         run.predicted = ev.lifetimes
         out: list[Instruction] = []
         self._plan(run, ev, out)

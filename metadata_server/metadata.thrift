@@ -91,7 +91,11 @@ struct PutRequest {
 
 // existing: the same write again (a retry); freed: that object is gone already, send no data;
 // already_committed: the writing function committed in an earlier attempt;
-// readable: an existing write that was finished (its bytes reached the store), send no data
+// readable: an existing write that was finished (its bytes reached the store), send no data;
+// expires_at_ms: when the object is predicted to be freed (the put's time plus its predicted
+// lifetime, Unix ms), for a declared object of a run that frees on commit; unset otherwise.
+// The client passes it to the storage daemon with the PUT (a write-behind can skip uploading
+// what will die before its upload is due)
 struct PutGrant {
   1: string object_name,
   2: i64 size,
@@ -100,6 +104,7 @@ struct PutGrant {
   5: bool freed,
   6: bool already_committed,
   7: optional bool readable,
+  8: optional i64 expires_at_ms,
 }
 
 // committed: this put was the function's last declared output and committed its reads

@@ -230,6 +230,7 @@ class Client:
             if g.already_committed:
                 raise AlreadyCommitted(self.function)
         batch: list[tuple[str, bytes, Any]] = []  # in-memory values for the store: one pipelined call
+        expires: dict[str, int] = {}  # store key -> the grant's predicted expiry (Unix ms), passed with the PUT
         for g in grants:
             if g.freed:
                 continue  # a retry of a write whose object was already read and freed
@@ -237,6 +238,8 @@ class Client:
                                else self._md.lookup(self.run_id, g.object_name).state == "readable"):
                 continue  # the same write reached the store in an earlier attempt
             frame, name = frames[g.object_name], g.object_name
+            if g.expires_at_ms is not None:
+                expires[self._key(name)] = g.expires_at_ms
             cos_tier = g.placement is not None and g.placement.tier == "cos"
             if not cos_tier and not isinstance(frame, Upload):
                 batch.append((name, frame, alloc_of(g.placement)))
@@ -249,7 +252,8 @@ class Client:
                 assert isinstance(frame, Upload)
                 try:
                     self._store.put_stream(self._key(name), frame.read_from_start(), frame.size,
-                                           prefix=frame.prefix, alloc=alloc_of(g.placement))
+                                           prefix=frame.prefix, alloc=alloc_of(g.placement),
+                                           expires_at_ms=g.expires_at_ms)
                 except NoRoom as exc:  # overflow never fails a put: the COS tier takes it
                     self._to_cos(name, frame.read_all(), exc)
                 except StorageError as exc:
@@ -258,7 +262,7 @@ class Client:
                 self._cos_call("persist", name, self._store.cos_put, persist_key(self.run_id, name), data)
         if batch:
             try:
-                stored = self._store.put_many([(self._key(n), f, alloc) for n, f, alloc in batch])
+                stored = self._store.put_many([(self._key(n), f, alloc) for n, f, alloc in batch], expires=expires)
             except StorageError as exc:
                 raise StoreFailure(f"put of {', '.join(repr(n) for n, _, _ in batch)} in run {self.run_id} failed "
                                    f"in the store: {exc}") from exc

@@ -20,7 +20,7 @@ import threading
 import time
 import zlib
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from storage_functions.exceptions import BufferTooSmall, ObjectTooLarge, ProtocolError, StorageError, StoreError
 from storage_functions.protocol import Op, Status, error_for, recv_exact, recv_frame, send_frame, tune_socket
@@ -150,18 +150,21 @@ class StoreClient:
             return result
 
     # -- operations -------------------------------------------------------------
-    def put(self, key: str, data: bytes | bytearray | memoryview, alloc: Alloc | None = None) -> PutResult:
+    def put(self, key: str, data: bytes | bytearray | memoryview, alloc: Alloc | None = None, *,
+            expires_at_ms: int | None = None) -> PutResult:
         """Store ``data`` as a new version of ``key``. ``alloc`` is the metadata
         server's placement (see :data:`Alloc`); a daemon whose placement authority
         is the metadata server refuses a PUT without it, a standalone daemon places
-        chunks itself."""
+        chunks itself. ``expires_at_ms``: the grant's predicted expiry (Unix ms), sent
+        in the PUT's meta for the daemon's write-behind."""
         size = len(memoryview(data).cast("B")) if not isinstance(data, (bytes, bytearray)) else len(data)
         self._check_size(key, size)
         return self._call(self._put, key, self.codec.stripes(data), size, alloc,  # type: ignore[no-any-return]
-                          again=lambda: (key, self.codec.stripes(data), size, alloc))
+                          expires_at_ms, again=lambda: (key, self.codec.stripes(data), size, alloc, expires_at_ms))
 
     def put_stream(self, key: str, read: Callable[[int], Any] | Any, size: int, *,
-                   prefix: bytes | bytearray | memoryview = b"", alloc: Alloc | None = None) -> PutResult:
+                   prefix: bytes | bytearray | memoryview = b"", alloc: Alloc | None = None,
+                   expires_at_ms: int | None = None) -> PutResult:
         """Store ``prefix`` followed by ``size`` bytes pulled from ``read``
         (``read(n) -> bytes``, e.g. an open file's ``read``, or the file
         itself) as a new version of ``key``, one stripe in memory at a time.
@@ -175,25 +178,27 @@ class StoreClient:
         stripes = self.codec.stripes_from(read, size, prefix=prefix)
         first = [next(stripes)]  # the first read happens before a connection is taken
         return self._call(self._put, key, _then(first, stripes), total, alloc,  # type: ignore[no-any-return]
-                          again=False)  # the source cannot be read again
+                          expires_at_ms, again=False)  # the source cannot be read again
 
     def _check_size(self, key: str, size: int) -> None:
         if self.max_object_bytes is not None and size > self.max_object_bytes:
             raise ObjectTooLarge(f"{key!r}: {size} bytes is over the maximum of {self.max_object_bytes} bytes")
 
     def _put(self, sock: socket.socket, key: str, stripes: Iterator[tuple[StripeInfo, list[Any]]], size: int,
-             alloc: Alloc | None) -> PutResult:
-        n, coded = self._send_put(sock, key, stripes, size, alloc)
+             alloc: Alloc | None, expires_at_ms: int | None = None) -> PutResult:
+        n, coded = self._send_put(sock, key, stripes, size, alloc, expires_at_ms)
         f = self._reply(sock)
         return PutResult(key, int(f.meta["version"]), size, n, coded)
 
     def _send_put(self, sock: socket.socket, key: str, stripes: Iterator[tuple[StripeInfo, list[Any]]], size: int,
-                  alloc: Alloc | None) -> tuple[int, bool]:
+                  alloc: Alloc | None, expires_at_ms: int | None = None) -> tuple[int, bool]:
         """Send a PUT and its stripes; (stripes, coded). The reply is the caller's to read."""
         plan = self.codec.plan(size)
         meta: dict[str, Any] = {"n": len(plan), "size": size}
         if alloc is not None:
             meta["alloc"] = [list(a) for a in alloc]
+        if expires_at_ms is not None:
+            meta["expires_at_ms"] = int(expires_at_ms)
         send_frame(sock, Op.PUT, key=key, meta=meta)
         coded = False
         for info, frags in stripes:
@@ -207,9 +212,10 @@ class StoreClient:
     #: bytes each) always fit the socket buffers, so neither side can block the other.
     PIPELINE_WINDOW = 32
 
-    def put_many(self, items: Sequence[tuple[str, bytes | bytearray | memoryview, Alloc | None]]
-                 ) -> list[PutResult | StorageError]:
-        """Store several objects (key, data, alloc) over one connection, pipelined: the PUTs go
+    def put_many(self, items: Sequence[tuple[str, bytes | bytearray | memoryview, Alloc | None]], *,
+                 expires: Mapping[str, int] | None = None) -> list[PutResult | StorageError]:
+        """Store several objects (key, data, alloc) over one connection, pipelined (``expires``:
+        key -> predicted expiry in Unix ms, sent in that PUT's meta, as ``put``): the PUTs go
         out back to back, at most ``PIPELINE_WINDOW`` ahead of the replies read, so n objects
         cost one round trip each way instead of n. The daemon answers each PUT in order and keeps
         the stream in step after a refusal; per item: its ``PutResult`` or the ``StorageError``
@@ -225,11 +231,12 @@ class StoreClient:
                 continue
             todo.append((i, size))
         if todo:
-            self._call(self._put_pipelined, items, todo, out)
+            self._call(self._put_pipelined, items, todo, out, expires or {})
         return [r for r in out if r is not None]
 
     def _put_pipelined(self, sock: socket.socket, items: Sequence[tuple[str, Any, Alloc | None]],
-                       todo: list[tuple[int, int]], out: list[PutResult | StorageError | None]) -> None:
+                       todo: list[tuple[int, int]], out: list[PutResult | StorageError | None],
+                       expires: Mapping[str, int]) -> None:
         sent: list[tuple[int, int, int, bool]] = []  # (item, size, stripes, coded) awaiting a reply
         done = 0
 
@@ -248,7 +255,7 @@ class StoreClient:
 
         for i, size in todo:
             key, data, alloc = items[i]
-            n, coded = self._send_put(sock, key, self.codec.stripes(data), size, alloc)
+            n, coded = self._send_put(sock, key, self.codec.stripes(data), size, alloc, expires.get(key))
             sent.append((i, size, n, coded))
             while len(sent) - done >= self.PIPELINE_WINDOW:
                 read_one()

@@ -76,6 +76,8 @@ def _names(items: tuple[str, ...] | list[str], limit: int = 4) -> str:
 
 
 def format_text(h: hdag.HDAG) -> str:
+    from hdag import NAMES
+
     wf = h.workflow
     out = [f"{wf.app} (workflow {wf.workflow_id}, category {wf.category}) from {wf.source}"]
     if wf.params:
@@ -95,9 +97,8 @@ def format_text(h: hdag.HDAG) -> str:
         feats = o.features.vector() if o.features else None
         kind = "input" if o.is_input else "output" if o.is_output else "intermediate"
         rows.append([o.name, kind, o.producer or "(client)", _names(o.readers, 3), str(o.read_count),
-                     "+".join(o.pattern)] + ([str(v) for v in feats] if feats else ["-"] * 5))
-    out += _table(rows, ["object", "kind", "producer", "readers", "reads", "pattern",
-                         "F_stage", "T_read", "N_functions", "D_stage", "M_path"])
+                     "+".join(o.pattern)] + ([f"{v:g}" for v in feats] if feats else ["-"] * len(NAMES)))
+    out += _table(rows, ["object", "kind", "producer", "readers", "reads", "pattern", *NAMES])
     if wf.warnings:
         out.append(f"\nWarnings ({len(wf.warnings)})")
         out += [f"  - {w}" for w in wf.warnings[:10]]

@@ -56,8 +56,9 @@ class RunInterrupted(KeyboardInterrupt):
 
 @dataclass(frozen=True, slots=True)
 class RunHints:
-    """Pocket's run-start hints (see ``Client.start_run``). ``max_concurrency`` 0 means: take
-    the widest stage of the workflow's HDAG (the framework knows its own parallelism)."""
+    """Pocket's run-start hints (see ``Client.start_run``). ``max_concurrency`` 0 means: the
+    widest stage of the workflow's HDAG or the executor's workers, whichever is fewer (the
+    framework knows its own parallelism; the lifetime model's wave features use it)."""
 
     max_concurrency: int = 0
     capacity_bytes: int = 0
@@ -111,7 +112,8 @@ def run_workflow(wds_path: str | Path | PreparedRun, *, config: Config, stack: S
         key = client.register_workflow(prep.text, prep.params, str(prep.path))
         t0 = time.time()  # the report's times count from here: the run starts next
         run = client.start_run(key, policy=policy or config.policy, ttl_s=config.run_ttl_s,
-                               max_concurrency=hints.max_concurrency or _widest_stage(prep.graph),
+                               max_concurrency=hints.max_concurrency or min(_widest_stage(prep.graph),
+                                                                            executor.workers),
                                capacity_bytes=hints.capacity_bytes, latency_sensitive=hints.latency_sensitive)
         try:
             report = _Driver(prep, config, run, key, stack, executor).execute(policy or config.policy, t0)

@@ -29,7 +29,7 @@ def test_inspect_json_document(fig9_path: Path, capsys: pytest.CaptureFixture[st
     doc = json.loads(capsys.readouterr().out)
     a = doc["objects"]["a"]
     assert a["producer"] == "F1" and a["readers"] == ["F3", "F6"] and a["read_count"] == 2
-    assert a["features"] == {"F_stage": 3, "T_read": 2, "N_functions": 4, "D_stage": 2, "M_path": 4}
+    assert a["features"] == {"F_stage": 3, "T_read": 2, "N_functions": 4, "D_stage": 2, "M_path": 4, "W_write": 0, "W_read": 0}
     assert doc["functions"]["F2"]["last_output"] == "b2"
     assert doc["workflow"]["app"] == "fig9"
 

@@ -6,6 +6,7 @@ trains, refuses bad input in one line, and benchmarks."""
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -25,8 +26,9 @@ WORDCOUNT = Path(__file__).resolve().parents[2] / "examples" / "wordcount" / "wo
 def _constant_model(ms: float, version: int) -> Mlp:
     import numpy as np
 
-    zeros = tuple(np.zeros((a, b)) for a, b in ((5, 64), (64, 64), (64, 64), (64, 1)))
-    return Mlp(zeros, tuple(np.zeros(w.shape[1]) for w in zeros), np.zeros(5), np.ones(5), ms, 1.0,
+    n = len(hdag.NAMES)
+    zeros = tuple(np.zeros((a, b)) for a, b in ((n, 64), (64, 64), (64, 64), (64, 1)))
+    return Mlp(zeros, tuple(np.zeros(w.shape[1]) for w in zeros), np.zeros(n), np.ones(n), ms, 1.0,
                {"model_version": version})
 
 
@@ -43,6 +45,13 @@ def test_runs_feed_the_dataset_and_a_new_model_serves_without_restart(tmp_path: 
         rows = load_rows(cfg.resolved_lifetime_data, "analytics")
         assert {r.object for r in rows} == {n for n, o in graph.objects.items() if o.features is not None}
         assert all(r.lifetime_ms >= 0 and r.run.endswith("/" + report.run_id) for r in rows)
+        # the run's concurrency (its tasks at once: the widest stage or the executor's workers,
+        # whichever is fewer) places writers and readers in waves
+        assert 2 <= run.concurrency <= 4 and run.concurrency == min(4, max(2, os.cpu_count() or 2))
+        waves = graph.features_at(run.concurrency)
+        assert all(r.features == waves[r.object].vector() for r in rows)
+        assert {r.features[5] for r in rows if r.object.startswith("counts_")} == \
+               {round(k / run.concurrency, 3) for k in range(4)}                # mappers 0..3
         assert (cfg.resolved_lifetime_data / "analytics.csv").read_text().startswith("# funcsion lifetime dataset")
 
         save_model(cfg.resolved_lifetime_models, "analytics", _constant_model(1234.0, 1))
@@ -62,7 +71,7 @@ def _rows(path: Path, runs: int) -> None:
     from lifetime_model import Row, append_rows
 
     rng = random.Random(3)
-    append_rows(path, "gen", [Row(f"s/r-{r}", "gen/1", f"o{o}", (o % 3, 1, 1 + o, 1 + o % 2, 2), 10,
+    append_rows(path, "gen", [Row(f"s/r-{r}", "gen/1", f"o{o}", (o % 3, 1, 1 + o, 1 + o % 2, 2, o / 2, 0), 10,
                                   100.0 * (1 + o % 2) + rng.gauss(0, 5)) for r in range(runs) for o in range(6)])
 
 
@@ -138,7 +147,7 @@ def test_retrain_every_n_runs_trains_in_the_background(tmp_path: Path, fig9_path
     from metadata_server import LifetimeRecorder, rows_of_run
 
     rng = random.Random(5)
-    append_rows(tmp_path / "data", "paper", [Row(f"old/r-{r}", "fig9/9", f"o{o}", (3, 1, 1 + o, 1, 2), 10,
+    append_rows(tmp_path / "data", "paper", [Row(f"old/r-{r}", "fig9/9", f"o{o}", (3, 1, 1 + o, 1, 2, 0, 0), 10,
                                                  200.0 * (1 + o) + rng.gauss(0, 5))
                                              for r in range(12) for o in range(3)])
     rec = LifetimeRecorder(tmp_path / "data", models_dir=tmp_path / "models", retrain_every=2)

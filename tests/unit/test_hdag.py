@@ -74,7 +74,8 @@ def test_fig9_features(fig9_path: Path) -> None:
     h = hdag.build(wds.load(fig9_path))
     f = h.objects["a"].features
     assert f is not None
-    assert f.to_dict() == {"F_stage": 3, "T_read": 2, "N_functions": 4, "D_stage": 2, "M_path": 4}
+    assert f.vector()[:5] == (3, 2, 4, 2, 4)
+    assert set(f.to_dict()) == set(hdag.NAMES) and f.to_dict()["M_path"] == 4
     assert h.functions["F1"].stage == 3  # F_stage is the writer's stage_id, M = 3 in the file
 
 
@@ -84,8 +85,26 @@ def test_features_of_simple_chains() -> None:
             ("s3", 3, [fn("c", ["y", "x"], ["z"], [])]))
     h = build(d)
     fx = h.objects["x"].features
-    assert fx is not None and fx.to_dict() == {"F_stage": 1, "T_read": 2, "N_functions": 3, "D_stage": 2, "M_path": 3}
+    assert fx is not None and fx.to_dict() == {"F_stage": 1, "T_read": 2, "N_functions": 3, "D_stage": 2, "M_path": 3,
+                                               "W_write": 0.0, "W_read": 0.0}
     assert h.objects["z"].features is None and h.objects["in"].features is None
+
+
+def test_wave_features_place_writer_and_last_reader_in_waves_of_the_runs_concurrency() -> None:
+    """Five mappers and two reducers: with 2 tasks at once mapper k runs in wave k // 2 (the
+    fraction is its slot); unknown concurrency counts the widest stage (5) as one wave."""
+    d = doc(("s1", 1, [fn(f"m{k}", [f"in{k}"], [f"x{k}_0", f"x{k}_1"], ["r0", "r1"], start=True) for k in range(5)]),
+            ("s2", 2, [fn(f"r{j}", [f"x{k}_{j}" for k in range(5)], [f"out{j}"], []) for j in range(2)]))
+    h = build(d)
+    at2 = h.features_at(2)
+    assert [at2[f"x{k}_0"].W_write for k in range(5)] == [0.0, 0.5, 1.0, 1.5, 2.0]
+    assert [at2[f"x3_{j}"].W_read for j in range(2)] == [0.0, 0.5]
+    assert [h.objects[f"x{k}_1"].features.W_write for k in range(5)] == [0.0, 0.2, 0.4, 0.6, 0.8]  # type: ignore[union-attr]
+    assert h.features_at(0) == {o: i.features for o, i in h.objects.items() if i.features is not None}
+    assert h.features_at(1)["x4_1"].vector() == (1, 1, 5, 1, 2, 4.0, 1.0)
+    assert h.features_at(2) is at2                                  # cached per concurrency
+    # the five FuncStore features do not depend on it
+    assert all(f.vector()[:5] == at2[o].vector()[:5] for o, f in h.features_at(7).items())
 
 
 def test_longest_path_ignores_branches_below_the_writer_stage() -> None:
@@ -114,7 +133,7 @@ def test_to_dict_matches_the_documented_shape(example_paths: dict[str, Path]) ->
     assert set(d) >= {"workflow", "objects", "functions"}
     obj = d["objects"]["chunk_00"]
     assert set(obj) >= {"producer", "readers", "read_count", "pattern", "features"}
-    assert set(obj["features"]) == {"F_stage", "T_read", "N_functions", "D_stage", "M_path"}
+    assert set(obj["features"]) == {"F_stage", "T_read", "N_functions", "D_stage", "M_path", "W_write", "W_read"}
     assert set(d["functions"]["merger"]) >= {"stage", "inputs", "outputs", "last_output"}
     assert d["objects"]["word_counts"]["features"] is None
 

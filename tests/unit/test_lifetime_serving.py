@@ -70,6 +70,46 @@ def test_predictions_at_registration_and_again_at_start_when_the_model_changed(f
     assert start[0].lifetimes["a"] == 4.0 and start[1].lifetimes["a"] == 9.0   # journaled with the run
 
 
+class ByWave:
+    """A model-like predictor: seconds from the wave features of the run's concurrency."""
+
+    def predict(self, obj: hdag.ObjectInfo) -> float:
+        return 0.0
+
+    def revision(self, category: str) -> str:
+        return "waves"
+
+    def predict_graph(self, graph: hdag.HDAG, concurrency: int = 0) -> dict[str, float]:
+        return {n: 1.0 + f.W_write + 10 * f.W_read for n, f in graph.features_at(concurrency).items()}
+
+
+def test_a_runs_predictions_and_rows_use_its_concurrency_and_survive_replay(fig9_path: Path):
+    """b2: F2 (index 1 of stage M) writes it, F5 (index 2 of stage M+1) reads it. With 1 task
+    at once they run in waves 1 and 2, with 2 in waves 0 (slot 1) and 1; unknown: the widest
+    stage (3) is one wave."""
+    d = CoreDriver(block_size=1000, predictor=ByWave())
+    key = d.register(fig9_path)
+    assert d.state.workflows[key].lifetimes["b2"] == pytest.approx(1.0 + 0.333 + 10 * 0.667)  # widest: 3
+    one, two = d.start(key, max_concurrency=1), d.start(key, max_concurrency=2)
+    assert d.state.runs[one].predicted["b2"] == pytest.approx(1.0 + 1.0 + 10 * 2.0)
+    assert d.state.runs[two].predicted["b2"] == pytest.approx(1.0 + 0.5 + 10 * 1.0)
+    assert d.state.runs[one].concurrency == 1
+    d.capacity("s0", 64)
+    d.put(one, "", "in2", 100)
+    d.get(one, "F2", "in2")
+    d.put(one, "F2", "b1", 70)
+    d.put(one, "F2", "b2", 80)
+    d.get(one, "F4", "b1")
+    d.put(one, "F4", "d", 10)                                                     # b1 freed: measured
+    (b1,) = rows_of_run(d.state.runs[one], "s")
+    assert b1.features[5:] == (1.0, 1.0)                                         # F2 and F4: index 1 of 1 at once
+    replayed = MetadataState(block_size=1000, predictor=HeuristicPredictor())
+    for e in d.log:
+        replayed.handle(e)
+    assert replayed.runs[one].concurrency == 1 and replayed.runs[one].predicted == d.state.runs[one].predicted
+    assert rows_of_run(replayed.runs[one], "s") == [b1]
+
+
 def test_replay_places_with_the_journaled_predictions_not_todays_model(fig9_path: Path):
     """A replayed journal must rebuild the placements the daemon holds, whatever model
     serves at replay time."""

@@ -892,6 +892,7 @@ class PutGrant(object):
      - freed
      - already_committed
      - readable
+     - expires_at_ms
 
     """
 
@@ -903,10 +904,11 @@ class PutGrant(object):
         'freed',
         'already_committed',
         'readable',
+        'expires_at_ms',
     )
 
 
-    def __init__(self, object_name=None, size=None, placement=None, existing=None, freed=None, already_committed=None, readable=None,):
+    def __init__(self, object_name=None, size=None, placement=None, existing=None, freed=None, already_committed=None, readable=None, expires_at_ms=None,):
         self.object_name = object_name
         self.size = size
         self.placement = placement
@@ -914,6 +916,7 @@ class PutGrant(object):
         self.freed = freed
         self.already_committed = already_committed
         self.readable = readable
+        self.expires_at_ms = expires_at_ms
 
     def read(self, iprot):
         if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
@@ -960,6 +963,11 @@ class PutGrant(object):
                     self.readable = iprot.readBool()
                 else:
                     iprot.skip(ftype)
+            elif fid == 8:
+                if ftype == TType.I64:
+                    self.expires_at_ms = iprot.readI64()
+                else:
+                    iprot.skip(ftype)
             else:
                 iprot.skip(ftype)
             iprot.readFieldEnd()
@@ -997,6 +1005,10 @@ class PutGrant(object):
         if self.readable is not None:
             oprot.writeFieldBegin('readable', TType.BOOL, 7)
             oprot.writeBool(self.readable)
+            oprot.writeFieldEnd()
+        if self.expires_at_ms is not None:
+            oprot.writeFieldBegin('expires_at_ms', TType.I64, 8)
+            oprot.writeI64(self.expires_at_ms)
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
         oprot.writeStructEnd()
@@ -2227,6 +2239,7 @@ PutGrant.thrift_spec = (
     (5, TType.BOOL, 'freed', None, None, ),  # 5
     (6, TType.BOOL, 'already_committed', None, None, ),  # 6
     (7, TType.BOOL, 'readable', None, None, ),  # 7
+    (8, TType.I64, 'expires_at_ms', None, None, ),  # 8
 )
 all_structs.append(PutResult)
 PutResult.thrift_spec = (
