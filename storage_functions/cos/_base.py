@@ -1,7 +1,8 @@
 """The COS base class: key validation, retries, counters.
 
 A backend implements six primitives (``_put``, ``_get``, ``_get_range``,
-``_delete``, ``_list``, ``_exists``) and ``_is_transient``; it raises
+``_delete``, ``_list``, ``_exists``) and ``_is_transient``, and may override
+``_put_file`` (store a file's range without reading it into the process); it raises
 ``COSNotFound`` for a missing key and lets every other error escape. The base
 validates keys, retries transient errors under a ``RetryPolicy`` with an
 injected ``sleep``/``clock``/``rng``, wraps what is left in ``COSError``
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import builtins
 
+import os
 import random
 import threading
 import time
@@ -127,6 +129,22 @@ class COS(ABC):
         self._call("put", key, lambda: self._put(key, data))
         self._count(puts=1, bytes_put=size)
 
+    def put_file(self, key: str, path: str | os.PathLike[str], offset: int = 0, length: int | None = None) -> None:
+        """Store ``length`` bytes of the file at ``path`` from ``offset`` (default: to its end)
+        under ``key``, like :meth:`put`, without reading them into this process where the
+        backend can: a local directory hard-links a whole file or copies in the kernel, S3
+        uploads from the file (multipart past boto3's threshold). The file must not change
+        while (or, for a link, after) it is stored."""
+        validate_key(key)
+        src = os.fspath(path)
+        if not isinstance(offset, int) or offset < 0 or (length is not None and (not isinstance(length, int)
+                                                                                 or length < 0)):
+            raise ValueError(f"COS put_file of {key!r}: offset and length must be ints >= 0, "
+                             f"got {offset!r}, {length!r}")
+        size = os.path.getsize(src) - offset if length is None else length
+        self._call("put", key, lambda: self._put_file(key, src, offset, size))
+        self._count(puts=1, bytes_put=size)
+
     def get(self, key: str) -> bytes:
         """The whole object; ``COSNotFound`` if there is none."""
         validate_key(key)
@@ -207,6 +225,15 @@ class COS(ABC):
     @abstractmethod
     def _is_transient(self, exc: BaseException) -> bool:
         """True if retrying the same call may succeed."""
+
+    def _put_file(self, key: str, path: str, offset: int, length: int) -> None:
+        """Default: read the range and ``_put`` it (a backend overrides this to avoid the copy)."""
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            data = fh.read(length)
+        if len(data) != length:
+            raise OSError(f"{path}: {length} bytes from offset {offset} asked, {len(data)} there")
+        self._put(key, data)
 
     def _delete_many(self, keys: builtins.list[str]) -> int:
         for key in keys:

@@ -9,6 +9,7 @@ Not here: retries and counters (``_base.py``), URL parsing (``_open.py``).
 
 from __future__ import annotations
 
+import os
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -84,6 +85,14 @@ class S3COS(COS):
     def _put(self, key: str, data: bytes | bytearray | memoryview) -> None:
         body = data if isinstance(data, bytes) else bytes(data)
         self.client.put_object(Bucket=self.bucket, Key=self.prefix + key, Body=body)
+
+    def _put_file(self, key: str, path: str, offset: int, length: int) -> None:
+        """A whole file goes up with boto3's ``upload_file`` (multipart from the file past its
+        threshold, no copy in memory); a range as one ``put_object`` of the range."""
+        if offset == 0 and os.path.getsize(path) == length and hasattr(self.client, "upload_file"):
+            self.client.upload_file(path, self.bucket, self.prefix + key)
+            return
+        super()._put_file(key, path, offset, length)
 
     def _get(self, key: str) -> bytes:
         try:

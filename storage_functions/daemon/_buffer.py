@@ -1,45 +1,191 @@
-"""The persistent buffer (SION Sec. 5.3.2): each version's chunks go to a
-file on the daemon's disk while they stream to the functions; a PUT returns
-when both hold them, and uploader threads copy the file to COS behind it,
-retrying until it lands. A version freed before its upload started is never
-uploaded; one freed during its upload is deleted from COS right after.
-Covers the files, the upload queue and retries; not the wire.
+"""The persistent buffer (SION Sec. 5.3.2) and its write-behind: a version's
+bytes (the COS object: chunks, then the trailer) are held by the daemon while
+they stream to the functions; a PUT returns when both hold them, and uploader
+threads copy them to COS behind it, retrying until they land.
+
+Where a version is held (:class:`Held`):
+
+- a small one (up to ``memory_max_object`` bytes) in memory, and on disk by one
+  ``write`` appending it to a segment file (``_segments``) -- no file of its own
+  on the PUT's path; past ``memory_bytes`` of held versions a new one keeps only
+  its segment copy (spilled: read back from the file);
+- a large one in a file of its own, uploaded without reading it into the
+  process (``COS.put_file``: a hard link for the local COS, ``upload_file``
+  multipart for S3).
+
+When (``_upload_plan``): SION uploads at once; a coded version waits
+``parity_delay_s`` (its parity covers the loss of up to ``p`` functions, the
+buffer holds it whole) and is never uploaded if it is freed meanwhile; a chunk
+loss expedites it. Due versions go up in batches, with one durable-log record
+per batch. A version freed before its upload started is never uploaded; one
+freed during its upload is deleted from COS right after. COS deletes run on
+the uploader threads, never on the caller's. ``close`` uploads what is still
+queued without waiting for due times (bounded by ``close_timeout_s``).
+
+Covers holding, reading back, the upload queue and retries; not the wire.
 """
 
 from __future__ import annotations
 
+import collections
+import json
 import logging
 import os
-import queue
+import socket
 import threading
 import time
+from dataclasses import dataclass
 from typing import IO, Any, Callable
 
 from ..private_files import open_private, private_dir
-from ._objects import ObjectVersion
+from ._objects import TRAILER, ObjectVersion
+from ._segments import SegmentLog
+from ._upload_plan import UploadPolicy, UploadQueue
 
-__all__ = ["PersistentBuffer"]
+__all__ = ["PersistentBuffer", "Held", "BufferWriter", "BufferReader"]
 
 log = logging.getLogger("storage_functions.daemon")
 
+_BUF = ".buf"
+#: COS requests a skipped upload saves: its PUT and the DELETE its free would have needed
+REQUESTS_PER_SKIP = 2
+
+
+@dataclass(eq=False, slots=True)
+class Held:
+    """One version in the buffer: its ``length`` bytes in ``mem`` (None: spilled or
+    large) and at ``base`` of the file ``path`` (a segment ``seg``, or its own file)."""
+
+    obj: ObjectVersion
+    length: int
+    mem: bytearray | None = None
+    path: str | None = None
+    base: int = 0
+    seg: str | None = None
+    expires_at: float | None = None  # predicted expiry, on the buffer's clock
+
+    def place(self) -> list[Any] | None:
+        """What the durable log keeps to find it after a kill (segment versions only)."""
+        return [self.seg, self.base, self.length] if self.seg is not None else None
+
+
+class BufferReader:
+    """An open hold on a version's bytes (valid after the buffer drops it: the file
+    stays open, the memory referenced)."""
+
+    def __init__(self, held: Held, fh: IO[bytes] | None) -> None:
+        self.mem = memoryview(held.mem) if held.mem is not None else None
+        self.fh = fh
+        self.base = held.base
+
+    def send(self, sock: socket.socket, off: int, n: int) -> None:
+        if self.mem is not None:
+            sock.sendall(self.mem[off:off + n])
+        else:
+            assert self.fh is not None
+            sock.sendfile(self.fh, self.base + off, n)
+
+    def read(self, off: int, n: int) -> bytes:
+        if self.mem is not None:
+            return bytes(self.mem[off:off + n])
+        assert self.fh is not None
+        return os.pread(self.fh.fileno(), n, self.base + off)
+
+    def close(self) -> None:
+        if self.fh is not None:
+            self.fh.close()
+        if self.mem is not None:
+            self.mem.release()
+
+    def __enter__(self) -> BufferReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class BufferWriter:
+    """A version being written: ``write`` each piece as it arrives, then ``finish``
+    (the version is held: ``obj.held``) or ``abort``."""
+
+    def __init__(self, buf: PersistentBuffer, obj: ObjectVersion, small: bool, expires_at: float | None) -> None:
+        self.buf, self.obj, self.expires_at = buf, obj, expires_at
+        self.mem: bytearray | None = bytearray() if small else None
+        self.path: str | None = None
+        self.fh: IO[bytes] | None = None
+        self.n = 0
+        if not small:
+            self.path = buf.path_for(obj)
+            self.fh = open_private(self.path, "wb")
+
+    def write(self, piece: bytes | bytearray | memoryview) -> None:
+        if self.mem is not None:
+            self.mem += piece
+        else:
+            assert self.fh is not None
+            self.fh.write(piece)
+
+    def finish(self, tail: bytes) -> Held:
+        b = self.buf
+        if self.mem is not None:
+            self.mem += tail
+            seg, off = b.segments.append(self.mem)
+            held = Held(self.obj, len(self.mem), mem=self.mem, path=b.segments.path(seg), base=off, seg=seg,
+                        expires_at=self.expires_at)
+            if not b._reserve(len(self.mem)):
+                held.mem = None  # over the memory budget: served from the segment
+        else:
+            assert self.fh is not None and self.path is not None
+            self.fh.write(tail)
+            if b.fsync:
+                self.fh.flush()
+                os.fsync(self.fh.fileno())
+            length = self.fh.tell()
+            self.fh.close()
+            held = Held(self.obj, length, path=self.path, expires_at=self.expires_at)
+        with self.obj.lock:
+            self.obj.held = held
+        return held
+
+    def abort(self) -> None:
+        if self.fh is not None:
+            self.fh.close()
+            _unlink(self.path)
+        self.mem = None
+
 
 class PersistentBuffer:
-    def __init__(self, directory: str, cos: Any, *, workers: int = 2, delay_s: float = 0.0,
-                 fsync: bool = False, max_backoff_s: float = 5.0,
-                 on_uploaded: Callable[[ObjectVersion], None] | None = None) -> None:
+    def __init__(self, directory: str, cos: Any, *, workers: int = 2, policy: UploadPolicy | None = None,
+                 fsync: bool = False, max_backoff_s: float = 5.0, memory_bytes: int = 256 << 20,
+                 memory_max_object: int = 1 << 20, batch: int = 32, close_timeout_s: float = 5.0,
+                 on_uploaded: Callable[[list[ObjectVersion]], None] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.dir = directory
         private_dir(directory)
         self.cos = cos
-        self.delay_s = delay_s
+        self.policy = policy or UploadPolicy()
         self.fsync = fsync
         self.max_backoff_s = max_backoff_s
-        self.on_uploaded = on_uploaded  # the durable table's record of the COS copy
-        self._q: queue.Queue[tuple[float, ObjectVersion] | None] = queue.Queue()
-        self._idle = threading.Condition()
+        self.memory_bytes, self.memory_max_object = memory_bytes, memory_max_object
+        self.batch = max(1, batch)
+        self.close_timeout_s = close_timeout_s
+        self.on_uploaded = on_uploaded  # the durable table's record of the COS copies
+        self.clock = clock
+        self.segments = SegmentLog(directory, fsync=fsync)
+        self._cond = threading.Condition()
+        self._q: UploadQueue[Held] = UploadQueue()
+        self._deletes: collections.deque[str] = collections.deque()
         self._outstanding = 0
+        self._closing = False
+        self._mem_lock = threading.Lock()
+        self.mem_held = 0  # bytes of versions held in memory
         self.uploads = 0
-        self.skipped = 0
+        self.skipped = 0  # versions freed before their upload: never uploaded
+        self.skipped_coded = 0  # of those, ones that waited for the parity delay (would have gone up in SION)
         self.retries = 0
+        self.deletes = 0  # COS deletes of versions freed after (or while) they were uploaded
+        self.spilled = 0  # small versions over the memory budget, held in their segment only
+        self.expedited = 0  # coded versions uploaded early: a chunk was lost
         self.paused = threading.Event()
         self.paused.set()  # set = running
         self._workers = [threading.Thread(target=self._run, daemon=True, name=f"upload-{i}")
@@ -47,85 +193,250 @@ class PersistentBuffer:
         for t in self._workers:
             t.start()
 
+    # -- holding ------------------------------------------------------------------------
     def path_for(self, obj: ObjectVersion) -> str:
         safe = obj.cos_key.replace("/", "_")
-        return os.path.join(self.dir, f"{safe}.buf")
+        return os.path.join(self.dir, f"{safe}{_BUF}")
 
-    @staticmethod
-    def create(path: str) -> IO[bytes]:
-        """A new buffer file (0600, in a 0700 directory: it holds a workflow's data)."""
-        return open_private(path, "wb")
+    def writer(self, obj: ObjectVersion, size: int, expires_at_ms: int | None = None) -> BufferWriter:
+        """A writer for version ``obj`` of ``size`` object bytes; ``expires_at_ms``: its
+        predicted expiry (wall clock, ms), if the PUT said."""
+        expires = None
+        if expires_at_ms:
+            expires = self.clock() + (expires_at_ms / 1000.0 - time.time())
+        return BufferWriter(self, obj, size <= self.memory_max_object, expires)
 
+    def _reserve(self, n: int) -> bool:
+        with self._mem_lock:
+            if self.mem_held + n > self.memory_bytes:
+                self.spilled += 1
+                return False
+            self.mem_held += n
+            return True
+
+    def _let_go(self, held: Held) -> None:
+        """The buffer no longer holds ``held`` (taken off its version under its lock)."""
+        if held.mem is not None:
+            with self._mem_lock:
+                self.mem_held -= held.length
+        if held.seg is not None:
+            self.segments.release(held.seg)
+        else:
+            _unlink(held.path)
+
+    def drop(self, obj: ObjectVersion) -> None:
+        """A PUT that failed after ``finish``: let its bytes go (nothing was queued)."""
+        with obj.lock:
+            held, obj.held = obj.held, None
+        if held is not None:
+            self._let_go(held)
+
+    def open(self, obj: ObjectVersion) -> BufferReader | None:
+        """The version's bytes while the buffer holds them and COS does not yet."""
+        with obj.lock:
+            held = obj.held
+            if obj.uploaded or held is None:
+                return None
+            fh = None
+            if held.mem is None:
+                try:
+                    fh = open(held.path or "", "rb")
+                except FileNotFoundError:
+                    return None
+            return BufferReader(held, fh)
+
+    def read(self, obj: ObjectVersion, off: int, n: int) -> bytes | None:
+        r = self.open(obj)
+        if r is None:
+            return None
+        with r:
+            return r.read(off, n)
+
+    # -- restart --------------------------------------------------------------------------
+    def recover(self, obj: ObjectVersion, place: Any) -> bool:
+        """A restarted daemon holds ``obj`` again if its bytes survived: its segment range
+        (``place``, from the durable log) or its own file. False: neither did."""
+        if isinstance(place, list) and len(place) == 3 and isinstance(place[0], str):
+            seg, base, length = str(place[0]), int(place[1]), int(place[2])
+            path = os.path.join(self.dir, seg)
+            if _trailer_ok(path, base, length, obj):
+                self.segments.adopt(seg)
+                obj.held = Held(obj, length, path=path, base=base, seg=seg)
+                return True
+            return False
+        path = self.path_for(obj)
+        if os.path.exists(path):
+            obj.held = Held(obj, os.path.getsize(path), path=path)
+            return True
+        return False
+
+    def sweep(self, keep: set[str]) -> None:
+        """At start, after ``recover``: delete version files not in ``keep`` (names) and
+        segments no recovered version is in."""
+        for name in os.listdir(self.dir):
+            if name.endswith(_BUF) and name not in keep:
+                _unlink(os.path.join(self.dir, name))
+        self.segments.sweep()
+
+    # -- write-behind -------------------------------------------------------------------
     def submit(self, obj: ObjectVersion) -> None:
+        """Queue the version's upload, due as the policy says."""
         if self.cos is None:
             return
-        with self._idle:
+        with obj.lock:
+            held = obj.held
+        if held is None:
+            return
+        minp = min((st.p for st in obj.stripes), default=0)
+        due = self.policy.due(self.clock(), minp, held.expires_at)
+        with self._cond:
             self._outstanding += 1
-        self._q.put((time.monotonic() + self.delay_s, obj))
+            self._q.push(held, due)
+            self._cond.notify()
+
+    def expedite(self, obj: ObjectVersion) -> None:
+        """A chunk of ``obj`` was lost: its parity covers fewer losses now, upload it at once."""
+        with obj.lock:
+            held = obj.held
+        if held is None:
+            return
+        with self._cond:
+            nd = self._q.next_due()
+            if held in self._q and self._q.expedite(held, self.clock()):
+                self.expedited += 1
+                if nd is None or nd > self.clock():
+                    self._cond.notify()
 
     def discard(self, obj: ObjectVersion) -> None:
-        """The version was freed: never upload it, drop its file, and remove
-        its COS copy if it already got there."""
+        """The version was freed: never upload it, let its bytes go, and delete its COS
+        copy (on an uploader thread) if it already got there."""
         with obj.lock:
             obj.state = "freed"
-            path, obj.buffer_path = obj.buffer_path, None
+            held, obj.held = obj.held, None
             uploaded = obj.uploaded
-        if path:
-            _unlink(path)
+        if held is not None:
+            self._let_go(held)
+            with self._cond:
+                if self._q.drop(held):
+                    self._skip_locked(held)
+                    self._outstanding -= 1
+                    self._cond.notify_all()
         if uploaded and self.cos is not None:
-            try:
-                self.cos.delete(obj.cos_key)
-            except Exception as exc:  # noqa: BLE001
-                log.warning("COS delete of %s failed: %r", obj.cos_key, exc)
+            with self._cond:
+                self._deletes.append(obj.cos_key)
+                self._cond.notify()
+
+    def _skip_locked(self, held: Held) -> None:
+        self.skipped += 1
+        if self.policy.coded(min((st.p for st in held.obj.stripes), default=0)):
+            self.skipped_coded += 1
 
     def wait_idle(self, timeout: float) -> bool:
-        with self._idle:
-            return self._idle.wait_for(lambda: self._outstanding == 0, timeout)
+        """Wait until every queued upload and COS delete is done."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._outstanding == 0 and not self._deletes, timeout)
+
+    def stats(self) -> dict[str, Any]:
+        with self._cond:
+            queued = len(self._q)
+        decided = self.uploads + self.skipped
+        return {"uploads": self.uploads, "uploads_skipped": self.skipped,
+                "uploads_skipped_coded": self.skipped_coded,
+                "uploads_skipped_share": round(self.skipped / decided, 4) if decided else 0.0,
+                "cos_requests_saved": REQUESTS_PER_SKIP * self.skipped, "upload_retries": self.retries,
+                "uploads_expedited": self.expedited, "uploads_queued": queued, "cos_deletes": self.deletes,
+                "buffer_memory_bytes": self.mem_held, "buffer_spilled": self.spilled,
+                "upload_delay_s": self.policy.delay_s, "parity_upload_delay_s": self.policy.parity_delay_s}
 
     def close(self) -> None:
-        for _ in self._workers:
-            self._q.put(None)
+        """Stop the uploaders: what is queued goes up now (no waiting for due times),
+        for at most ``close_timeout_s``; what is left stays on disk for a restart."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        deadline = time.monotonic() + self.close_timeout_s
         for t in self._workers:
-            t.join(5)
+            t.join(max(0.0, deadline - time.monotonic()))
+        self.segments.close()
 
-    def _done(self) -> None:
-        with self._idle:
-            self._outstanding -= 1
-            self._idle.notify_all()
+    # -- uploader threads -------------------------------------------------------------------
+    def _next_job(self) -> tuple[str, Any] | None:
+        with self._cond:
+            while True:
+                if self._deletes:
+                    return "delete", self._deletes.popleft()
+                running = self.paused.is_set()
+                if running:
+                    batch = self._q.pop_all(self.batch) if self._closing else \
+                        self._q.pop_due(self.clock(), self.batch)
+                    if batch:
+                        return "upload", batch
+                if self._closing and (not running or not self._q):
+                    return None
+                nd = self._q.next_due()
+                timeout = 0.05 if not running else (None if nd is None else max(0.0, nd - self.clock()))
+                self._cond.wait(timeout)
 
     def _run(self) -> None:
         while True:
-            item = self._q.get()
-            if item is None:
+            job = self._next_job()
+            if job is None:
                 return
-            due, obj = item
+            kind, what = job
+            if kind == "delete":
+                self._delete(what)
+                with self._cond:
+                    self._cond.notify_all()
+                continue
+            done: list[ObjectVersion] = []
             try:
-                wait = due - time.monotonic()
-                if wait > 0:
-                    time.sleep(wait)
-                self.paused.wait()
-                self._upload(obj)
+                for held in what:
+                    if self._upload(held):
+                        done.append(held.obj)
             finally:
-                self._done()
+                if done and self.on_uploaded is not None:
+                    self.on_uploaded(done)
+                for obj in done:  # logged: the buffer lets its copy go
+                    with obj.lock:
+                        held2, obj.held = obj.held, None
+                    if held2 is not None:
+                        self._let_go(held2)
+                with self._cond:
+                    self._outstanding -= len(what)
+                    self._cond.notify_all()
 
-    def _upload(self, obj: ObjectVersion) -> None:
+    def _delete(self, cos_key: str) -> None:
+        try:
+            self.cos.delete(cos_key)
+            self.deletes += 1
+        except Exception as exc:  # noqa: BLE001
+            log.warning("COS delete of %s failed: %r", cos_key, exc)
+
+    def _upload(self, held: Held) -> bool:
+        """Upload one version; True when its COS copy landed and it is still live."""
+        obj = held.obj
         backoff = 0.05
         while True:
             with obj.lock:
-                if obj.state == "freed" or obj.buffer_path is None:
-                    self.skipped += 1
-                    return
+                if obj.state == "freed" or obj.held is not held:
+                    with self._cond:
+                        self._skip_locked(held)
+                    return False
                 obj.uploading = True
-                path = obj.buffer_path
+                mem = held.mem
             try:
-                with open(path, "rb") as fh:
-                    data = fh.read()
-                self.cos.put(obj.cos_key, data)
+                if mem is not None:
+                    self.cos.put(obj.cos_key, memoryview(mem))
+                else:
+                    self.cos.put_file(obj.cos_key, held.path or "", held.base, held.length)
                 break
             except Exception as exc:  # noqa: BLE001 - retry whatever COS raised
                 self.retries += 1
                 log.warning("upload of %s failed (%r); retrying in %.2fs", obj.cos_key, exc, backoff)
-                time.sleep(backoff)
+                with self._cond:  # a close does not wait out the back-off
+                    self._cond.wait_for(lambda: self._closing, backoff)
+                    if self._closing:
+                        return False
                 backoff = min(backoff * 2, self.max_backoff_s)
             finally:
                 with obj.lock:
@@ -134,20 +445,34 @@ class PersistentBuffer:
         with obj.lock:
             obj.uploaded = True
             freed = obj.state == "freed"
-            path2, obj.buffer_path = obj.buffer_path, None
-        if path2:
-            _unlink(path2)
-        if self.on_uploaded is not None and not freed:
-            self.on_uploaded(obj)
-        if freed:
-            try:
-                self.cos.delete(obj.cos_key)
-            except Exception as exc:  # noqa: BLE001
-                log.warning("COS delete of %s failed: %r", obj.cos_key, exc)
+        if freed:  # freed while it went up: take the copy back
+            self._delete(obj.cos_key)
+            return False
+        return True
 
 
-def _unlink(path: str) -> None:
+def _trailer_ok(path: str, base: int, length: int, obj: ObjectVersion) -> bool:
+    """Whether ``path`` holds ``obj``'s bytes at ``base``: its trailer ends them."""
     try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
+        with open(path, "rb") as fh:
+            if length < TRAILER.size or os.fstat(fh.fileno()).st_size < base + length:
+                return False
+            n, magic = TRAILER.unpack(os.pread(fh.fileno(), TRAILER.size, base + length - TRAILER.size))
+            if magic != b"SION" or n > length - TRAILER.size:
+                return False
+            meta = os.pread(fh.fileno(), n, base + length - TRAILER.size - n)
+    except OSError:
+        return False
+    try:
+        m = json.loads(meta)
+    except ValueError:
+        return False
+    return isinstance(m, dict) and m.get("key") == obj.key and m.get("version") == obj.version
+
+
+def _unlink(path: str | None) -> None:
+    if path:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass

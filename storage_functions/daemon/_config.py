@@ -31,8 +31,18 @@ class DaemonConfig:
     cos_url: str | None = None
     cos_prefix: str = "sion"
     upload_workers: int = 2
+    # write-behind (``_upload_plan``): every version waits upload_delay_s before its COS upload
+    # (0: at once, as SION); a version whose every stripe has parity waits parity_upload_delay_s
+    # (its code covers the loss of up to p functions and the buffer holds it meanwhile), and is
+    # never uploaded if it is freed by then (0: no such wait)
     upload_delay_s: float = 0.0
+    parity_upload_delay_s: float = 2.0
     buffer_fsync: bool = False
+    # the buffer holds versions up to buffer_memory_max_object bytes in memory (and appended
+    # to a segment file), at most buffer_memory_bytes of them (past it: the segment only);
+    # larger ones in a file of their own
+    buffer_memory_bytes: int = 256 * MiB
+    buffer_memory_max_object: int = MiB
     max_object_bytes: int = 1 << 30
     large_threshold: int = 128 * 1024
     get_timeout_s: float = 10.0

@@ -8,6 +8,7 @@ Records (JSON), each framed as ``u32 length | u32 crc32 | payload``:
 - ``{"o": "put", "k": key, "v": version, "m": {size, cos_key, alloc, stripes: [...]}}``:
   a version became readable (logged before the PUT is acknowledged);
 - ``{"o": "up", "k": key, "v": version}``: its COS copy landed;
+- ``{"o": "ups", "kv": [[key, version], ...]}``: the COS copies of a batch landed;
 - ``{"o": "free", "k": [keys]}``: every version of these keys was freed;
 - ``{"o": "start", "n": restarts}``: a daemon process started on this log
   (``n``: how many earlier processes had, after compaction).
@@ -97,14 +98,24 @@ class LogImage:
         if op == "put" and isinstance(rec.get("m"), dict):
             self.live.setdefault(str(rec.get("k")), {})[int(rec.get("v", 0))] = dict(rec["m"], uploaded=False)
         elif op == "up":
-            meta = self.live.get(str(rec.get("k")), {}).get(int(rec.get("v", 0)))
-            if meta is not None:
-                meta["uploaded"] = True
+            self._landed(rec.get("k"), rec.get("v", 0))
+        elif op == "ups":
+            for kv in rec.get("kv") or []:
+                if isinstance(kv, list) and len(kv) == 2:
+                    self._landed(kv[0], kv[1])
         elif op == "free":
             for k in rec.get("k") or []:
                 self.live.pop(str(k), None)
         elif op == "start":
             self.starts = max(self.starts + 1, int(rec.get("n", 0)))
+
+    def _landed(self, key: Any, version: Any) -> None:
+        try:
+            meta = self.live.get(str(key), {}).get(int(version))
+        except (TypeError, ValueError):
+            return
+        if meta is not None:
+            meta["uploaded"] = True
 
     def records(self) -> Iterator[dict[str, Any]]:
         """The image as a minimal log (compaction): ``start`` first, then the live versions."""

@@ -1,5 +1,5 @@
 """The daemon's GET path (I/O shell): a read of a version still in the
-persistent buffer is answered from the file; any other starts a first-d
+persistent buffer is answered from it (memory, or ``sendfile`` from its file); any other starts a first-d
 ``Collector`` (``_collect``, around its pure ``_window.GetWindow``), which the
 GET watchdog thread moves along; stripes the functions cannot complete are
 finished from the buffer or COS. Mixed into ``_server.Daemon``.
@@ -22,6 +22,7 @@ from ._objects import ObjectVersion
 from ._lanes import Lanes
 
 if TYPE_CHECKING:
+    from ._buffer import PersistentBuffer
     from ._config import DaemonConfig
     from ._functions import FunctionHandle
     from ._objects import ObjectTable
@@ -39,6 +40,7 @@ class GetPath:
     config: DaemonConfig
     counters: dict[str, int]
     cos: Any
+    buffer: PersistentBuffer
     pool: BufferPool
     handles: list[FunctionHandle]
     recovery: Recovery
@@ -66,20 +68,20 @@ class GetPath:
             raise UnknownKey(f"{f.key!r}{f' version {version}' if version is not None else ''}: no such object")
         self.count("gets")
         head = pack_header(Op.REPLY, reqid=f.reqid, meta=obj.head_json())
-        fh = self._open_buffer(obj)
-        if fh is not None:  # read-after-write from the persistent buffer, in order, on this client's thread
+        r = self.buffer.open(obj)
+        if r is not None:  # read-after-write from the persistent buffer, in order, on this client's thread
             self.count("buffer_hits")
             lane = lanes.open(0)  # written on this thread once every earlier reply was: holds nothing back
             try:
                 # (the previous replies are written: the client read them or its socket holds them)
                 lane.wait_head(self.config.get_timeout_s)
-                with fh:
+                with r:
                     sock.sendall(head)
                     for s, st in enumerate(obj.stripes):
                         for i in range(st.d):
                             send_frame(sock, Op.CHUNK, a=s, b=i, paylen=st.cl)
                             if st.cl:
-                                sock.sendfile(fh, obj.chunk_offset(s, i), st.cl)
+                                r.send(sock, obj.chunk_offset(s, i), st.cl)
                     send_frame(sock, Op.END, reqid=f.reqid)
             finally:
                 lane.finish()
@@ -125,15 +127,6 @@ class GetPath:
         with self._watch_cond:
             self._watch_cond.notify()
 
-    def _open_buffer(self, obj: ObjectVersion) -> Any:
-        with obj.lock:
-            if obj.uploaded or obj.buffer_path is None:
-                return None
-            try:
-                return open(obj.buffer_path, "rb")
-            except FileNotFoundError:
-                return None
-
     def _fallback_stripe(self, col: Collector, s: int) -> None:
         """Send the chunks of stripe ``s`` that first-d could not get, from
         the buffer or COS; END with an error if there are not enough."""
@@ -165,13 +158,8 @@ class GetPath:
     def _read_chunk(self, obj: ObjectVersion, s: int, i: int) -> bytes | None:
         st = obj.stripes[s]
         off = obj.chunk_offset(s, i)
-        data: bytes | None = None
-        fh = self._open_buffer(obj)
-        if fh is not None:
-            with fh:
-                fh.seek(off)
-                data = fh.read(st.cl)
-        elif self.cos is not None:
+        data = self.buffer.read(obj, off, st.cl)
+        if data is None and self.cos is not None:
             try:
                 data = self.cos.get_range(obj.cos_key, off, st.cl) if st.cl else b""
             except Exception as exc:  # noqa: BLE001

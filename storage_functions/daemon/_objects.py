@@ -20,8 +20,11 @@ import json
 import struct
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
+
+if TYPE_CHECKING:
+    from ._buffer import Held
 
 __all__ = ["Stripe", "ObjectVersion", "ObjectTable", "cos_object_key", "chunk_key", "trailer"]
 
@@ -62,7 +65,7 @@ class ObjectVersion:
     size: int = 0
     stripes: list[Stripe] = field(default_factory=list)
     state: str = "writing"  # writing | ready | failed | freed
-    buffer_path: str | None = None  # set while the persistent buffer holds it
+    held: Held | None = None  # the persistent buffer's copy, while it holds one (``_buffer``)
     uploaded: bool = False
     uploading: bool = False
     cos_key: str = ""

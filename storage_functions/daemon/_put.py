@@ -1,5 +1,6 @@
 """The daemon's PUT path (I/O shell): read a PUT's stripes from the client,
-stream each chunk to its function and to the persistent buffer at once, retry
+stream each chunk to its function and to the persistent buffer at once (memory
+and a segment for a small version, a file for a large one: ``_buffer``), retry
 the chunks whose function failed, and make the version readable. Where the
 chunks go and what is counted is the store core's (``_state.StoreState``,
 driven through ``Daemon._do``); this module only moves bytes. Mixed into
@@ -8,7 +9,6 @@ driven through ``Daemon._do``); this module only moves bytes. Mixed into
 
 from __future__ import annotations
 
-import os
 import socket
 import time
 from typing import TYPE_CHECKING, Any
@@ -22,7 +22,7 @@ from ._store_events import (Begun, ChunkFailed, ChunkStored, Degraded, Place, Pu
                             PutRetry, SendChunk, StripeBegun)
 
 if TYPE_CHECKING:
-    from ._buffer import PersistentBuffer
+    from ._buffer import BufferReader, PersistentBuffer
     from ._config import DaemonConfig
     from ._functions import FunctionHandle
     from ._store_events import Event, Instruction
@@ -80,9 +80,9 @@ class PutPath:
         (begun,) = self._do(PutBegun(key=f.key, size=size, now=time.monotonic()))
         assert isinstance(begun, Begun)
         obj = begun.obj
-        path = self.buffer.path_for(obj)
         waiter = Waiter()
-        fh = self.buffer.create(path)
+        expires = f.meta.get("expires_at_ms")
+        fh = self.buffer.writer(obj, size, expires if isinstance(expires, int) and expires > 0 else None)
         used: list[int] = []
         try:
             file_off = 0
@@ -118,17 +118,11 @@ class PutPath:
                 file_off += sf.paylen
             if error is not None:
                 raise error
-            fh.write(trailer(obj))
-            if self.config.buffer_fsync:
-                fh.flush()
-                os.fsync(fh.fileno())
+            fh.finish(trailer(obj))  # held: in memory and a segment, or in its own file
         except BaseException:
-            fh.close()
-            os.unlink(path)
+            fh.abort()
             self._abandon(obj)
             raise
-        fh.close()
-        obj.buffer_path = path
         failed = waiter.wait(self.config.put_timeout_s)
         if failed:
             failed = self._retry_chunks(obj, failed)
@@ -139,8 +133,7 @@ class PutPath:
                 self.count("degraded_puts")
                 failed = []
         if failed:
-            obj.buffer_path = None
-            os.unlink(path)
+            self.buffer.drop(obj)
             self._abandon(obj)
             raise StoreError(f"PUT {f.key!r}: {len(failed)} chunk(s) could not be stored in any function")
         self._do(PutReady(obj=obj, now=time.monotonic()))  # readable, and handed to the uploader
@@ -218,7 +211,7 @@ class PutPath:
         return self._index_of(fn), block + start // bs, start % bs
 
     def _retry_chunks(self, obj: ObjectVersion, failed: list[tuple[int, int]]) -> list[tuple[int, int]]:
-        """Store again, from the buffer file, chunks whose function failed: where the
+        """Store again, from the buffer, chunks whose function failed: where the
         metadata server placed them (the function's next instance) when it is the
         placement authority, else on another function (``PutRetry``)."""
         if not obj.stripes:
@@ -228,17 +221,17 @@ class PutPath:
         planned = tuple(self._planned(obj, s, i) for s, i in chunks) if obj.alloc is not None else None
         sends = self._do(PutRetry(obj=obj, failed=chunks, planned=planned, now=time.monotonic()))
         waiter = Waiter()
-        assert obj.buffer_path is not None
-        with open(obj.buffer_path, "rb") as fh:
+        r = self.buffer.open(obj)
+        assert r is not None
+        with r:
             for x in sends:
                 assert isinstance(x, SendChunk)
-                self._resend(fh, obj, x.stripe, x.index, x.place, waiter)
+                self._resend(r, obj, x.stripe, x.index, x.place, waiter)
         return waiter.wait(self.config.put_timeout_s)
 
-    def _resend(self, fh: Any, obj: ObjectVersion, s: int, i: int, place: Place, waiter: Waiter) -> None:
+    def _resend(self, r: BufferReader, obj: ObjectVersion, s: int, i: int, place: Place, waiter: Waiter) -> None:
         st = obj.stripes[s]
-        fh.seek(obj.chunk_offset(s, i))
-        data = fh.read(st.cl)
+        data = r.read(obj.chunk_offset(s, i), st.cl)
         self.count("chunk_retries")
         waiter.add()
         fn, block, off = place

@@ -3,14 +3,15 @@ log (``_durable``) and rebuilt from it when a daemon starts on the same buffer
 directory after a kill -9.
 
 The daemon calls four hooks: ``put`` (a version is about to become readable:
-logged before the PUT is acknowledged), ``uploaded`` (its COS copy landed),
+logged before the PUT is acknowledged, with the place of its bytes when they
+are in a buffer segment), ``uploaded`` (COS copies landed, one record a batch),
 ``freed`` (keys freed: logged before their bytes go) and, at start,
 ``restore`` then ``verify`` once it listens. ``restore`` puts every live
 version of the log back in the table, readable at once: its chunk places are
-reserved again, its buffer file (when the upload had not finished) is queued
-for upload, and without a buffer file its COS copy is looked for. Buffer files
-of versions the log does not hold (a PUT cut short by the kill, a free whose
-file outlived it) are deleted. ``verify`` asks every function that should hold
+reserved again, its buffered bytes (its segment range or its own file, when the
+upload had not finished) are queued for upload, and without them its COS copy is
+looked for. Buffer files and segments no live version needs (a PUT cut short by
+the kill, a free whose file outlived it) are deleted. ``verify`` asks every function that should hold
 chunks what it holds (STAT); chunks it still holds (a warm instance that
 outlived the daemon, as on Lambda) are used as they are, the others are stored
 there again from the buffer file or COS, a few workers at a time. Until a
@@ -45,12 +46,12 @@ __all__ = ["DurableTable", "version_record", "version_from_record"]
 
 log = logging.getLogger("storage_functions.daemon")
 
-_BUF = ".buf"
-
 
 def version_record(obj: ObjectVersion) -> dict[str, Any]:
-    """What the log keeps of a readable version (``put`` record's ``m``)."""
-    return {"size": obj.size, "cos_key": obj.cos_key,
+    """What the log keeps of a readable version (``put`` record's ``m``); ``buf``: where
+    a buffer segment holds its bytes (``[segment, offset, length]``), if one does."""
+    held = obj.held
+    return {"size": obj.size, "cos_key": obj.cos_key, "buf": held.place() if held is not None else None,
             "alloc": [list(a) for a in obj.alloc] if obj.alloc is not None else None,
             "stripes": [{"d": st.d, "p": st.p, "fs": st.fs, "ol": st.ol, "cl": st.cl, "crcs": list(st.crcs),
                          "places": [list(pl) if pl is not None else None for pl in st.places], "off": st.offset}
@@ -86,8 +87,12 @@ class DurableTable:
     def put(self, obj: ObjectVersion) -> None:
         self.log.append({"o": "put", "k": obj.key, "v": obj.version, "m": version_record(obj)})
 
-    def uploaded(self, obj: ObjectVersion) -> None:
-        self.log.append({"o": "up", "k": obj.key, "v": obj.version})
+    def uploaded(self, objs: list[ObjectVersion]) -> None:
+        """COS copies of ``objs`` landed (one record)."""
+        if len(objs) == 1:
+            self.log.append({"o": "up", "k": objs[0].key, "v": objs[0].version})
+        elif objs:
+            self.log.append({"o": "ups", "kv": [[o.key, o.version] for o in objs]})
 
     def freed(self, keys: Iterable[str]) -> None:
         live = self.log.image.live
@@ -112,23 +117,21 @@ class DurableTable:
         keep: set[str] = set()
         for key, version, meta in img.versions():
             obj = version_from_record(key, version, meta)
-            path = d.buffer.path_for(obj)
-            has_file = os.path.exists(path)
             obj.uploaded = bool(meta.get("uploaded"))
+            has_file = not obj.uploaded and d.buffer.recover(obj, meta.get("buf"))
             if not obj.uploaded and not has_file and d.cos is not None:
                 obj.uploaded = self._in_cos(obj.cos_key)  # it landed; the kill came before the record
-            if has_file and not obj.uploaded:
-                obj.buffer_path = path
-                keep.add(os.path.basename(path))
+            if has_file and obj.held is not None and obj.held.seg is None:
+                keep.add(os.path.basename(d.buffer.path_for(obj)))
             elif not obj.uploaded and not has_file:
                 d.count("restore_memory_only")
                 log.warning("%r version %d: neither its buffer file nor a COS copy survived; readable only "
                             "while its functions still hold its chunks", key, version)
             d._do(Restored(obj=obj, now=time.monotonic()))  # in the table, its places reserved again
             self.restored.append(obj)
-        self._drop_stray_files(keep)
+        d.buffer.sweep(keep)
         for obj in self.restored:
-            if obj.buffer_path is not None:
+            if obj.held is not None:
                 d.buffer.submit(obj)
         d.counters["restored_objects"] = len(self.restored)
         if self.restored:
@@ -142,15 +145,6 @@ class DurableTable:
         except Exception as exc:  # noqa: BLE001 - COS unreachable now: the buffer file is gone anyway
             log.warning("COS lookup of %s failed: %r", cos_key, exc)
             return False
-
-    def _drop_stray_files(self, keep: set[str]) -> None:
-        directory = self.daemon.buffer_dir
-        for name in os.listdir(directory):
-            if name.endswith(_BUF) and name not in keep:
-                try:
-                    os.unlink(os.path.join(directory, name))
-                except FileNotFoundError:
-                    pass
 
     def verify(self) -> None:
         """Once the daemon listens: check every function that should hold restored chunks,

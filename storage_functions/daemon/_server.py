@@ -41,6 +41,7 @@ from ._session import serve_connection
 from ._state import StoreState
 from ._store_events import (ChunkRecovered, Discard, Event, Free, Freed, FunctionLost, Instruction, Place, PutReady, Recover,
                             Release, Tick, Upload, Warm)
+from ._upload_plan import UploadPolicy
 
 __all__ = ["Daemon"]
 
@@ -81,8 +82,11 @@ class Daemon(PutPath, GetPath):
         self._own_buffer_dir = config.buffer_dir is None
         self.buffer_dir = config.buffer_dir or tempfile.mkdtemp(prefix="sion-buffer-")
         self.buffer = PersistentBuffer(self.buffer_dir, cos, workers=config.upload_workers,
-                                       delay_s=config.upload_delay_s, fsync=config.buffer_fsync,
-                                       on_uploaded=lambda obj: self.durable.uploaded(obj))
+                                       policy=UploadPolicy(delay_s=config.upload_delay_s,
+                                                           parity_delay_s=config.parity_upload_delay_s),
+                                       fsync=config.buffer_fsync, memory_bytes=config.buffer_memory_bytes,
+                                       memory_max_object=config.buffer_memory_max_object,
+                                       on_uploaded=lambda objs: self.durable.uploaded(objs))
         self.durable = DurableTable(self)  # the table on disk: a restarted daemon rebuilds it (_restore)
         self.handles: list[FunctionHandle] = []
         self._by_name: dict[str, FunctionHandle] = {}
@@ -198,6 +202,8 @@ class Daemon(PutPath, GetPath):
             elif isinstance(ins, Upload):
                 self.buffer.submit(ins.obj)
             elif isinstance(ins, Recover):
+                for obj in {id(c[0]): c[0] for c in ins.chunks}.values():
+                    self.buffer.expedite(obj)  # its parity covers fewer losses now: upload it at once
                 self.recovery.lost([LostChunk(obj, s, i, place) for obj, s, i, place in ins.chunks], ins.fn)
             elif isinstance(ins, Warm):
                 h = self.handles[ins.fn]
@@ -332,8 +338,7 @@ class Daemon(PutPath, GetPath):
             "objects": len(self.table.keys()), "versions": len(objs),
             "bytes": sum(o.size for o in objs),
             "pending_uploads": sum(1 for o in objs if not o.uploaded and o.state == "ready"),
-            "uploads": self.buffer.uploads, "uploads_skipped": self.buffer.skipped,
-            "upload_retries": self.buffer.retries,
+            **self.buffer.stats(),
             "runs": held_by_run(objs),
             **self.counters,
             "functions": [{"name": h.name, "state": h.state, "mem": h.mem, "chunks": chunks[k],
