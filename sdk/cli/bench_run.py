@@ -19,6 +19,12 @@ stack, next to its peers measured in the same run.
   those calls, summed, per object (one PUT and one GET of each);
   ``redis_set_get_ms``: p50 of a 4 KiB SET + GET pair from one client to a
   redis-server this bench starts (absent: null, and ``redis`` says why).
+- ``shuffle_uploads``, ``shuffle_uploads_skipped``, ``uploads_skipped_share``,
+  ``cos_requests_saved``: the daemon's write-behind over the shuffle (until its
+  queue is idle after the run): versions uploaded to COS, versions freed before
+  their upload was due (never uploaded), their share, and the COS requests that
+  saved (a PUT and the DELETE the free would need, each); ``parity_upload_delay_s``
+  the delay coded versions wait (``DaemonConfig``).
 
 ``--json`` prints one JSON object as the last line, with the ratios to the
 targets (``cold_vs_import`` <= 0.5, ``warm_overhead_ms`` <= 5,
@@ -118,16 +124,35 @@ def _noop(stack: Any, d: Path, stages: int, width: int) -> dict[str, Any]:
             "noop_cold_attempts": cold, "noop_attempts": sum(len(t["tries"]) for t in report.tasks.values())}
 
 
+def _upload_stats(stack: Any) -> dict[str, Any] | None:
+    daemon = getattr(stack.store, "daemon", None)
+    if daemon is None:  # the daemon runs in a child process
+        return None
+    daemon.wait_uploads(60)
+    st: dict[str, Any] = daemon.buffer.stats()
+    return st
+
+
 def _shuffle(stack: Any, d: Path, mappers: int, reducers: int) -> dict[str, Any]:
     wds = code.write_shuffle(d, mappers, reducers)
+    before = _upload_stats(stack)
     report = _run(wds, stack, {"src": str(d / "src.txt")})
+    after = _upload_stats(stack)
+    ups: dict[str, Any] = {}
+    if before is not None and after is not None:
+        up, skip = (after[k] - before[k] for k in ("uploads", "uploads_skipped"))
+        ups = {"shuffle_uploads": up, "shuffle_uploads_skipped": skip,
+               "uploads_skipped_share": round(skip / (up + skip), 4) if up + skip else 0.0,
+               "cos_requests_saved": after["cos_requests_saved"] - before["cos_requests_saved"],
+               "parity_upload_delay_s": after["parity_upload_delay_s"]}
     timings = code.read_timings(d)
     put = sum(float(t.get("put_s", 0.0)) for t in timings)
     get = sum(float(t.get("get_s", 0.0)) for t in timings)
     n = mappers * reducers
     return {"shuffle_per_object_ms": round((put + get) / n * 1000.0, 3),
             "shuffle_put_per_object_ms": round(put / n * 1000.0, 3),
-            "shuffle_get_per_object_ms": round(get / n * 1000.0, 3), "shuffle_wall_s": round(report.wall_s, 3)}
+            "shuffle_get_per_object_ms": round(get / n * 1000.0, 3), "shuffle_wall_s": round(report.wall_s, 3),
+            **ups}
 
 
 def _redis(pairs: int) -> tuple[str, float | None]:
@@ -202,3 +227,6 @@ def _print(doc: dict[str, Any]) -> None:
           f"object (put {doc['shuffle_put_per_object_ms']}, get {doc['shuffle_get_per_object_ms']}), "
           f"{doc['shuffle_wall_s']} s; Redis SET+GET {doc['redis_set_get_ms']} ms ({doc['redis']}); "
           f"ratio {doc['shuffle_vs_redis']} (target <= 5)")
+    if "shuffle_uploads" in doc:
+        print(f"write-behind over the shuffle: {doc['shuffle_uploads']} uploads, {doc['shuffle_uploads_skipped']} "
+              f"skipped ({doc['uploads_skipped_share']:.0%}), {doc['cos_requests_saved']} COS requests saved")

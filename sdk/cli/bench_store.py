@@ -11,7 +11,12 @@ server) and a raw loopback socket copy, in one run. Prints a table;
                         "put_vs_redis" (p50 over Redis's), "get_vs_raw", "get_into_vs_raw",
                         "put_vs_raw" (MB/s over the raw socket's)}, ...},
      "ec": {"65536": {"encode_us", "decode_us", "raw_xfer_us"}, ...},
-     "redis": "found at /usr/bin/redis-server" | "absent: ...", ...}
+     "redis": "found at /usr/bin/redis-server" | "absent: ...",
+     "write_behind": {"uploads", "uploads_skipped", "uploads_skipped_share", "cos_requests_saved", ...}, ...}
+
+``write_behind`` is the daemon's buffer over the whole run (``PersistentBuffer.stats``):
+every benchmark object is read back after its upload, so none is skipped here; the
+share of uploads a workflow skips is in ``funcsion bench run``.
 """
 
 from __future__ import annotations
@@ -82,7 +87,8 @@ def _timed(fn: Callable[..., Any], *args: Any) -> float:
 
 
 # -- the store ------------------------------------------------------------------
-def _bench_store(sizes: list[int], base: int, d: int, p: int) -> dict[int, dict[str, float]]:
+def _bench_store(sizes: list[int], base: int, d: int, p: int,
+                 write_behind: dict[str, Any] | None = None) -> dict[int, dict[str, float]]:
     from sdk._erasure import Codec
     from sdk._store_client import StoreClient
     from storage_functions.daemon import LocalStore
@@ -108,6 +114,9 @@ def _bench_store(sizes: list[int], base: int, d: int, p: int) -> dict[int, dict[
             res[size].update({"get_into_p50_us": round(_pct(into, 0.5) * 1e6, 1),
                               "get_into_mbps": round(size / statistics.median(into) / 1e6, 1)})
             c.free([f"b-{size}-{i}" for i in range(n)] + [f"warm-{size}"])
+        st.daemon.wait_uploads(60)
+        if write_behind is not None:
+            write_behind.update(st.daemon.buffer.stats())
     return res
 
 
@@ -262,12 +271,13 @@ def run(args: argparse.Namespace) -> int:
     sizes = [int(s) for s in str(args.sizes).split(",") if s]
     base = 5 if args.quick else max(3, int(args.iters))
     raw = _bench_raw(sizes, base)
-    store = _bench_store(sizes, base, args.d, args.p)
+    write_behind: dict[str, Any] = {}
+    store = _bench_store(sizes, base, args.d, args.p, write_behind)
     redis_note, red = ("skipped (--no-redis)", {}) if args.no_redis else _bench_redis(sizes, base)
     s3_note, s3 = ("skipped (--no-s3)", {}) if args.no_s3 else _bench_s3(sizes, base)
     ec = _bench_ec(raw, args.d, args.p)
     doc: dict[str, Any] = {"sizes": {}, "ec": ec, "redis": redis_note, "s3": s3_note,
-                           "code": f"{args.d}+{args.p}", "iters": base}
+                           "code": f"{args.d}+{args.p}", "iters": base, "write_behind": write_behind}
     for size in sizes:
         row: dict[str, float] = {}
         for part in (store, red, s3, raw):

@@ -294,6 +294,11 @@ class PersistentBuffer:
             self._q.push(held, due)
             self._cond.notify()
 
+    def poke(self) -> None:
+        """Wake the uploaders to look at the clock again (an injected clock moved)."""
+        with self._cond:
+            self._cond.notify_all()
+
     def expedite(self, obj: ObjectVersion) -> None:
         """A chunk of ``obj`` was lost: its parity covers fewer losses now, upload it at once."""
         with obj.lock:
@@ -324,6 +329,7 @@ class PersistentBuffer:
         if uploaded and self.cos is not None:
             with self._cond:
                 self._deletes.append(obj.cos_key)
+                self._outstanding += 1
                 self._cond.notify()
 
     def _skip_locked(self, held: Held) -> None:
@@ -334,7 +340,7 @@ class PersistentBuffer:
     def wait_idle(self, timeout: float) -> bool:
         """Wait until every queued upload and COS delete is done."""
         with self._cond:
-            return self._cond.wait_for(lambda: self._outstanding == 0 and not self._deletes, timeout)
+            return self._cond.wait_for(lambda: self._outstanding == 0, timeout)
 
     def stats(self) -> dict[str, Any]:
         with self._cond:
@@ -386,6 +392,7 @@ class PersistentBuffer:
             if kind == "delete":
                 self._delete(what)
                 with self._cond:
+                    self._outstanding -= 1
                     self._cond.notify_all()
                 continue
             done: list[ObjectVersion] = []

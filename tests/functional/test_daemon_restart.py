@@ -74,7 +74,8 @@ def test_kill_9_and_restart_loses_nothing_and_resurrects_nothing(tmp_path: Path)
     root = tmp_path / "store"
     root.mkdir()
     objs = {"r-1/big": os.urandom(3 * MiB + 5), "r-1/small": b"tiny object" * 9, "r-1/mid": os.urandom(300_000)}
-    buffered = os.urandom(MiB + 3)
+    buffered = os.urandom(MiB + 3)  # a file of its own in the buffer
+    small = os.urandom(5000)  # in memory and a buffer segment
     cos_dir = root / "cos"
     with serve_daemon(root) as (proc, port):
         c = StoreClient(("127.0.0.1", port), TOKEN, codec=Codec(4, 2), reconnect_s=0)
@@ -87,8 +88,10 @@ def test_kill_9_and_restart_loses_nothing_and_resurrects_nothing(tmp_path: Path)
         os.rename(cos_dir, root / "cos.away")
         cos_dir.write_bytes(b"not a directory")
         c.put("r-1/buffered", buffered)
-        assert c.stats()["pending_uploads"] == 1
+        c.put("r-1/tiny", small)
+        assert c.stats()["pending_uploads"] == 2
         assert c.get("r-1/buffered") == buffered
+        assert c.get("r-1/tiny") == small
         proc.kill()  # SIGKILL: nothing is flushed, closed or uploaded
         proc.wait(10)
         c.close()
@@ -96,18 +99,20 @@ def test_kill_9_and_restart_loses_nothing_and_resurrects_nothing(tmp_path: Path)
     os.rename(root / "cos.away", cos_dir)
     cos = open_cos(f"file://{cos_dir}")
     assert not cos.exists(cos_object_key("sion", "r-1/buffered", 1))
+    assert not cos.exists(cos_object_key("sion", "r-1/tiny", 1))
     with serve_daemon(root, port) as (_, port2):
         assert port2 == port
         with StoreClient(("127.0.0.1", port), TOKEN, codec=Codec(4, 2)) as c2:
             stats = c2.stats()
-            assert stats["daemon_restarts"] == 1 and stats["restored_objects"] == 4
-            for k, v in objs.items():
+            assert stats["daemon_restarts"] == 1 and stats["restored_objects"] == 5
+            for k, v in dict(objs, **{"r-1/tiny": small}).items():
                 assert c2.get(k) == v
             assert c2.get("r-1/buffered") == buffered
             with pytest.raises(UnknownKey):
                 c2.get("r-1/freed")
             until("the buffered object's upload", lambda: c2.stats()["pending_uploads"] == 0)
             assert cos.exists(cos_object_key("sion", "r-1/buffered", 1))
+            assert cos.exists(cos_object_key("sion", "r-1/tiny", 1))  # from its buffer segment
             assert not cos.exists(cos_object_key("sion", "r-1/freed", 1))
             # the new functions hold every chunk again: reads come from memory, not COS
             until("chunks stored again", lambda: c2.stats().get("restored_chunks", 0) >= 4 * 6 // 6)
@@ -115,5 +120,5 @@ def test_kill_9_and_restart_loses_nothing_and_resurrects_nothing(tmp_path: Path)
             for k, v in objs.items():
                 assert c2.get(k) == v
             assert c2.stats()["cos_fallbacks"] == before
-            assert [n for n in os.listdir(root / "buffer") if n.endswith(".buf")] == []
+            assert [n for n in os.listdir(root / "buffer") if n.endswith((".buf", ".seg"))] == []
     shutil.rmtree(root, ignore_errors=True)

@@ -1,0 +1,175 @@
+"""The persistent buffer's write-behind against a real local COS directory: small
+versions held in memory and a segment, large ones uploaded by hard link, the parity
+delay (skipped uploads when freed in time, expedited on a loss), deletes on the
+uploader threads and a ``close`` that does not wait out due times. The clock is
+injected; the uploader threads are real."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from storage_functions.cos import LocalCOS
+from storage_functions.daemon._buffer import PersistentBuffer
+from storage_functions.daemon._objects import ObjectVersion, Stripe, cos_object_key, trailer
+from storage_functions.daemon._upload_plan import UploadPolicy
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _version(key: str, data: bytes, p: int) -> ObjectVersion:
+    d = 2
+    cl = (len(data) + d - 1) // d
+    st = Stripe(d, p, cl, len(data), cl, [0] * (d + p), [None] * (d + p))
+    return ObjectVersion(key, 1, size=len(data), stripes=[st], state="ready", cos_key=cos_object_key("t", key, 1))
+
+
+def _hold(buf: PersistentBuffer, key: str, size: int, p: int = 1) -> tuple[ObjectVersion, bytes]:
+    data = os.urandom(size)
+    obj = _version(key, data, p)
+    w = buf.writer(obj, size)
+    body = data + bytes(obj.stripes[0].cl * obj.stripes[0].n - len(data))  # chunks as stored (parity zeros here)
+    w.write(body[:len(body) // 2])
+    w.write(body[len(body) // 2:])
+    w.finish(trailer(obj))
+    return obj, body
+
+
+def _buffer(tmp: Path, clock: Clock, cos: Any = None, **kw: Any) -> PersistentBuffer:
+    cos = cos if cos is not None else LocalCOS(str(tmp / "cos"))
+    return PersistentBuffer(str(tmp / "buf"), cos, policy=UploadPolicy(parity_delay_s=2.0), clock=clock, **kw)
+
+
+def test_small_versions_are_held_in_memory_and_one_segment(tmp_path: Path) -> None:
+    clock = Clock()
+    buf = _buffer(tmp_path, clock, memory_bytes=13_000)  # two versions of ~6.2 kB
+    try:
+        a, body_a = _hold(buf, "a", 4096)
+        b, body_b = _hold(buf, "b", 4096)
+        c, body_c = _hold(buf, "c", 4096)  # over the memory budget: only in its segment
+        assert a.held is not None and b.held is not None and c.held is not None
+        assert a.held.mem is not None and b.held.mem is not None and c.held.mem is None
+        assert buf.spilled == 1
+        assert a.held.seg == c.held.seg and [n for n in os.listdir(tmp_path / "buf") if n.endswith(".buf")] == []
+        for obj, body in ((a, body_a), (b, body_b), (c, body_c)):
+            assert buf.read(obj, 0, len(body)) == body  # read-after-write, memory or segment
+        for obj in (a, b, c):
+            buf.submit(obj)  # coded: due in 2 s
+        assert buf.stats()["uploads_queued"] == 3 and buf.uploads == 0
+        clock.t += 2.5
+        buf.poke()
+        assert buf.wait_idle(10)
+        assert buf.uploads == 3 and a.uploaded and a.held is None
+        assert buf.cos.get(a.cos_key) == body_a + trailer(a)  # the COS object's format, byte for byte
+        assert buf.stats()["buffer_memory_bytes"] == 0
+    finally:
+        buf.close()
+    assert [n for n in os.listdir(tmp_path / "buf") if n.endswith(".seg")] == []  # nothing held: no segment
+
+
+def test_freed_within_the_parity_delay_is_never_uploaded(tmp_path: Path) -> None:
+    clock = Clock()
+    buf = _buffer(tmp_path, clock)
+    try:
+        coded, _ = _hold(buf, "coded", 4096, p=2)
+        plain, _ = _hold(buf, "plain", 4096, p=0)  # no parity: uploaded at once, as in SION
+        buf.submit(coded)
+        buf.submit(plain)
+        assert buf.wait_idle(0.2) is False  # the coded one waits
+        assert plain.uploaded and not coded.uploaded
+        buf.discard(coded)
+        assert buf.wait_idle(5)
+        st = buf.stats()
+        assert st["uploads"] == 1 and st["uploads_skipped"] == 1 and st["uploads_skipped_coded"] == 1
+        assert st["cos_requests_saved"] == 2 and st["uploads_skipped_share"] == 0.5
+        assert not buf.cos.exists(coded.cos_key) and buf.cos.stats.puts == 1
+    finally:
+        buf.close()
+
+
+def test_a_lost_chunk_expedites_the_upload(tmp_path: Path) -> None:
+    clock = Clock()
+    buf = _buffer(tmp_path, clock)
+    try:
+        obj, body = _hold(buf, "hurt", 50_000, p=1)
+        buf.submit(obj)
+        assert not buf.wait_idle(0.1)
+        buf.expedite(obj)
+        assert buf.wait_idle(5)
+        assert obj.uploaded and buf.expedited == 1
+        assert buf.cos.get(obj.cos_key)[:len(body)] == body
+    finally:
+        buf.close()
+
+
+def test_a_large_version_is_linked_into_cos_not_copied(tmp_path: Path) -> None:
+    clock = Clock()
+    buf = _buffer(tmp_path, clock, memory_max_object=1 << 16)
+    try:
+        obj, body = _hold(buf, "large", 3 << 20, p=0)
+        assert obj.held is not None and obj.held.seg is None and obj.held.mem is None
+        path = obj.held.path
+        assert path is not None
+        inode = os.stat(path).st_ino
+        buf.submit(obj)
+        assert buf.wait_idle(10)
+        target = buf.cos._path(obj.cos_key)
+        assert os.stat(target).st_ino == inode  # a hard link: no byte was read or written
+        assert not os.path.exists(path)  # the buffer let its name go
+        assert buf.cos.get(obj.cos_key) == body + trailer(obj)
+    finally:
+        buf.close()
+
+
+class SlowDeleteCOS(LocalCOS):
+    """A local COS whose deletes wait for ``go``."""
+
+    def __init__(self, root: str) -> None:
+        super().__init__(root)
+        self.go = threading.Event()
+        self.deleting = threading.Event()
+
+    def _delete(self, key: str) -> None:
+        self.deleting.set()
+        self.go.wait(10)
+        super()._delete(key)
+
+
+def test_a_free_after_upload_deletes_on_an_uploader_thread(tmp_path: Path) -> None:
+    clock = Clock()
+    cos = SlowDeleteCOS(str(tmp_path / "cos"))
+    buf = _buffer(tmp_path, clock, cos=cos)
+    try:
+        obj, _ = _hold(buf, "up-then-freed", 4096, p=0)
+        buf.submit(obj)
+        assert buf.wait_idle(5) and cos.exists(obj.cos_key)
+        t = time.monotonic()
+        buf.discard(obj)  # the caller (the daemon's control loop) does not wait for COS
+        assert time.monotonic() - t < 1.0
+        assert cos.deleting.wait(5) and cos.exists(obj.cos_key)
+        cos.go.set()
+        assert buf.wait_idle(5) and not cos.exists(obj.cos_key) and buf.deletes == 1
+    finally:
+        cos.go.set()
+        buf.close()
+
+
+def test_close_uploads_what_is_queued_without_waiting_for_due_times(tmp_path: Path) -> None:
+    clock = Clock()
+    buf = PersistentBuffer(str(tmp_path / "buf"), LocalCOS(str(tmp_path / "cos")), clock=clock,
+                           policy=UploadPolicy(parity_delay_s=600.0))
+    obj, _ = _hold(buf, "late", 4096, p=1)
+    buf.submit(obj)
+    t = time.monotonic()
+    buf.close()
+    assert time.monotonic() - t < 3.0
+    assert obj.uploaded and buf.cos.exists(obj.cos_key)
