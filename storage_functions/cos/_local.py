@@ -107,9 +107,9 @@ class LocalCOS(COS):
         """Rename the finished temp file ``tmp`` to ``key``'s file."""
         target = self._path(key)
         for _ in range(10):  # a concurrent delete may remove an emptied parent between mkdir and replace
-            if not target.parent.is_dir():
-                private_dir(target.parent)
             try:
+                if not target.parent.is_dir():
+                    private_dir(target.parent)
                 os.replace(tmp, target)
                 break
             except FileNotFoundError:

@@ -9,8 +9,9 @@ Where a version is held (:class:`Held`):
   ``write`` appending it to a segment file (``_segments``) -- no file of its own
   on the PUT's path; past ``memory_bytes`` of held versions a new one keeps only
   its segment copy (spilled: read back from the file);
-- a large one in a file of its own, uploaded without reading it into the
-  process (``COS.put_file``: a hard link for the local COS, ``upload_file``
+- a large one in a file of its own, written by a thread of its own off the
+  relay (the PUT's thread receives into slots it hands over), uploaded without
+  reading it into the process (``COS.put_file``: a hard link for the local COS, ``upload_file``
   multipart for S3).
 
 When (``_upload_plan``): SION uploads at once; a coded version waits
@@ -104,26 +105,113 @@ class BufferReader:
         self.close()
 
 
+class _FileRing:
+    """A large version's file written off the relay path: the PUT's thread receives
+    into a slot (``space``), sends it on to the function and hands it over
+    (``advance``); a writer thread writes full slots to the file in order and gives
+    them back. ``slots`` of ``slot_bytes`` bound what is in flight (the receiver waits
+    for a free one). The file write (a copy into the page cache) runs on the other
+    core while the relay goes on."""
+
+    def __init__(self, fh: IO[bytes], slot_bytes: int = 512 << 10, slots: int = 4) -> None:
+        self.fh = fh
+        self._free: list[bytearray] = [bytearray(slot_bytes) for _ in range(slots)]
+        self._todo: collections.deque[tuple[bytearray, int] | None] = collections.deque()
+        self._cond = threading.Condition()
+        self._cur: bytearray | None = None
+        self._off = 0
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, daemon=True, name="buffer-write")
+        self._thread.start()
+
+    def space(self) -> memoryview:
+        """The free tail of the current slot (a new slot once it is full)."""
+        if self._cur is None:
+            with self._cond:
+                self._cond.wait_for(lambda: bool(self._free) or self.error is not None)
+                if self.error is not None:
+                    raise OSError(f"buffer file write failed: {self.error!r}")
+                self._cur, self._off = self._free.pop(), 0
+        return memoryview(self._cur)[self._off:]
+
+    def advance(self, n: int) -> None:
+        """``n`` bytes of ``space()`` were filled."""
+        assert self._cur is not None
+        self._off += n
+        if self._off == len(self._cur):
+            self._hand_over()
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        view = memoryview(data)
+        while view:
+            sp = self.space()
+            k = min(len(sp), len(view))
+            sp[:k] = view[:k]
+            self.advance(k)
+            view = view[k:]
+
+    def _hand_over(self) -> None:
+        if self._cur is not None and self._off:
+            with self._cond:
+                self._todo.append((self._cur, self._off))
+                self._cond.notify_all()
+            self._cur = None
+        elif self._cur is not None:
+            with self._cond:
+                self._free.append(self._cur)
+            self._cur = None
+
+    def close(self) -> None:
+        """Write what is left and wait for it; raises the writer's error."""
+        self._hand_over()
+        with self._cond:
+            self._todo.append(None)
+            self._cond.notify_all()
+        self._thread.join()
+        if self.error is not None:
+            raise OSError(f"buffer file write failed: {self.error!r}")
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: bool(self._todo))
+                item = self._todo.popleft()
+            if item is None:
+                return
+            slot, n = item
+            try:
+                if self.error is None:
+                    self.fh.write(memoryview(slot)[:n])
+            except BaseException as exc:  # noqa: BLE001 - handed to the PUT's thread
+                self.error = exc
+            with self._cond:
+                self._free.append(slot)
+                self._cond.notify_all()
+
+
 class BufferWriter:
-    """A version being written: ``write`` each piece as it arrives, then ``finish``
-    (the version is held: ``obj.held``) or ``abort``."""
+    """A version being written: ``write`` each piece as it arrives (or, for a large
+    one, receive straight into ``space()`` and ``advance``), then ``finish`` (the
+    version is held: ``obj.held``) or ``abort``. ``ring``: the large version's
+    off-path file writer (None: a small one, in memory)."""
 
     def __init__(self, buf: PersistentBuffer, obj: ObjectVersion, small: bool, expires_at: float | None) -> None:
         self.buf, self.obj, self.expires_at = buf, obj, expires_at
         self.mem: bytearray | None = bytearray() if small else None
         self.path: str | None = None
         self.fh: IO[bytes] | None = None
-        self.n = 0
+        self.ring: _FileRing | None = None
         if not small:
             self.path = buf.path_for(obj)
             self.fh = open_private(self.path, "wb")
+            self.ring = _FileRing(self.fh)
 
     def write(self, piece: bytes | bytearray | memoryview) -> None:
         if self.mem is not None:
             self.mem += piece
         else:
-            assert self.fh is not None
-            self.fh.write(piece)
+            assert self.ring is not None
+            self.ring.write(piece)
 
     def finish(self, tail: bytes) -> Held:
         b = self.buf
@@ -135,8 +223,9 @@ class BufferWriter:
             if not b._reserve(len(self.mem)):
                 held.mem = None  # over the memory budget: served from the segment
         else:
-            assert self.fh is not None and self.path is not None
-            self.fh.write(tail)
+            assert self.fh is not None and self.path is not None and self.ring is not None
+            self.ring.write(tail)
+            self.ring.close()
             if b.fsync:
                 self.fh.flush()
                 os.fsync(self.fh.fileno())
@@ -148,6 +237,11 @@ class BufferWriter:
         return held
 
     def abort(self) -> None:
+        if self.ring is not None:
+            try:
+                self.ring.close()
+            except OSError:
+                pass
         if self.fh is not None:
             self.fh.close()
             _unlink(self.path)

@@ -22,7 +22,7 @@ from ._store_events import (Begun, ChunkFailed, ChunkStored, Degraded, Place, Pu
                             PutRetry, SendChunk, StripeBegun)
 
 if TYPE_CHECKING:
-    from ._buffer import BufferReader, PersistentBuffer
+    from ._buffer import BufferReader, BufferWriter, PersistentBuffer
     from ._config import DaemonConfig
     from ._functions import FunctionHandle
     from ._store_events import Event, Instruction
@@ -159,7 +159,7 @@ class PutPath:
         """What runs when a function acknowledges chunk ``i`` of stripe ``s`` at ``place``."""
         return lambda: self._do(ChunkStored(obj=obj, stripe=s, index=i, place=place, now=time.monotonic()))
 
-    def _stream_chunk(self, sock: socket.socket, fh: Any, scratch: bytearray, obj: ObjectVersion, s: int, i: int,
+    def _stream_chunk(self, sock: socket.socket, fh: BufferWriter, scratch: bytearray, obj: ObjectVersion, s: int, i: int,
                       waiter: Waiter) -> None:
         st = obj.stripes[s]
         place = st.places[i]
@@ -167,20 +167,26 @@ class PutPath:
         view = memoryview(scratch)
         fn_ok = [True]
 
+        ring = fh.ring  # a large version: receive into the buffer's slots, written off this thread
+
         def write(fsock: socket.socket) -> None:
             left = cl
             try:
                 while left:
-                    k = sock.recv_into(view, min(left, len(view)))
+                    into = ring.space() if ring is not None else view
+                    k = sock.recv_into(into, min(left, len(into)))
                     if k == 0:
                         raise ConnectionError("client closed mid-PUT")
-                    piece = view[:k]
-                    fh.write(piece)
+                    piece = into[:k]
+                    if ring is None:
+                        fh.write(piece)
                     if fn_ok[0]:
                         try:
                             fsock.sendall(piece)
                         except OSError:
                             fn_ok[0] = False
+                    if ring is not None:
+                        ring.advance(k)
                     left -= k
             except BaseException:
                 if fn_ok[0] and left:  # keep the function's stream in step: the chunk fails its CRC there
