@@ -58,6 +58,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cold", type=int, default=20, help="cold starts to measure (default 20)")
     p.add_argument("--imports", type=int, default=5, help="fresh `import sdk` processes to time (default 5)")
     p.add_argument("--pairs", type=int, default=2000, help="Redis SET+GET pairs to time (default 2000)")
+    p.add_argument("--upload-delay-s", type=float, default=None,
+                   help="the daemon's write-behind delay for every version (DaemonConfig.upload_delay_s; "
+                        "default: its default, 0 = SION: uncoded versions go up at once)")
+    p.add_argument("--parity-upload-delay-s", type=float, default=None,
+                   help="the delay for coded versions (DaemonConfig.parity_upload_delay_s; default: its default)")
     p.add_argument("--quick", action="store_true",
                    help="a smoke run: 2x4 no-op tasks, an 8x8 shuffle, few samples (not a measurement)")
 
@@ -144,7 +149,7 @@ def _shuffle(stack: Any, d: Path, mappers: int, reducers: int) -> dict[str, Any]
         ups = {"shuffle_uploads": up, "shuffle_uploads_skipped": skip,
                "uploads_skipped_share": round(skip / (up + skip), 4) if up + skip else 0.0,
                "cos_requests_saved": after["cos_requests_saved"] - before["cos_requests_saved"],
-               "parity_upload_delay_s": after["parity_upload_delay_s"]}
+               "upload_delay_s": after["upload_delay_s"], "parity_upload_delay_s": after["parity_upload_delay_s"]}
     timings = code.read_timings(d)
     put = sum(float(t.get("put_s", 0.0)) for t in timings)
     get = sum(float(t.get("get_s", 0.0)) for t in timings)
@@ -201,7 +206,11 @@ def run(args: argparse.Namespace) -> int:
     doc["cold_start_spawn_ms"] = _ms(_p50(spawn))
     with tempfile.TemporaryDirectory(prefix="funcsion-bench-run-") as tmp:
         cfg = Config.load(state_dir=str(Path(tmp) / "state"), env={})
-        with Stack(cfg, metadata_port=0, daemon_port=0) as stack:
+        overrides = {k: v for k, v in (("upload_delay_s", args.upload_delay_s),
+                                       ("parity_upload_delay_s", args.parity_upload_delay_s)) if v is not None}
+        if any(v < 0 for v in overrides.values()):
+            raise InvalidRequest("--upload-delay-s and --parity-upload-delay-s must be >= 0")
+        with Stack(cfg, metadata_port=0, daemon_port=0, daemon=overrides) as stack:
             doc.update(_noop(stack, Path(tmp) / "noop", stages, width))
             doc.update(_shuffle(stack, Path(tmp) / "shuffle", mappers, reducers))
     doc["redis"], pair = _redis(args.pairs)

@@ -400,11 +400,9 @@ class PersistentBuffer:
         if held is None:
             return
         with self._cond:
-            nd = self._q.next_due()
-            if held in self._q and self._q.expedite(held, self.clock()):
+            if self._q.expedite(held, self.clock()):
                 self.expedited += 1
-                if nd is None or nd > self.clock():
-                    self._cond.notify()
+                self._cond.notify()
 
     def discard(self, obj: ObjectVersion) -> None:
         """The version was freed: never upload it, let its bytes go, and delete its COS
@@ -509,7 +507,8 @@ class PersistentBuffer:
     def _delete(self, cos_key: str) -> None:
         try:
             self.cos.delete(cos_key)
-            self.deletes += 1
+            with self._cond:
+                self.deletes += 1
         except Exception as exc:  # noqa: BLE001
             log.warning("COS delete of %s failed: %r", cos_key, exc)
 
@@ -532,7 +531,8 @@ class PersistentBuffer:
                     self.cos.put_file(obj.cos_key, held.path or "", held.base, held.length)
                 break
             except Exception as exc:  # noqa: BLE001 - retry whatever COS raised
-                self.retries += 1
+                with self._cond:
+                    self.retries += 1
                 log.warning("upload of %s failed (%r); retrying in %.2fs", obj.cos_key, exc, backoff)
                 with self._cond:  # a close does not wait out the back-off
                     self._cond.wait_for(lambda: self._closing, backoff)
@@ -542,7 +542,8 @@ class PersistentBuffer:
             finally:
                 with obj.lock:
                     obj.uploading = False
-        self.uploads += 1
+        with self._cond:
+            self.uploads += 1
         with obj.lock:
             obj.uploaded = True
             freed = obj.state == "freed"

@@ -84,12 +84,11 @@ class UploadQueue(Generic[T]):
         heapq.heappush(self._heap, (due, self._seq, item))
 
     def expedite(self, item: T, now: float) -> bool:
-        """Make a queued ``item`` due at ``now`` (if it was due later); False if not queued."""
+        """Make a queued ``item`` due at ``now``; True if that moved it (it was due later)."""
         due = self._due.get(item)
-        if due is None:
+        if due is None or due <= now:
             return False
-        if due > now:
-            self.push(item, now)
+        self.push(item, now)
         return True
 
     def drop(self, item: T) -> bool:

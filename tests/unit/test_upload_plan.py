@@ -50,6 +50,7 @@ def test_queue_expedite_and_drop() -> None:
     q.push("x", 10.0)
     q.push("y", 20.0)
     assert q.expedite("y", 1.0)
+    assert not q.expedite("y", 1.0)  # due already
     assert not q.expedite("nope", 1.0)
     assert q.pop_due(1.0, 5) == ["y"]  # once, although its old entry is still in the heap
     assert q.drop("x") and not q.drop("x")
