@@ -83,6 +83,7 @@ class LogImage:
 
     live: dict[str, dict[int, dict[str, Any]]] = field(default_factory=dict)
     starts: int = 0
+    _n: int = 0  # versions in ``live``, kept as records apply (a count per append must not walk the table)
 
     def versions(self) -> Iterator[tuple[str, int, dict[str, Any]]]:
         for key, vs in self.live.items():
@@ -90,13 +91,16 @@ class LogImage:
                 yield key, v, meta
 
     def count(self) -> int:
-        return sum(len(vs) for vs in self.live.values())
+        return self._n
 
     def apply(self, rec: dict[str, Any]) -> None:
         """One record; unknown or malformed ones change nothing (a newer daemon's)."""
         op = rec.get("o")
         if op == "put" and isinstance(rec.get("m"), dict):
-            self.live.setdefault(str(rec.get("k")), {})[int(rec.get("v", 0))] = dict(rec["m"], uploaded=False)
+            vs = self.live.setdefault(str(rec.get("k")), {})
+            v = int(rec.get("v", 0))
+            self._n += v not in vs
+            vs[v] = dict(rec["m"], uploaded=False)
         elif op == "up":
             self._landed(rec.get("k"), rec.get("v", 0))
         elif op == "ups":
@@ -105,7 +109,7 @@ class LogImage:
                     self._landed(kv[0], kv[1])
         elif op == "free":
             for k in rec.get("k") or []:
-                self.live.pop(str(k), None)
+                self._n -= len(self.live.pop(str(k), None) or ())
         elif op == "start":
             self.starts = max(self.starts + 1, int(rec.get("n", 0)))
 

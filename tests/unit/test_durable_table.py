@@ -24,6 +24,14 @@ def test_replay_follows_puts_uploads_and_frees() -> None:
     assert img.starts == 1
 
 
+def test_a_batch_upload_record_and_the_live_count() -> None:
+    img = replay([_put("a"), _put("a", 2), _put("b"), _put("c"), _put("a", 2),
+                  {"o": "ups", "kv": [["a", 2], ["c", 1], ["gone", 1], "bad"]}, {"o": "free", "k": ["b"]}])
+    assert sorted((k, v, m["uploaded"]) for k, v, m in img.versions()) == [("a", 1, False), ("a", 2, True),
+                                                                         ("c", 1, True)]
+    assert img.count() == 3 == sum(len(vs) for vs in img.live.values())
+
+
 def test_a_torn_tail_is_cut_and_appends_go_after_the_last_whole_record(tmp_path: Path) -> None:
     path = str(tmp_path / "t.log")
     with open(path, "wb") as fh:
