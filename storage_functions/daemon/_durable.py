@@ -109,7 +109,7 @@ class LogImage:
                     self._landed(kv[0], kv[1])
         elif op == "free":
             for k in rec.get("k") or []:
-                self._n -= len(self.live.pop(str(k), None) or ())
+                self._n -= len(self.live.pop(str(k), {}))
         elif op == "start":
             self.starts = max(self.starts + 1, int(rec.get("n", 0)))
 
