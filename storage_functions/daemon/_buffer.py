@@ -9,9 +9,9 @@ Where a version is held (:class:`Held`):
   ``write`` appending it to a segment file (``_segments``) -- no file of its own
   on the PUT's path; past ``memory_bytes`` of held versions a new one keeps only
   its segment copy (spilled: read back from the file);
-- a large one in a file of its own, written by a thread of its own off the
-  relay (the PUT's thread receives into slots it hands over), uploaded without
-  reading it into the process (``COS.put_file``: a hard link for the local COS, ``upload_file``
+- a large one in a file of its own (from 4 MiB written by a thread of its own
+  off the relay: the PUT's thread receives into slots it hands over), uploaded
+  without reading it into the process (``COS.put_file``: a hard link for the local COS, ``upload_file``
   multipart for S3).
 
 When (``_upload_plan``): SION uploads at once; a coded version waits
@@ -115,7 +115,9 @@ class _FileRing:
 
     def __init__(self, fh: IO[bytes], slot_bytes: int = 512 << 10, slots: int = 4) -> None:
         self.fh = fh
-        self._free: list[bytearray] = [bytearray(slot_bytes) for _ in range(slots)]
+        self.slot_bytes = slot_bytes
+        self._unmade = slots  # slots are made as the relay needs them
+        self._free: list[bytearray] = []
         self._todo: collections.deque[tuple[bytearray, int] | None] = collections.deque()
         self._cond = threading.Condition()
         self._cur: bytearray | None = None
@@ -128,6 +130,9 @@ class _FileRing:
         """The free tail of the current slot (a new slot once it is full)."""
         if self._cur is None:
             with self._cond:
+                if not self._free and self._unmade:
+                    self._unmade -= 1
+                    self._free.append(bytearray(self.slot_bytes))
                 self._cond.wait_for(lambda: bool(self._free) or self.error is not None)
                 if self.error is not None:
                     raise OSError(f"buffer file write failed: {self.error!r}")
@@ -195,7 +200,8 @@ class BufferWriter:
     version is held: ``obj.held``) or ``abort``. ``ring``: the large version's
     off-path file writer (None: a small one, in memory)."""
 
-    def __init__(self, buf: PersistentBuffer, obj: ObjectVersion, small: bool, expires_at: float | None) -> None:
+    def __init__(self, buf: PersistentBuffer, obj: ObjectVersion, small: bool, expires_at: float | None,
+                 size: int = 0) -> None:
         self.buf, self.obj, self.expires_at = buf, obj, expires_at
         self.mem: bytearray | None = bytearray() if small else None
         self.path: str | None = None
@@ -204,14 +210,17 @@ class BufferWriter:
         if not small:
             self.path = buf.path_for(obj)
             self.fh = open_private(self.path, "wb")
-            self.ring = _FileRing(self.fh)
+            if size >= buf.ring_min_object:  # a thread of its own pays off past a few MiB
+                self.ring = _FileRing(self.fh)
 
     def write(self, piece: bytes | bytearray | memoryview) -> None:
         if self.mem is not None:
             self.mem += piece
-        else:
-            assert self.ring is not None
+        elif self.ring is not None:
             self.ring.write(piece)
+        else:
+            assert self.fh is not None
+            self.fh.write(piece)
 
     def finish(self, tail: bytes) -> Held:
         b = self.buf
@@ -223,9 +232,12 @@ class BufferWriter:
             if not b._reserve(len(self.mem)):
                 held.mem = None  # over the memory budget: served from the segment
         else:
-            assert self.fh is not None and self.path is not None and self.ring is not None
-            self.ring.write(tail)
-            self.ring.close()
+            assert self.fh is not None and self.path is not None
+            if self.ring is not None:
+                self.ring.write(tail)
+                self.ring.close()
+            else:
+                self.fh.write(tail)
             if b.fsync:
                 self.fh.flush()
                 os.fsync(self.fh.fileno())
@@ -251,7 +263,7 @@ class BufferWriter:
 class PersistentBuffer:
     def __init__(self, directory: str, cos: Any, *, workers: int = 2, policy: UploadPolicy | None = None,
                  fsync: bool = False, max_backoff_s: float = 5.0, memory_bytes: int = 256 << 20,
-                 memory_max_object: int = 1 << 20, batch: int = 32, close_timeout_s: float = 5.0,
+                 memory_max_object: int = 1 << 20, ring_min_object: int = 4 << 20, batch: int = 32, close_timeout_s: float = 5.0,
                  on_uploaded: Callable[[list[ObjectVersion]], None] | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.dir = directory
@@ -261,6 +273,7 @@ class PersistentBuffer:
         self.fsync = fsync
         self.max_backoff_s = max_backoff_s
         self.memory_bytes, self.memory_max_object = memory_bytes, memory_max_object
+        self.ring_min_object = ring_min_object  # versions from this size are written to their file off the relay
         self.batch = max(1, batch)
         self.close_timeout_s = close_timeout_s
         self.on_uploaded = on_uploaded  # the durable table's record of the COS copies
@@ -298,7 +311,7 @@ class PersistentBuffer:
         expires = None
         if expires_at_ms:
             expires = self.clock() + (expires_at_ms / 1000.0 - time.time())
-        return BufferWriter(self, obj, size <= self.memory_max_object, expires)
+        return BufferWriter(self, obj, size <= self.memory_max_object, expires, size)
 
     def _reserve(self, n: int) -> bool:
         with self._mem_lock:

@@ -113,9 +113,9 @@ def test_a_lost_chunk_expedites_the_upload(tmp_path: Path) -> None:
 
 def test_a_large_version_is_linked_into_cos_not_copied(tmp_path: Path) -> None:
     clock = Clock()
-    buf = _buffer(tmp_path, clock, memory_max_object=1 << 16)
+    buf = _buffer(tmp_path, clock, memory_max_object=1 << 16, ring_min_object=1 << 20)
     try:
-        obj, body = _hold(buf, "large", 3 << 20, p=0)
+        obj, body = _hold(buf, "large", 3 << 20, p=0)  # written through the off-relay slots (6 of them)
         assert obj.held is not None and obj.held.seg is None and obj.held.mem is None
         path = obj.held.path
         assert path is not None
