@@ -11,6 +11,9 @@ server) and a raw loopback socket copy, in one run. Prints a table;
                         "put_vs_redis" (p50 over Redis's), "get_vs_raw", "get_into_vs_raw",
                         "put_vs_raw" (MB/s over the raw socket's)}, ...},
      "ec": {"65536": {"encode_us", "decode_us", "raw_xfer_us"}, ...},
+     (per size also "put_cpu_us": CPU time (us) of this process -- client, daemon and its
+      write-behind upload -- per PUT: the storage functions' own processes not counted;
+      steadier than the latencies on a loaded machine)
      "redis": "found at /usr/bin/redis-server" | "absent: ...",
      "write_behind": {"uploads", "uploads_skipped", "uploads_skipped_share", "cos_requests_saved", ...}, ...}
 
@@ -104,10 +107,13 @@ def _bench_store(sizes: list[int], base: int, d: int, p: int,
             c.get(f"warm-{size}")
             st.daemon.wait_uploads(120)
             assert c.get(f"warm-{size}") == data
+            cpu = time.process_time()
             puts = [_timed(lambda i: c.put(f"b-{size}-{i}", data), i) for i in range(n)]
             st.daemon.wait_uploads(300)  # GETs from function memory, not the buffer
+            cpu = time.process_time() - cpu  # this process: client, daemon and its write-behind
             gets = [_timed(lambda i: c.get(f"b-{size}-{i % n}"), i) for i in range(n)]
             res[size] = _summ("", size, puts, gets)
+            res[size]["put_cpu_us"] = round(cpu / n * 1e6, 1)
             buf = bytearray(size)  # reused, like the raw socket's: no page faults, no copy out
             into = [_timed(lambda i: c.get_into(f"b-{size}-{i % n}", buf), i) for i in range(n)]
             assert buf == data
