@@ -82,7 +82,7 @@ class PutPath:
         obj = begun.obj
         waiter = Waiter()
         expires = f.meta.get("expires_at_ms")
-        fh = self.buffer.writer(obj, size, expires if isinstance(expires, int) and expires > 0 else None)
+        fh = self.buffer.writer(obj, size, int(expires) if isinstance(expires, (int, float)) and expires > 0 else None)
         used: list[int] = []
         try:
             file_off = 0

@@ -173,3 +173,22 @@ def test_close_uploads_what_is_queued_without_waiting_for_due_times(tmp_path: Pa
     buf.close()
     assert time.monotonic() - t < 3.0
     assert obj.uploaded and buf.cos.exists(obj.cos_key)
+
+
+def test_a_predicted_expiry_defers_a_coded_upload_and_a_free_before_it_skips_it(tmp_path: Path) -> None:
+    clock = Clock()
+    buf = _buffer(tmp_path, clock)
+    try:
+        data = os.urandom(4096)
+        obj = _version("expiring", data, 1)
+        w = buf.writer(obj, len(data), expires_at_ms=int((time.time() + 10) * 1000))  # predicted in 10 s
+        w.write(data)
+        w.finish(trailer(obj))
+        buf.submit(obj)
+        clock.t += 5.0  # past the parity delay, before the predicted expiry
+        buf.poke()
+        assert not buf.wait_idle(0.2) and not obj.uploaded
+        buf.discard(obj)  # freed as predicted
+        assert buf.wait_idle(5) and buf.skipped == 1 and buf.uploads == 0
+    finally:
+        buf.close()
