@@ -79,6 +79,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--idle-s", type=float, default=2.0)
     p.add_argument("--hello-timeout-s", type=float, default=10.0,
                    help="a new connection must complete its HELLO within this many seconds")
+    p.add_argument("--upload-delay-s", type=float, default=None,
+                   help="write-behind: every object waits this long before its COS upload (default 0, as SION)")
+    p.add_argument("--parity-upload-delay-s", type=float, default=None,
+                   help="write-behind: a coded object waits this long, and is never uploaded if it is freed "
+                        "by then (its parity covers the loss of up to p functions; default 2)")
     p.add_argument("--metadata", metavar="HOST:PORT", default="",
                    help="follow this metadata server: store chunks where it places them and carry out its "
                         "drops, scale-outs and releases (default: a standalone daemon that places chunks itself)")
@@ -153,9 +158,12 @@ def daemon_settings(args: argparse.Namespace, *, warn: Callable[[str], None] | N
         overrides["placement"] = "metadata"  # the metadata server decides where every chunk lives
     if args.token:
         overrides["token"] = args.token
-    for name in ("function_memory_mb", "max_functions"):
-        if getattr(args, name) is not None:
+    for name in ("function_memory_mb", "max_functions", "upload_delay_s", "parity_upload_delay_s"):
+        if getattr(args, name, None) is not None:
             overrides[name] = getattr(args, name)
+    for name in ("upload_delay_s", "parity_upload_delay_s"):
+        if overrides.get(name, 0) < 0:
+            raise ServeDaemonError(f"--{name.replace('_', '-')} must be >= 0, got {overrides[name]}")
     if args.invoker == "local":
         given = [f"--{n.replace('_', '-')}" for n in _AWS_ONLY if getattr(args, n) is not None]
         if given:

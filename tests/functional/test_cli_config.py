@@ -66,6 +66,16 @@ def test_serve_daemon_takes_the_config_port_and_block_size(clean_env: Path,
         "127.0.0.1", 17918, 65536, 256)
     got = serve_daemon.daemon_settings(build_parser().parse_args(["serve", "daemon", "--port", "0"]))
     assert got["port"] == 0
+    assert "parity_upload_delay_s" not in got  # the daemon's default (2 s)
+
+
+def test_serve_daemon_sets_the_write_behind_delays(clean_env: Path) -> None:
+    got = serve_daemon.daemon_settings(build_parser().parse_args(
+        ["serve", "daemon", "--upload-delay-s", "0.5", "--parity-upload-delay-s", "0"]))
+    assert (got["upload_delay_s"], got["parity_upload_delay_s"]) == (0.5, 0.0)
+    with pytest.raises(serve_daemon.ServeDaemonError, match="--parity-upload-delay-s must be >= 0"):
+        serve_daemon.daemon_settings(build_parser().parse_args(["serve", "daemon", "--parity-upload-delay-s",
+                                                                "-1"]))
 
 
 @pytest.mark.parametrize("argv,default", [
