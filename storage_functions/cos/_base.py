@@ -141,7 +141,11 @@ class COS(ABC):
                                                                                  or length < 0)):
             raise ValueError(f"COS put_file of {key!r}: offset and length must be ints >= 0, "
                              f"got {offset!r}, {length!r}")
-        size = os.path.getsize(src) - offset if length is None else length
+        try:
+            size = os.path.getsize(src) - offset if length is None else length
+        except OSError as exc:
+            self._count(errors=1)
+            raise COSError(f"COS put_file of {key!r} in {self.url}: cannot read {src}: {exc.strerror}") from None
         self._call("put", key, lambda: self._put_file(key, src, offset, size))
         self._count(puts=1, bytes_put=size)
 

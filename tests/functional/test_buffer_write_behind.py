@@ -192,3 +192,26 @@ def test_a_predicted_expiry_defers_a_coded_upload_and_a_free_before_it_skips_it(
         assert buf.wait_idle(5) and buf.skipped == 1 and buf.uploads == 0
     finally:
         buf.close()
+
+
+def test_the_daemon_writes_no_file_per_small_put() -> None:
+    from sdk._store_client import StoreClient
+    from storage_functions.daemon import LocalStore
+
+    with LocalStore(idle_s=5.0) as st, StoreClient(st.address, st.token) as c:
+        st.daemon.buffer.paused.clear()  # uploads held back: everything stays in the buffer
+        try:
+            objs = {f"small-{i}": os.urandom(4096 + i) for i in range(50)}
+            c.put_many([(k, v, None) for k, v in objs.items()])
+            names = os.listdir(st.daemon.buffer_dir)
+            assert [n for n in names if n.endswith(".buf")] == []
+            assert len([n for n in names if n.endswith(".seg")]) == 1  # fifty PUTs, one append each
+            for k, v in objs.items():
+                assert c.get(k) == v  # read-after-write, from the daemon's memory
+            assert st.daemon.counters["buffer_hits"] >= 50
+            assert st.daemon.stats()["buffer_memory_bytes"] > 50 * 4096
+        finally:
+            st.daemon.buffer.paused.set()
+        assert st.daemon.wait_uploads(30)
+        assert all(st.cos.exists(cos_object_key("sion", k, 1)) for k in objs)
+        assert st.daemon.stats()["buffer_memory_bytes"] == 0

@@ -275,3 +275,34 @@ def test_s3_unreachable_endpoint_fails_after_retries() -> None:
             cos.get("k")
     finally:
         client.close()
+
+
+@pytest.mark.parametrize("offset,length", [(0, None), (1000, 70_000), (0, 0)])
+def test_put_file_stores_a_file_or_its_range(cos: COS, tmp_path: Path, offset: int, length: int | None) -> None:
+    body = os.urandom(9 << 20)  # past boto3's multipart threshold for the whole file
+    path = tmp_path / "src.bin"
+    path.write_bytes(body)
+    before = cos.stats
+    cos.put_file("pf/obj", path, offset, length)
+    want = body[offset:] if length is None else body[offset:offset + length]
+    assert cos.get("pf/obj") == want
+    after = cos.stats
+    assert after.puts == before.puts + 1 and after.bytes_put == before.bytes_put + len(want)
+    assert path.read_bytes() == body  # the source is untouched
+
+
+def test_put_file_of_a_missing_file_is_a_cos_error_and_bad_ranges_are_refused(cos: COS, tmp_path: Path) -> None:
+    with pytest.raises(COSError):
+        cos.put_file("pf/none", tmp_path / "absent.bin")
+    with pytest.raises(ValueError, match="offset and length"):
+        cos.put_file("pf/neg", tmp_path / "absent.bin", -1)
+
+
+def test_local_put_file_links_a_whole_file(tmp_path: Path) -> None:
+    cos = LocalCOS(tmp_path / "cos")
+    src = tmp_path / "whole.bin"
+    src.write_bytes(b"x" * 5000)
+    cos.put_file("linked", src)
+    assert os.stat(cos._path("linked")).st_ino == os.stat(src).st_ino
+    cos.put_file("copied", src, 10, 100)
+    assert os.stat(cos._path("copied")).st_ino != os.stat(src).st_ino and cos.get("copied") == b"x" * 100
