@@ -261,9 +261,15 @@ class BufferWriter:
 
 
 class PersistentBuffer:
+    """``PersistentBuffer(directory, cos)``: ``writer`` per PUT, then ``submit`` (the
+    version is readable); ``open``/``read`` while it holds a version, ``discard`` when
+    it is freed, ``expedite`` when a chunk of it is lost; ``stats``, ``wait_idle``,
+    ``close``. ``cos=None``: nothing is uploaded (the buffer holds versions until freed)."""
+
     def __init__(self, directory: str, cos: Any, *, workers: int = 2, policy: UploadPolicy | None = None,
                  fsync: bool = False, max_backoff_s: float = 5.0, memory_bytes: int = 256 << 20,
-                 memory_max_object: int = 1 << 20, ring_min_object: int = 4 << 20, batch: int = 32, close_timeout_s: float = 5.0,
+                 memory_max_object: int = 1 << 20, ring_min_object: int = 4 << 20, batch: int = 32,
+                 close_timeout_s: float = 5.0,
                  on_uploaded: Callable[[list[ObjectVersion]], None] | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.dir = directory

@@ -159,8 +159,8 @@ class PutPath:
         """What runs when a function acknowledges chunk ``i`` of stripe ``s`` at ``place``."""
         return lambda: self._do(ChunkStored(obj=obj, stripe=s, index=i, place=place, now=time.monotonic()))
 
-    def _stream_chunk(self, sock: socket.socket, fh: BufferWriter, scratch: bytearray, obj: ObjectVersion, s: int, i: int,
-                      waiter: Waiter) -> None:
+    def _stream_chunk(self, sock: socket.socket, fh: BufferWriter, scratch: bytearray, obj: ObjectVersion, s: int,
+                      i: int, waiter: Waiter) -> None:
         st = obj.stripes[s]
         place = st.places[i]
         cl = st.cl
