@@ -99,9 +99,9 @@ def write_noop(d: Path, stages: int = STAGES, width: int = WIDTH) -> Path:
     return wds
 
 
-def write_shuffle(d: Path, mappers: int = MAPPERS, reducers: int = REDUCERS) -> Path:
+def write_shuffle(d: Path, mappers: int = MAPPERS, reducers: int = REDUCERS, size: int = OBJECT_BYTES) -> Path:
     d.mkdir(parents=True, exist_ok=True)
-    (d / "handlers.py").write_text(SHUFFLE_HANDLERS.format(size=OBJECT_BYTES))
+    (d / "handlers.py").write_text(SHUFFLE_HANDLERS.format(size=size))
     (d / "src.txt").write_text("go")
     wds = d / "shuffle.wds.json"
     wds.write_text(json.dumps(_shuffle_wds(mappers, reducers), indent=1))

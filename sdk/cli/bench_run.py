@@ -25,6 +25,10 @@ stack, next to its peers measured in the same run.
   their upload was due (never uploaded), their share, and the COS requests that
   saved (a PUT and the DELETE the free would need, each); ``parity_upload_delay_s``
   the delay coded versions wait (``DaemonConfig``).
+- ``coded_*``: the same for an 8 x 8 shuffle of 2 MiB objects (``--coded-mib``; each is
+  erasure-coded, so the parity delay applies): ``coded_shuffle_per_object_ms``,
+  ``coded_shuffle_uploads``, ``coded_shuffle_uploads_skipped``,
+  ``coded_uploads_skipped_share``, ``coded_cos_requests_saved``.
 
 ``--json`` prints one JSON object as the last line, with the ratios to the
 targets (``cold_vs_import`` <= 0.5, ``warm_overhead_ms`` <= 5,
@@ -61,6 +65,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--upload-delay-s", type=float, default=None,
                    help="the daemon's write-behind delay for every version (DaemonConfig.upload_delay_s; "
                         "default: its default, 0 = SION: uncoded versions go up at once)")
+    p.add_argument("--coded-mib", type=float, default=2.0,
+                   help="object size of the coded shuffle (8x8), MiB; above one block, so coded (default 2; 0: skip)")
     p.add_argument("--parity-upload-delay-s", type=float, default=None,
                    help="the delay for coded versions (DaemonConfig.parity_upload_delay_s; default: its default)")
     p.add_argument("--quick", action="store_true",
@@ -138,8 +144,8 @@ def _upload_stats(stack: Any) -> dict[str, Any] | None:
     return st
 
 
-def _shuffle(stack: Any, d: Path, mappers: int, reducers: int) -> dict[str, Any]:
-    wds = code.write_shuffle(d, mappers, reducers)
+def _shuffle(stack: Any, d: Path, mappers: int, reducers: int, size: int = code.OBJECT_BYTES) -> dict[str, Any]:
+    wds = code.write_shuffle(d, mappers, reducers, size)
     before = _upload_stats(stack)
     report = _run(wds, stack, {"src": str(d / "src.txt")})
     after = _upload_stats(stack)
@@ -158,6 +164,10 @@ def _shuffle(stack: Any, d: Path, mappers: int, reducers: int) -> dict[str, Any]
             "shuffle_put_per_object_ms": round(put / n * 1000.0, 3),
             "shuffle_get_per_object_ms": round(get / n * 1000.0, 3), "shuffle_wall_s": round(report.wall_s, 3),
             **ups}
+
+
+_CODED_KEYS = ("shuffle_per_object_ms", "shuffle_uploads", "shuffle_uploads_skipped", "uploads_skipped_share",
+               "cos_requests_saved")
 
 
 def _redis(pairs: int) -> tuple[str, float | None]:
@@ -189,6 +199,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.cold < 1 or args.imports < 1 or args.pairs < 1:
         raise InvalidRequest("--cold, --imports and --pairs must be at least 1")
+    if not 0 <= args.coded_mib <= 64:
+        raise InvalidRequest(f"--coded-mib must be in 0..64, got {args.coded_mib}")
     if args.quick:
         args.cold, args.imports, args.pairs = 3, 1, 50
     stages, width = (2, 4) if args.quick else (code.STAGES, code.WIDTH)
@@ -213,6 +225,12 @@ def run(args: argparse.Namespace) -> int:
         with Stack(cfg, metadata_port=0, daemon_port=0, daemon=overrides) as stack:
             doc.update(_noop(stack, Path(tmp) / "noop", stages, width))
             doc.update(_shuffle(stack, Path(tmp) / "shuffle", mappers, reducers))
+            if args.coded_mib > 0:
+                side = 4 if args.quick else 8
+                size = int(args.coded_mib * (1 << 20))
+                coded = _shuffle(stack, Path(tmp) / "coded", side, side, size)
+                doc["coded_shuffle"] = f"{side}x{side}x{size}B"
+                doc.update({"coded_" + k: v for k, v in coded.items() if k in _CODED_KEYS})
     doc["redis"], pair = _redis(args.pairs)
     doc["redis_set_get_ms"] = _ms(pair)
     doc["cold_vs_import"] = round(doc["cold_start_ms"] / doc["import_sdk_ms"], 3)
@@ -239,3 +257,7 @@ def _print(doc: dict[str, Any]) -> None:
     if "shuffle_uploads" in doc:
         print(f"write-behind over the shuffle: {doc['shuffle_uploads']} uploads, {doc['shuffle_uploads_skipped']} "
               f"skipped ({doc['uploads_skipped_share']:.0%}), {doc['cos_requests_saved']} COS requests saved")
+    if "coded_shuffle_uploads" in doc:
+        print(f"coded shuffle {doc['coded_shuffle']}: {doc['coded_shuffle_per_object_ms']} ms per object; "
+              f"{doc['coded_shuffle_uploads']} uploads, {doc['coded_shuffle_uploads_skipped']} skipped "
+              f"({doc['coded_uploads_skipped_share']:.0%}), {doc['coded_cos_requests_saved']} COS requests saved")
