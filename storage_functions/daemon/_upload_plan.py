@@ -13,7 +13,8 @@ the delay -- the common case for intermediate data read once by the next stage
 of whose chunks is lost is expedited (uploaded at once): the code covers fewer
 losses now. A predicted expiry (``expires_at``, on the daemon's clock) defers a
 coded version's upload until just after it, at most ``max_defer_s`` from the
-PUT. Versions without parity wait only ``delay_s`` (0: SION's behaviour).
+PUT. Versions without parity wait only ``delay_s`` (0: SION's behaviour);
+``parity_delay_s = 0`` turns the parity policy off, expiry deferral included.
 
 Not here: threads, COS, files (``_buffer``).
 """
@@ -51,15 +52,16 @@ class UploadPolicy:
         """When a version PUT at ``now`` is uploaded; ``min_parity``: the least parity
         chunks of its stripes (0: some stripe has none, or it has no stripes)."""
         wait = self.delay_s
-        if min_parity >= 1:
+        if self.coded(min_parity):
             wait = max(wait, self.parity_delay_s)
             if expires_at is not None:
                 wait = max(wait, min(expires_at + self.expiry_grace_s - now, self.max_defer_s))
         return now + wait
 
     def coded(self, min_parity: int) -> bool:
-        """Whether a version with ``min_parity`` waits for the parity delay."""
-        return min_parity >= 1 and self.parity_delay_s > self.delay_s
+        """Whether a version with ``min_parity`` is under the parity policy (waits for the
+        parity delay and a predicted expiry); never with ``parity_delay_s == 0`` (SION)."""
+        return min_parity >= 1 and self.parity_delay_s > 0
 
 
 class UploadQueue(Generic[T]):

@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 KEYS = {"cold_start_ms", "warm_overhead_ms", "import_sdk_ms", "shuffle_per_object_ms", "redis_set_get_ms",
-        "cold_vs_import", "shuffle_vs_redis", "cold_start_spawn_ms", "noop_cold_attempts"}
+        "cold_vs_import", "shuffle_vs_redis", "cold_start_spawn_ms", "noop_cold_attempts",
+        "shuffle_uploads", "uploads_skipped_share", "cos_requests_saved", "coded_shuffle_uploads",
+        "coded_shuffle_uploads_skipped", "coded_uploads_skipped_share", "coded_cos_requests_saved"}
 
 
 @pytest.mark.slow
@@ -26,3 +28,6 @@ def test_bench_run_prints_its_keys_as_the_last_line(tmp_path: Path) -> None:
     assert KEYS <= set(doc)
     assert doc["cold_start_ms"] > 0 and doc["import_sdk_ms"] > 0 and doc["shuffle_per_object_ms"] > 0
     assert doc["noop_attempts"] == 8
+    # every coded object of the 4x4 shuffle (and the skipped ones only) is accounted for
+    assert doc["coded_shuffle_uploads"] + doc["coded_shuffle_uploads_skipped"] >= 16
+    assert doc["coded_cos_requests_saved"] == 2 * doc["coded_shuffle_uploads_skipped"]

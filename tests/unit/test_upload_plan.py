@@ -26,6 +26,7 @@ def test_a_predicted_expiry_defers_a_coded_upload_within_the_cap() -> None:
     assert pol.due(100.0, 1, expires_at=100.2) == 101.0  # the parity delay still holds
     assert pol.due(100.0, 1, expires_at=1e9) == 130.0  # capped
     assert pol.due(100.0, 0, expires_at=110.0) == 100.0  # uncoded: no deferral
+    assert UploadPolicy(parity_delay_s=0.0).due(100.0, 2, expires_at=110.0) == 100.0  # SION: off
 
 
 def test_bad_policy_values_are_refused() -> None:
