@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from funcsion_rpc import errors as E
+from metadata_server._allocator import Solo
 from metadata_server import Allocator, CoreDriver, Placed, ReleaseFunction, ScaleOut, reply
 
 
@@ -31,14 +32,66 @@ def test_slices_fill_freeze_and_free_when_fragment_equals_offset():
     a.validate()
 
 
-def test_pools_keyed_by_lifetime_do_not_share_blocks():
+def test_a_pools_remainder_rides_in_a_block_another_pool_holds():
+    """Slice packing: a lifetime pool takes a block of its own only when no open block of
+    the run has room; its objects go to their own pool's block first, and a shared block
+    frees when its last entry does, whichever pool carved it."""
     a = Allocator(block_size=100)
     a.register("s0", 4)
     short = a.allocate(10, "r", 0)
     long = a.allocate(10, "r", 3)
-    assert short.extents[0].block != long.extents[0].block
+    assert (long.extents[0].block, long.extents[0].offset) == (short.extents[0].block, 10)   # shared
+    assert a.allocated_bytes == 100 and a.new_blocks(80, "r", 3) == 0 and a.new_blocks(81, "r", 3) == 1
+    big = a.allocate(85, "r", 3)                              # no room anywhere: the long pool's own block
+    assert big.extents[0].block != short.extents[0].block and a.allocated_bytes == 200
+    later = a.allocate(5, "r", 3)                             # its own pool's block first
+    assert later.extents[0].block == big.extents[0].block
     a.free(short)
-    assert a.allocated_bytes == 100                           # the short pool's block went back at once
+    assert a.allocated_bytes == 200                           # long still holds the shared block
+    a.free(long)
+    assert a.allocated_bytes == 100
+    a.validate()
+    a.free(big)
+    a.free(later)
+    assert a.allocated_bytes == 0 and not a.pools and not a.open
+    a.validate()
+
+
+def test_a_shared_block_is_chosen_by_lifetime_then_fullness():
+    a = Allocator(block_size=100)
+    a.register("s0", 8)
+    blocks = {k: a.allocate(size, "r", k).extents[0].block for k, size in ((1, 60), (5, 70), (9, 50), (2, 55))}
+    assert len(set(blocks.values())) == 4                     # none fitted the others' rest
+    assert a.allocate(20, "r", 4).extents[0].block == blocks[5]   # the nearest longer-lived pool
+    assert a.allocate(20, "r", 7).extents[0].block == blocks[9]
+    assert a.allocate(20, "r", 20).extents[0].block == blocks[9]  # none longer: the nearest shorter
+    assert a.allocate(30, "r", "adhoc").extents[0].block == blocks[1]   # no order: the fullest with room
+    a.validate()
+
+
+def test_runs_and_solo_objects_share_no_block():
+    a = Allocator(block_size=100)
+    a.register("s0", 8)
+    mine = a.allocate(10, "r1", 0)
+    other = a.allocate(10, "r2", 0)
+    solo = a.allocate(10, "r1", Solo("x"))
+    after = a.allocate(10, "r1", Solo("y"))
+    assert len({p.extents[0].block for p in (mine, other, solo, after)}) == 4
+    assert a.allocate(10, "r1", 0).extents[0].block == mine.extents[0].block   # not into a solo block
+    assert a.new_blocks(10, "r1", Solo("z")) == 1
+    a.validate()
+
+
+def test_solo_chunks_take_a_block_each():
+    a = Allocator(block_size=100, data_chunks=2, parity_chunks=1)
+    for i in range(3):
+        a.register(f"s{i}", 4)
+    p = a.allocate(120, "r", Solo("a"))                       # 3 chunks of 60 bytes
+    q = a.allocate(120, "r", Solo("b"))
+    assert a.allocated_bytes == 600                           # 6 chunks, 6 blocks
+    assert {(e.function, e.block) for e in p.extents}.isdisjoint({(e.function, e.block) for e in q.extents})
+    a.free(p)
+    assert a.allocated_bytes == 300
     a.validate()
 
 
