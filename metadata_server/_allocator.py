@@ -80,11 +80,22 @@ class _Block:
     function: str
     index: int
     owner: Hashable
-    pool: Hashable | None          # None: a whole block of a large object
-    state: Literal["active", "frozen", "whole"]
+    pool: Hashable                 # the pool that took it (others may carve into it: ``keys``)
+    state: Literal["active", "frozen"]
     offset: int = 0
     fragment: int = 0
     keys: set[Hashable] = field(default_factory=set)    # the pool keys of the entries carved in it
+
+
+@dataclass(frozen=True, slots=True)
+class _Home:
+    """Where one chunk goes on its function: ``in`` an open block, ``on`` from an open
+    block's tail into ``blocks`` free blocks from ``start``, or a ``fresh`` run of them."""
+
+    how: Literal["in", "on", "fresh"]
+    block: _Block | None
+    start: int
+    blocks: int
 
 
 @dataclass(slots=True)
@@ -180,10 +191,10 @@ class Allocator:
         that does not."""
         if 0 < size <= self.block_size:
             return 0 if self._slice_home(size, owner, key) is not None else 1
-        if size > self.block_size and self.chunk_bytes(size, chunk_bytes) <= self.block_size:
+        if size > self.block_size:
             plan = self._chunk_plan(owner, key, self.chunk_bytes(size, chunk_bytes))
             if plan is not None:
-                return sum(1 for _, home in plan if home is None)
+                return sum(home.blocks for _, home in plan)
         return self.blocks_needed(size, chunk_bytes)
 
     def chunk_bytes(self, size: int, asked: int = 0) -> int:
@@ -207,13 +218,10 @@ class Allocator:
             home = self._slice_home(size, owner, key)
             ext = self._carve(size, owner, key) if home is None else self._put_in(home, size, key)
             return None if ext is None else Placement("memory", "slice", (ext,))
-        chunk = self.chunk_bytes(size, chunk_bytes)
-        if chunk <= self.block_size:
-            return self._packed_chunks(owner, key, chunk)
-        return self._whole_blocks(size, owner, chunk)
+        return self._packed_chunks(owner, key, self.chunk_bytes(size, chunk_bytes))
 
-    def _take_block(self, owner: Hashable, pool: Hashable | None,
-                    state: Literal["active", "frozen", "whole"], function: _Function | None = None,
+    def _take_block(self, owner: Hashable, pool: Hashable,
+                    state: Literal["active", "frozen"], function: _Function | None = None,
                     index: int | None = None) -> _Block | None:
         if function is None:
             function = next((f for f in self.functions.values() if f.free), None)
@@ -301,30 +309,47 @@ class Allocator:
             pool.active = b = nb
         return self._put_in(b, size, key)
 
-    def _chunk_plan(self, owner: Hashable, key: Hashable, chunk: int) -> list[tuple[_Function, _Block | None]] | None:
-        """PlaceChunk for packed chunks: per chunk ``i`` the first function of ``i, i+n,
-        ...`` with an open block that has room (its chunk pool's active block first, else
-        the nearest shared one: the block, no new block) or with a free block (None);
-        None when a chunk finds neither."""
+    def _chunk_plan(self, owner: Hashable, key: Hashable, chunk: int) -> list[tuple[_Function, _Home]] | None:
+        """PlaceChunk: per chunk ``i`` the first function of ``i, i+n, ...`` where it has a
+        home (``_chunk_home``); None when a chunk finds none (a scale-out is needed)."""
         n = self.data_chunks + self.parity_chunks
         fns = [f for f in self.functions.values() if not f.retired]
-        plan: list[tuple[_Function, _Block | None]] = []
+        plan: list[tuple[_Function, _Home]] = []
         for i in range(n):
             for f in fns[i::n]:
-                pool = self.pools.get((owner, _chunk_pool(key, f.name)))
-                if pool is not None and pool.active is not None and pool.active.offset + chunk <= self.block_size:
-                    plan.append((f, pool.active))
-                    break
-                shared = self._best_open(chunk, owner, key, f.name)
-                if shared is not None:
-                    plan.append((f, shared))
-                    break
-                if f.free:
-                    plan.append((f, None))
+                home = self._chunk_home(owner, key, chunk, f)
+                if home is not None:
+                    plan.append((f, home))
                     break
             else:
-                return None                     # needs a scale-out
+                return None
         return plan
+
+    def _chunk_home(self, owner: Hashable, key: Hashable, chunk: int, f: _Function) -> _Home | None:
+        """Where a chunk of pool ``key`` goes on ``f``: into an open block with room (its
+        chunk pool's active block first, else the nearest shared one), else from an open
+        block's tail on into the next ``k`` blocks when they are free (its pool's active
+        block first), else a fresh run of free blocks; None when ``f`` has no room."""
+        bs = self.block_size
+        pool = self.pools.get((owner, _chunk_pool(key, f.name)))
+        own = pool.active if pool is not None else None
+        if chunk <= bs:
+            if own is not None and own.offset + chunk <= bs:
+                return _Home("in", own, own.index, 0)
+            shared = self._best_open(chunk, owner, key, f.name)
+            if shared is not None:
+                return _Home("in", shared, shared.index, 0)
+        if _shareable(key):
+            tails = [own] if own is not None and own.offset < bs else []
+            tails += sorted((b for b in self.open.get(owner, {}).get(f.name, {}).values() if b is not own),
+                            key=lambda b: (*_affinity(b.keys, key), -b.offset))
+            for b in tails:
+                k = -(-(chunk - (bs - b.offset)) // bs)
+                if all(b.index + j in f.free for j in range(1, k + 1)):
+                    return _Home("on", b, b.index + 1, k)
+        k = -(-chunk // bs)
+        start = _run_start(f.free, k)
+        return None if start is None else _Home("fresh", None, start, k)
 
     def _packed_chunks(self, owner: Hashable, key: Hashable, chunk: int) -> Placement | None:
         plan = self._chunk_plan(owner, key, chunk)
@@ -332,57 +357,41 @@ class Allocator:
             return None
         extents: list[Extent] = []
         for i, (f, home) in enumerate(plan):
-            if home is not None:
-                extents.append(self._put_in(home, chunk, key, i))
-                continue
-            pk = _chunk_pool(key, f.name)
-            pool = self.pools.get((owner, pk))
-            b = pool.active if pool is not None else None
-            if pool is not None and b is not None and b.offset < self.block_size and b.index + 1 in f.free:
-                # the chunk continues into the next block, so a block's tail is not lost
-                nb = self._take_block(owner, pk, "active", f, b.index + 1)
-                assert nb is not None
-                head = self.block_size - b.offset
-                extents += [Extent(f.name, b.index, b.offset, head, i), Extent(f.name, nb.index, 0, chunk - head, i)]
-                b.offset, nb.offset, b.state = self.block_size, chunk - head, "frozen"
-                b.keys.add(key)
-                nb.keys.add(key)
-                pool.frozen[(b.function, b.index)] = b
-                pool.active = nb
-                self._reindex(b)
-                self._reindex(nb)
-                continue
-            e = self._carve(chunk, owner, pk, f)
-            assert e is not None
-            extents.append(Extent(e.function, e.block, e.offset, chunk, i))
+            extents += self._lay_chunk(owner, key, chunk, i, f, home)
         return Placement("memory", "blocks", tuple(extents), self.data_chunks, self.parity_chunks, chunk)
 
-    def _whole_blocks(self, size: int, owner: Hashable, chunk: int) -> Placement | None:
-        n = self.data_chunks + self.parity_chunks
-        per_chunk = -(-chunk // self.block_size)
-        fns = [f for f in self.functions.values() if not f.retired]
-        chosen: list[tuple[_Function, int]] = []
-        for i in range(n):                      # SION PlaceChunk, greedy oldest-first
-            ptr = i
-            while ptr < len(fns):
-                start = _run_start(fns[ptr].free, per_chunk)
-                if start is not None:
-                    chosen.append((fns[ptr], start))
-                    break
-                ptr += n
-            else:
-                return None                     # needs a scale-out
+    def _lay_chunk(self, owner: Hashable, key: Hashable, chunk: int, i: int, f: _Function,
+                   home: _Home) -> list[Extent]:
+        """Chunk ``i`` at its home: one extent per block it touches, one run on ``f``; the
+        last new block becomes its chunk pool's active block (open while it has room)."""
+        if home.how == "in":
+            assert home.block is not None
+            return [self._put_in(home.block, chunk, key, i)]
+        left = chunk
         extents: list[Extent] = []
-        for i, (f, start) in enumerate(chosen):
-            left = chunk
-            for index in range(start, start + per_chunk):
-                b = self._take_block(owner, None, "whole", f, index)
-                assert b is not None
-                length = min(left, self.block_size)
-                b.offset = self.block_size
-                extents.append(Extent(f.name, b.index, 0, length, i))
-                left -= length
-        return Placement("memory", "blocks", tuple(extents), self.data_chunks, self.parity_chunks, chunk)
+        if home.block is not None:               # the tail of an open block first
+            head = self.block_size - home.block.offset
+            extents.append(self._put_in(home.block, head, key, i))
+            left -= head
+        pk = _chunk_pool(key, f.name)
+        pool = self.pools.get((owner, pk))
+        if pool is None:
+            pool = self.pools[(owner, pk)] = _Pool(pk, owner)
+        for j in range(home.blocks):
+            nb = self._take_block(owner, pk, "frozen", f, home.start + j)
+            assert nb is not None
+            take = min(left, self.block_size)
+            extents.append(self._put_in(nb, take, key, i))
+            left -= take
+            if j < home.blocks - 1:
+                pool.frozen[(nb.function, nb.index)] = nb
+                continue
+            if pool.active is not None:
+                pool.active.state = "frozen"
+                pool.frozen[(pool.active.function, pool.active.index)] = pool.active
+            nb.state, pool.active = "active", nb
+        assert left == 0
+        return extents
 
     # -- freeing --------------------------------------------------------------------
     def free(self, placement: Placement) -> list[str]:
@@ -393,10 +402,7 @@ class Allocator:
         idle: list[str] = []
         for e in placement.extents:
             b = self.used[(e.function, e.block)]
-            if b.pool is None:                  # a whole block of one chunk: one extent each
-                idle += self._release(b)
-                continue
-            b.fragment += e.length              # a slice or a packed chunk
+            b.fragment += e.length
             if b.fragment == b.offset:
                 idle += self._release(b)
         return idle
@@ -407,14 +413,13 @@ class Allocator:
         self.owner_blocks[b.owner] -= 1
         if not self.owner_blocks[b.owner]:
             del self.owner_blocks[b.owner]
-        if b.pool is not None:
-            pool = self.pools[(b.owner, b.pool)]
-            if pool.active is b:
-                pool.active = None
-            else:
-                del pool.frozen[(b.function, b.index)]
-            if pool.active is None and not pool.frozen:
-                del self.pools[(b.owner, b.pool)]
+        pool = self.pools[(b.owner, b.pool)]
+        if pool.active is b:
+            pool.active = None
+        else:
+            del pool.frozen[(b.function, b.index)]
+        if pool.active is None and not pool.frozen:
+            del self.pools[(b.owner, b.pool)]
         f = self.functions[b.function]
         f.used -= 1
         if f.retired:
@@ -432,9 +437,8 @@ class Allocator:
             assert b.fragment < b.offset, f"block {fn}/{idx} fully expired but not released"
             f = self.functions[fn]
             assert idx not in f.free, f"block {fn}/{idx} both used and free"
-            if b.pool is not None:
-                pool = self.pools[(b.owner, b.pool)]
-                assert pool.active is b or pool.frozen.get((fn, idx)) is b
+            pool = self.pools[(b.owner, b.pool)]
+            assert pool.active is b or pool.frozen.get((fn, idx)) is b
         for f in self.functions.values():
             assert f.used == sum(1 for (fn, _) in self.used if fn == f.name)
             assert len(set(f.free)) == len(f.free)
@@ -453,9 +457,9 @@ class Allocator:
         assert shareable == sum(len(on) for fns in self.open.values() for on in fns.values())
 
 
-def _shareable(pool: Hashable | None) -> bool:
-    """A pool whose blocks other pools of the owner may fill (not a whole block, not Solo)."""
-    return pool is not None and not isinstance(_base_key(pool), Solo)
+def _shareable(pool: Hashable) -> bool:
+    """A pool whose blocks other pools of the owner may fill (any but a ``Solo`` object's)."""
+    return not isinstance(_base_key(pool), Solo)
 
 
 def _base_key(pool: Hashable) -> Hashable:

@@ -280,15 +280,21 @@ def test_coded_chunks_get_contiguous_runs_sized_by_the_clients_chunk_bytes():
     a = Allocator(block_size=100, data_chunks=2, parity_chunks=1)
     for f in ("s0", "s1", "s2"):
         a.register(f, 6)
-    hole = a.allocate(50, "r", 0)                      # s0 block 0 taken by a slice
+    hole = a.allocate(50, "r", 0)                      # s0 block 0 half taken by a slice
     p = a.allocate(500, "r", 0, chunk_bytes=290)       # 3 blocks per chunk (290 > 250 = ceil(500/2))
     assert p.chunk_size == 290
     for i in range(3):
         ext = [e for e in p.extents if e.chunk == i]
         assert len({e.function for e in ext}) == 1
-        assert [e.block for e in ext] == list(range(ext[0].block, ext[0].block + 3))
+        assert [e.block for e in ext] == list(range(ext[0].block, ext[0].block + len(ext)))
         assert sum(e.length for e in ext) == 290
-    assert hole.extents[0].block not in [e.block for e in p.extents if e.function == hole.extents[0].function]
+    chunk0 = [(e.block, e.offset, e.length) for e in p.extents if e.chunk == 0]
+    assert hole.extents[0].function == "s0" and chunk0 == [(0, 50, 50), (1, 0, 100), (2, 0, 100), (3, 0, 40)]
+    assert a.allocated_bytes == 4 * 100 + 2 * 300      # on from the slice's tail; s1, s2: fresh runs
+    a.free(hole)
+    assert a.allocated_bytes == 1000                   # the chunk still holds the block's tail
+    a.free(p)
+    assert a.allocated_bytes == 0
     a.validate()
 
 
@@ -333,11 +339,11 @@ def test_chunks_of_one_block_or_less_are_packed_per_function_and_pool():
     assert a.allocated_bytes == 600                    # 6 blocks for 480 coded bytes, not 12
     assert a.new_blocks(160, "r", 0) == 6              # a third does not fit: a block per chunk
     assert a.new_blocks(160, "r", 5) == 6
-    other = a.allocate(160, "r", 5)                    # another lifetime: blocks of its own
-    assert {(e.function, e.block) for e in other.extents}.isdisjoint({(e.function, e.block) for e in p.extents})
+    other = a.allocate(160, "r", 5)                    # another lifetime: on from the shared blocks' tails
+    assert [(e.block, e.offset, e.length) for e in other.extents] == [(0, 80, 20), (1, 0, 20)] * 6
     assert a.free(p) == [] and a.allocated_bytes == 1200  # q still holds the shared blocks
     a.validate()
-    assert a.free(q) == [] and a.allocated_bytes == 600
+    assert a.free(q) == [] and a.allocated_bytes == 1200  # and other's heads
     assert sorted(a.free(other)) == fns
     assert a.allocated_bytes == 0 and not a.pools
     a.validate()

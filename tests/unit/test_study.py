@@ -60,3 +60,15 @@ def test_the_median_run_counts_and_every_runs_figure_is_kept() -> None:
     assert _study.median_run(runs[:2])["id"] == 1          # an even count: the lower middle
     with pytest.raises(ValueError, match="at least one"):
         _study.median_run([])
+
+
+def test_pocket_reserves_its_peak_for_the_whole_run() -> None:
+    assert _study.reserved_mb_s(64 << 20, 1.5) == 96.0
+    assert _study.reserved_series(64 << 20, 1.5) == [[0.0, 64 << 20, 64 << 20], [1.5, 0, 0]]
+
+
+def test_the_admission_controller_gets_jobs_until_one_must_wait() -> None:
+    jobs = _study.admission_jobs([("a", 100), ("b", 50)], 300, cap=10)
+    assert jobs == [("a", 100), ("b", 50), ("a", 100), ("b", 50), ("a", 100)]   # 400 > 300: the fifth waits
+    assert len(_study.admission_jobs([("a", 1)], 10**9, cap=7)) == 7
+    assert _study.admission_jobs([("a", 0)], 300, cap=10) == []
