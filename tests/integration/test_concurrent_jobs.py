@@ -49,3 +49,33 @@ def test_several_wds_files_refuse_an_input_naming_one_workflows_data(tmp_path: P
     assert "--input names one workflow's tasks or data: run the WDS files one at a time" in p.stderr
     assert "Traceback" not in p.stderr
     assert "run r-" not in p.stdout  # no run started
+
+
+@pytest.mark.slow  # three word counts, two at a time
+def test_jobs_wait_for_the_budget_and_each_leaks_nothing(stack: Stack) -> None:
+    from sdk.local._admission import Admission
+
+    opts = ExecutorOptions(progress=False)
+    prep = prepare_run(WC, options=opts, limits=stack.config.wds_limits())
+    adm = Admission(5 << 20)
+    reports = run_jobs([prep, prep, prep], config=stack.config, stack=stack, options=opts, admission=adm,
+                       peaks=[2 << 20, 2 << 20, 2 << 20])
+    assert [r.status for r in reports] == ["succeeded"] * 3
+    assert [r.memory["leaked_bytes"] for r in reports] == [0, 0, 0]
+    assert adm.max_running == 2 and adm.peak_held_bytes == 4 << 20 and not adm.running
+    admits = [job for what, job, _ in adm.log if what == "admit"]
+    assert admits == [0, 1, 2]
+    first_done = next(i for i, (what, _, _) in enumerate(adm.log) if what == "finish")
+    assert [what for what, _, _ in adm.log].index("admit", first_done) > first_done   # job 2 waited for one
+
+
+def test_a_job_larger_than_the_budget_is_refused_before_any_starts(stack: Stack) -> None:
+    from sdk.local._admission import Admission, AdmissionError
+
+    opts = ExecutorOptions(progress=False)
+    prep = prepare_run(WC, options=opts, limits=stack.config.wds_limits())
+    runs_before = len(stack.handler.state.runs)
+    with pytest.raises(AdmissionError, match=r"job 1 expects a peak of 300.0 MiB.*budget of 200.0 MiB"):
+        run_jobs([prep, prep], config=stack.config, stack=stack, options=opts, admission=Admission(200 << 20),
+                 peaks=[1 << 20, 300 << 20])
+    assert len(stack.handler.state.runs) == runs_before
