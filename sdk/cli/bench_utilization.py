@@ -209,8 +209,11 @@ def _admit(expected: list[tuple[str, int]], budget: int, cap: int, go: Any) -> d
     adm = Admission(budget)
     r = go([n for n, _ in jobs], adm, [p for _, p in jobs])
     reps = r["reports"]
-    physical = max((v for _, v in _study.summed_series([d["memory"].get("alloc_series", d["memory"]["series"])
-                                                        for d in reps])), default=0)
+    t0 = min(float(d["started"]) for d in reps)       # a job that waited starts later: on one clock
+    physical = max((v for _, v in _study.summed_series(
+        [[[float(t) + float(d["started"]) - t0, *rest] for t, *rest in d["memory"].get("alloc_series",
+                                                                                       d["memory"]["series"])]
+         for d in reps])), default=0)
     return {"budget_bytes": budget, "jobs": len(jobs), "capped": len(jobs) == cap and
             sum(p for _, p in jobs) <= budget, "max_concurrent": adm.max_running,
             "expected_peak_bytes": adm.peak_held_bytes, "order": [n for n, _ in jobs],
