@@ -199,7 +199,8 @@ def _admit(expected: list[tuple[str, int]], budget: int, cap: int, go: Any) -> d
     """The live admission controller under ``budget`` bytes: jobs cycling over the workflows
     (``_study.admission_jobs``: until one must wait, at most ``cap``) run concurrently, each
     waiting for its expected peak to fit. How many ran at once, the physical peak they held
-    together (their series summed) against the budget, and every job's leaked bytes."""
+    together (their series summed on one clock; pocket: what it allocated, not its
+    reservation) against the budget, and every job's leaked bytes."""
     from sdk.local import _study
     from sdk.local._admission import Admission
 
@@ -213,7 +214,7 @@ def _admit(expected: list[tuple[str, int]], budget: int, cap: int, go: Any) -> d
     physical = max((v for _, v in _study.summed_series(
         [[[float(t) + float(d["started"]) - t0, *rest] for t, *rest in d["memory"].get("alloc_series",
                                                                                        d["memory"]["series"])]
-         for d in reps])), default=0)
+         for d in reps], 2 if reps[0].get("policy") == "oracle" else 1)), default=0)   # oracle: bytes held
     return {"budget_bytes": budget, "jobs": len(jobs), "capped": len(jobs) == cap and
             sum(p for _, p in jobs) <= budget, "max_concurrent": adm.max_running,
             "expected_peak_bytes": adm.peak_held_bytes, "order": [n for n, _ in jobs],
