@@ -16,8 +16,10 @@ III-C1, SION Fig. 5). Pure: takes sizes, names and pool keys; no clock, no I/O.
   ``fragment``, and when ``fragment == offset`` the whole block is free again
   (active or frozen alike).
 - Shared blocks (slice packing): a pool takes a free block only when no open
-  block of its owner has room (an open block: one with bytes left after its
-  ``offset``, whichever pool took it). A slice goes to its pool's active block
+  block of its owner has room (an open block: one with at least ``MIN_ROOM`` of
+  a block left after its ``offset``, whichever pool took it; at most
+  ``OPEN_PER_FUNCTION`` per function of an owner, the fullest closing first, so
+  a search is short). A slice goes to its pool's active block
   when it fits, else to the owner's open block nearest in lifetime (same pool
   key first, then the nearest longer-lived key, then shorter, the fullest block
   on a tie), else to a new block; a packed chunk likewise among the owner's open
@@ -60,9 +62,13 @@ from typing import Hashable, Literal
 
 from ._events import Extent, Placement
 
-__all__ = ["Allocator", "MAX_FUNCTION_BLOCKS", "MIB", "Solo"]
+__all__ = ["Allocator", "MAX_FUNCTION_BLOCKS", "MIB", "MIN_ROOM", "OPEN_PER_FUNCTION", "Solo"]
 
 MIB = 1 << 20
+#: An open block offers its rest to other pools while at least this share of a block is left.
+MIN_ROOM = 1 / 64
+#: Open blocks kept per function of a run (the fullest closes first): bounds a search.
+OPEN_PER_FUNCTION = 4
 #: The most blocks one storage function may offer (1 TiB at the default 1 MiB blocks);
 #: bounds what one registration makes the allocator hold.
 MAX_FUNCTION_BLOCKS = 1 << 20
@@ -240,17 +246,23 @@ class Allocator:
 
     # -- shared blocks ----------------------------------------------------------------
     def _reindex(self, b: _Block) -> None:
-        """Keep ``b`` among its owner's open blocks while it has room and may be shared."""
+        """Keep ``b`` among its owner's open blocks while it may be shared and has room worth
+        offering (``MIN_ROOM`` of a block); at most ``OPEN_PER_FUNCTION`` per function of an
+        owner, the one with the least room closing first, so a search stays short."""
         fns = self.open.get(b.owner)
-        if b.offset < self.block_size and _shareable(b.pool) and (b.function, b.index) in self.used:
+        room = self.block_size - b.offset
+        if room >= self.block_size * MIN_ROOM and _shareable(b.pool) and (b.function, b.index) in self.used:
             if fns is None:
                 fns = self.open[b.owner] = {}
-            fns.setdefault(b.function, {})[b.index] = b
+            on = fns.setdefault(b.function, {})
+            on[b.index] = b
+            if len(on) > OPEN_PER_FUNCTION:
+                del on[max(on, key=lambda i: on[i].offset)]
             return
         if fns is None:
             return
-        on = fns.get(b.function)
-        if on is not None and on.pop(b.index, None) is not None and not on:
+        held = fns.get(b.function)
+        if held is not None and held.pop(b.index, None) is not None and not held:
             del fns[b.function]
             if not fns:
                 del self.open[b.owner]
@@ -450,11 +462,10 @@ class Allocator:
         for owner, fns in self.open.items():
             for fn, on in fns.items():
                 assert on, f"{owner}/{fn}: an empty open index"
+                assert len(on) <= OPEN_PER_FUNCTION, f"{owner}/{fn}: {len(on)} open blocks"
                 for idx, b in on.items():
                     assert self.used.get((fn, idx)) is b and b.owner == owner, b
-                    assert b.offset < self.block_size and _shareable(b.pool), b
-        shareable = sum(1 for b in self.used.values() if b.offset < self.block_size and _shareable(b.pool))
-        assert shareable == sum(len(on) for fns in self.open.values() for on in fns.values())
+                    assert self.block_size - b.offset >= self.block_size * MIN_ROOM and _shareable(b.pool), b
 
 
 def _shareable(pool: Hashable) -> bool:
