@@ -79,3 +79,42 @@ def test_a_job_larger_than_the_budget_is_refused_before_any_starts(stack: Stack)
         run_jobs([prep, prep], config=stack.config, stack=stack, options=opts, admission=Admission(200 << 20),
                  peaks=[1 << 20, 300 << 20])
     assert len(stack.handler.state.runs) == runs_before
+
+
+@pytest.mark.slow  # three word counts through the CLI, two at a time
+def test_funcsion_run_admits_jobs_within_a_budget(tmp_path: Path) -> None:
+    import json
+
+    p = subprocess.run([sys.executable, "-m", "sdk.cli", "run", str(WC), str(WC), str(WC), "--admit-budget", "5MiB",
+                        "--job-peak", "2MiB", "--json", "--no-progress", "--state-dir", str(tmp_path)],
+                       capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=180,
+                       check=False)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout.strip().splitlines()[-1])
+    assert doc["status"] == "succeeded" and doc["leaked_bytes"] == 0
+    assert [j["memory"]["leaked_bytes"] for j in doc["jobs"]] == [0, 0, 0]
+    adm = doc["admission"]
+    assert adm["max_running"] == 2 and adm["budget_bytes"] == 5 << 20
+    assert [e[0] for e in adm["log"]][:3] == ["admit", "admit", "finish"]     # the third waited
+    assert "at most 2 jobs at once" in p.stdout
+
+
+@pytest.mark.parametrize(("args", "why"), [
+    (["--admit-budget", "200MiB", "--job-peak", "1MiB,300MiB"], "job 1 expects a peak of 300.0 MiB"),
+    (["--admit-budget", "200MiB", "--job-peak", "1MiB,2MiB,3MiB"], "one size for every job or one per WDS file (2)"),
+    (["--job-peak", "1MiB"], "--job-peak is the expected peak for --admit-budget"),
+])
+def test_bad_admission_options_are_one_line(tmp_path: Path, args: list[str], why: str) -> None:
+    p = subprocess.run([sys.executable, "-m", "sdk.cli", "run", str(WC), str(WC), *args, "--state-dir", str(tmp_path)],
+                       capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=120,
+                       check=False)
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    assert why in p.stderr and "Traceback" not in p.stderr
+    assert "run r-" not in p.stdout
+
+
+def test_a_budget_needs_several_jobs(tmp_path: Path) -> None:
+    p = subprocess.run([sys.executable, "-m", "sdk.cli", "run", str(WC), "--admit-budget", "1MiB",
+                        "--state-dir", str(tmp_path)], capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=60, check=False)
+    assert p.returncode == 2 and "give several WDS files" in p.stderr and "Traceback" not in p.stderr
