@@ -15,6 +15,22 @@ III-C1, SION Fig. 5). Pure: takes sizes, names and pool keys; no clock, no I/O.
   frozen and a free block becomes active; freeing a slice only grows
   ``fragment``, and when ``fragment == offset`` the whole block is free again
   (active or frozen alike).
+- Shared blocks (slice packing): a pool takes a free block only when no open
+  block of its owner has room (an open block: one with at least ``MIN_ROOM`` of
+  a block left after its ``offset``, whichever pool took it; at most
+  ``OPEN_PER_FUNCTION`` per function of an owner, the fullest closing first, so
+  a search is short). A slice goes to its pool's active block
+  when it fits, else to the owner's open block nearest in lifetime (same pool
+  key first, then the nearest longer-lived key, then shorter, the fullest block
+  on a tie), else to a new block; a packed chunk likewise among the owner's open
+  blocks on the function PlaceChunk probes. So a pool's remainder below a block
+  rides in a block another pool already holds, instead of each lifetime pool
+  keeping a part-filled block on every function (video at 1 MiB blocks held 1.9x
+  its bytes). A block frees when every entry in it did, whichever pool carved
+  them. Sharing is per owner (a run): runs never share a block.
+- ``Solo(name)`` keys (Pocket's and Jiffy's "one object per block", FuncStore
+  Sec. V): the object's slice or each of its chunks takes blocks of its own,
+  shared with nothing.
 - Coded objects (object > one block): d+p erasure-coded chunks of
   ``chunk_bytes`` bytes each (the client's stripes' chunks end to end; by
   default ``ceil(size / d)``); chunk ``i`` probes functions ``i, i+n, i+2n,
@@ -46,12 +62,23 @@ from typing import Hashable, Literal
 
 from ._events import Extent, Placement
 
-__all__ = ["Allocator", "MAX_FUNCTION_BLOCKS", "MIB"]
+__all__ = ["Allocator", "MAX_FUNCTION_BLOCKS", "MIB", "MIN_ROOM", "OPEN_PER_FUNCTION", "Solo"]
 
 MIB = 1 << 20
+#: An open block offers its rest to other pools while at least this share of a block is left.
+MIN_ROOM = 1 / 64
+#: Open blocks kept per function of a run (the fullest closes first): bounds a search.
+OPEN_PER_FUNCTION = 4
 #: The most blocks one storage function may offer (1 TiB at the default 1 MiB blocks);
 #: bounds what one registration makes the allocator hold.
 MAX_FUNCTION_BLOCKS = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class Solo:
+    """A pool key that shares no block: object ``name`` alone in its blocks (Pocket, Jiffy)."""
+
+    name: str
 
 
 @dataclass(slots=True)
@@ -59,10 +86,22 @@ class _Block:
     function: str
     index: int
     owner: Hashable
-    pool: Hashable | None          # None: a whole block of a large object
-    state: Literal["active", "frozen", "whole"]
+    pool: Hashable                 # the pool that took it (others may carve into it: ``keys``)
+    state: Literal["active", "frozen"]
     offset: int = 0
     fragment: int = 0
+    keys: set[Hashable] = field(default_factory=set)    # the pool keys of the entries carved in it
+
+
+@dataclass(frozen=True, slots=True)
+class _Home:
+    """Where one chunk goes on its function: ``in`` an open block, ``on`` from an open
+    block's tail into ``blocks`` free blocks from ``start``, or a ``fresh`` run of them."""
+
+    how: Literal["in", "on", "fresh"]
+    block: _Block | None
+    start: int
+    blocks: int
 
 
 @dataclass(slots=True)
@@ -95,6 +134,8 @@ class Allocator:
         self.pools: dict[tuple[Hashable, Hashable], _Pool] = {}
         self.used: dict[tuple[str, int], _Block] = {}
         self.owner_blocks: dict[Hashable, int] = {}
+        #: owner -> function -> block index -> its open blocks (room left, shareable)
+        self.open: dict[Hashable, dict[str, dict[int, _Block]]] = {}
 
     # -- capacity -------------------------------------------------------------------
     def register(self, function: str, blocks: int) -> int:
@@ -152,15 +193,14 @@ class Allocator:
 
     def new_blocks(self, size: int, owner: Hashable, key: Hashable = 0, chunk_bytes: int = 0) -> int:
         """Blocks ``allocate(size, owner, key)`` would take from the free pool now: 0 for
-        a slice that fits its pool's active block, one per packed chunk that does not."""
+        a slice that fits an open block (its pool's or a shared one), one per packed chunk
+        that does not."""
         if 0 < size <= self.block_size:
-            pool = self.pools.get((owner, key))
-            if pool is not None and pool.active is not None and pool.active.offset + size <= self.block_size:
-                return 0
-        elif size > self.block_size and self.chunk_bytes(size, chunk_bytes) <= self.block_size:
+            return 0 if self._slice_home(size, owner, key) is not None else 1
+        if size > self.block_size:
             plan = self._chunk_plan(owner, key, self.chunk_bytes(size, chunk_bytes))
             if plan is not None:
-                return sum(1 for _, fits in plan if not fits)
+                return sum(home.blocks for _, home in plan)
         return self.blocks_needed(size, chunk_bytes)
 
     def chunk_bytes(self, size: int, asked: int = 0) -> int:
@@ -181,15 +221,13 @@ class Allocator:
         if size == 0:
             return Placement("empty", "empty")
         if size <= self.block_size:
-            ext = self._carve(size, owner, key)
+            home = self._slice_home(size, owner, key)
+            ext = self._carve(size, owner, key) if home is None else self._put_in(home, size, key)
             return None if ext is None else Placement("memory", "slice", (ext,))
-        chunk = self.chunk_bytes(size, chunk_bytes)
-        if chunk <= self.block_size:
-            return self._packed_chunks(owner, key, chunk)
-        return self._whole_blocks(size, owner, chunk)
+        return self._packed_chunks(owner, key, self.chunk_bytes(size, chunk_bytes))
 
-    def _take_block(self, owner: Hashable, pool: Hashable | None,
-                    state: Literal["active", "frozen", "whole"], function: _Function | None = None,
+    def _take_block(self, owner: Hashable, pool: Hashable,
+                    state: Literal["active", "frozen"], function: _Function | None = None,
                     index: int | None = None) -> _Block | None:
         if function is None:
             function = next((f for f in self.functions.values() if f.free), None)
@@ -203,99 +241,169 @@ class Allocator:
         b = _Block(function.name, index, owner, pool, state)
         self.used[(function.name, index)] = b
         self.owner_blocks[owner] = self.owner_blocks.get(owner, 0) + 1
+        self._reindex(b)
         return b
+
+    # -- shared blocks ----------------------------------------------------------------
+    def _reindex(self, b: _Block) -> None:
+        """Keep ``b`` among its owner's open blocks while it may be shared and has room worth
+        offering (``MIN_ROOM`` of a block); at most ``OPEN_PER_FUNCTION`` per function of an
+        owner, the one with the least room closing first, so a search stays short."""
+        fns = self.open.get(b.owner)
+        room = self.block_size - b.offset
+        if room >= self.block_size * MIN_ROOM and _shareable(b.pool) and (b.function, b.index) in self.used:
+            if fns is None:
+                fns = self.open[b.owner] = {}
+            on = fns.setdefault(b.function, {})
+            on[b.index] = b
+            if len(on) > OPEN_PER_FUNCTION:
+                del on[max(on, key=lambda i: on[i].offset)]
+            return
+        if fns is None:
+            return
+        held = fns.get(b.function)
+        if held is not None and held.pop(b.index, None) is not None and not held:
+            del fns[b.function]
+            if not fns:
+                del self.open[b.owner]
+
+    def _best_open(self, size: int, owner: Hashable, key: Hashable, function: str | None) -> _Block | None:
+        """The owner's open block (on ``function``, or anywhere) with ``size`` bytes of room
+        that is nearest to ``key`` in lifetime; None for a ``Solo`` key or when none has room."""
+        if not _shareable(key):
+            return None
+        fns = self.open.get(owner)
+        if not fns:
+            return None
+        pools = [fns.get(function, {})] if function is not None else list(fns.values())
+        best: _Block | None = None
+        best_rank: tuple[int, float, int] = (9, 0.0, 0)
+        limit = self.block_size - size
+        for on in pools:
+            for b in on.values():
+                if b.offset > limit or self.functions[b.function].retired:
+                    continue
+                rank = (*_affinity(b.keys, key), -b.offset)
+                if best is None or rank < best_rank:
+                    best, best_rank = b, rank
+        return best
+
+    def _slice_home(self, size: int, owner: Hashable, key: Hashable) -> _Block | None:
+        """Where a slice goes without a new block: its pool's active block, else a shared one."""
+        pool = self.pools.get((owner, key))
+        if pool is not None and pool.active is not None and pool.active.offset + size <= self.block_size:
+            return pool.active
+        return self._best_open(size, owner, key, None)
+
+    def _put_in(self, b: _Block, size: int, key: Hashable, chunk: int = 0) -> Extent:
+        """``size`` bytes of pool key ``key`` at ``b``'s offset (a block with room)."""
+        ext = Extent(b.function, b.index, b.offset, size, chunk)
+        b.offset += size
+        b.keys.add(_base_key(key))
+        self._reindex(b)
+        return ext
 
     def _carve(self, size: int, owner: Hashable, key: Hashable, function: _Function | None = None) -> Extent | None:
         """``size`` bytes from the active block of pool ``(owner, key)``; when they do not
         fit, the active block is frozen and a free block (of ``function`` when given)
         becomes active."""
         pool = self.pools.get((owner, key))
-        if pool is None:
-            pool = self.pools[(owner, key)] = _Pool(key, owner)
-        b = pool.active
+        b = pool.active if pool is not None else None
         if b is None or b.offset + size > self.block_size:
             nb = self._take_block(owner, key, "active", function)
             if nb is None:
                 return None
+            if pool is None:
+                pool = self.pools[(owner, key)] = _Pool(key, owner)
             if b is not None:
                 b.state = "frozen"
                 pool.frozen[(b.function, b.index)] = b
             pool.active = b = nb
-        ext = Extent(b.function, b.index, b.offset, size)
-        b.offset += size
-        return ext
+        return self._put_in(b, size, key)
 
-    def _chunk_plan(self, owner: Hashable, key: Hashable, chunk: int) -> list[tuple[_Function, bool]] | None:
-        """PlaceChunk for packed chunks: per chunk ``i`` the first function of ``i, i+n,
-        ...`` whose chunk pool's active block has room (True) or that has a free block
-        (False); None when a chunk finds neither."""
+    def _chunk_plan(self, owner: Hashable, key: Hashable, chunk: int) -> list[tuple[_Function, _Home]] | None:
+        """PlaceChunk: per chunk ``i`` the first function of ``i, i+n, ...`` where it has a
+        home (``_chunk_home``); None when a chunk finds none (a scale-out is needed)."""
         n = self.data_chunks + self.parity_chunks
         fns = [f for f in self.functions.values() if not f.retired]
-        plan: list[tuple[_Function, bool]] = []
+        plan: list[tuple[_Function, _Home]] = []
         for i in range(n):
             for f in fns[i::n]:
-                pool = self.pools.get((owner, _chunk_pool(key, f.name)))
-                if pool is not None and pool.active is not None and pool.active.offset + chunk <= self.block_size:
-                    plan.append((f, True))
-                    break
-                if f.free:
-                    plan.append((f, False))
+                home = self._chunk_home(owner, key, chunk, f)
+                if home is not None:
+                    plan.append((f, home))
                     break
             else:
-                return None                     # needs a scale-out
+                return None
         return plan
+
+    def _chunk_home(self, owner: Hashable, key: Hashable, chunk: int, f: _Function) -> _Home | None:
+        """Where a chunk of pool ``key`` goes on ``f``: into an open block with room (its
+        chunk pool's active block first, else the nearest shared one), else from an open
+        block's tail on into the next ``k`` blocks when they are free (its pool's active
+        block first), else a fresh run of free blocks; None when ``f`` has no room."""
+        bs = self.block_size
+        pool = self.pools.get((owner, _chunk_pool(key, f.name)))
+        own = pool.active if pool is not None else None
+        if chunk <= bs:
+            if own is not None and own.offset + chunk <= bs:
+                return _Home("in", own, own.index, 0)
+            shared = self._best_open(chunk, owner, key, f.name)
+            if shared is not None:
+                return _Home("in", shared, shared.index, 0)
+        if _shareable(key):
+            tails = [own] if own is not None and own.offset < bs else []
+            tails += sorted((b for b in self.open.get(owner, {}).get(f.name, {}).values() if b is not own),
+                            key=lambda b: (*_affinity(b.keys, key), -b.offset))
+            for b in tails:
+                k = -(-(chunk - (bs - b.offset)) // bs)
+                if all(b.index + j in f.free for j in range(1, k + 1)):
+                    return _Home("on", b, b.index + 1, k)
+        k = -(-chunk // bs)
+        start = _run_start(f.free, k)
+        return None if start is None else _Home("fresh", None, start, k)
 
     def _packed_chunks(self, owner: Hashable, key: Hashable, chunk: int) -> Placement | None:
         plan = self._chunk_plan(owner, key, chunk)
         if plan is None:
             return None
         extents: list[Extent] = []
-        for i, (f, fits) in enumerate(plan):
-            pk = _chunk_pool(key, f.name)
-            pool = self.pools.get((owner, pk))
-            b = pool.active if pool is not None else None
-            if not fits and pool is not None and b is not None and b.offset < self.block_size \
-                    and b.index + 1 in f.free:
-                # the chunk continues into the next block, so a block's tail is not lost
-                nb = self._take_block(owner, pk, "active", f, b.index + 1)
-                assert nb is not None
-                head = self.block_size - b.offset
-                extents += [Extent(f.name, b.index, b.offset, head, i), Extent(f.name, nb.index, 0, chunk - head, i)]
-                b.offset, nb.offset, b.state = self.block_size, chunk - head, "frozen"
-                pool.frozen[(b.function, b.index)] = b
-                pool.active = nb
-                continue
-            e = self._carve(chunk, owner, pk, f)
-            assert e is not None
-            extents.append(Extent(e.function, e.block, e.offset, chunk, i))
+        for i, (f, home) in enumerate(plan):
+            extents += self._lay_chunk(owner, key, chunk, i, f, home)
         return Placement("memory", "blocks", tuple(extents), self.data_chunks, self.parity_chunks, chunk)
 
-    def _whole_blocks(self, size: int, owner: Hashable, chunk: int) -> Placement | None:
-        n = self.data_chunks + self.parity_chunks
-        per_chunk = -(-chunk // self.block_size)
-        fns = [f for f in self.functions.values() if not f.retired]
-        chosen: list[tuple[_Function, int]] = []
-        for i in range(n):                      # SION PlaceChunk, greedy oldest-first
-            ptr = i
-            while ptr < len(fns):
-                start = _run_start(fns[ptr].free, per_chunk)
-                if start is not None:
-                    chosen.append((fns[ptr], start))
-                    break
-                ptr += n
-            else:
-                return None                     # needs a scale-out
+    def _lay_chunk(self, owner: Hashable, key: Hashable, chunk: int, i: int, f: _Function,
+                   home: _Home) -> list[Extent]:
+        """Chunk ``i`` at its home: one extent per block it touches, one run on ``f``; the
+        last new block becomes its chunk pool's active block (open while it has room)."""
+        if home.how == "in":
+            assert home.block is not None
+            return [self._put_in(home.block, chunk, key, i)]
+        left = chunk
         extents: list[Extent] = []
-        for i, (f, start) in enumerate(chosen):
-            left = chunk
-            for index in range(start, start + per_chunk):
-                b = self._take_block(owner, None, "whole", f, index)
-                assert b is not None
-                length = min(left, self.block_size)
-                b.offset = self.block_size
-                extents.append(Extent(f.name, b.index, 0, length, i))
-                left -= length
-        return Placement("memory", "blocks", tuple(extents), self.data_chunks, self.parity_chunks, chunk)
+        if home.block is not None:               # the tail of an open block first
+            head = self.block_size - home.block.offset
+            extents.append(self._put_in(home.block, head, key, i))
+            left -= head
+        pk = _chunk_pool(key, f.name)
+        pool = self.pools.get((owner, pk))
+        if pool is None:
+            pool = self.pools[(owner, pk)] = _Pool(pk, owner)
+        for j in range(home.blocks):
+            nb = self._take_block(owner, pk, "frozen", f, home.start + j)
+            assert nb is not None
+            take = min(left, self.block_size)
+            extents.append(self._put_in(nb, take, key, i))
+            left -= take
+            if j < home.blocks - 1:
+                pool.frozen[(nb.function, nb.index)] = nb
+                continue
+            if pool.active is not None:
+                pool.active.state = "frozen"
+                pool.frozen[(pool.active.function, pool.active.index)] = pool.active
+            nb.state, pool.active = "active", nb
+        assert left == 0
+        return extents
 
     # -- freeing --------------------------------------------------------------------
     def free(self, placement: Placement) -> list[str]:
@@ -306,27 +414,24 @@ class Allocator:
         idle: list[str] = []
         for e in placement.extents:
             b = self.used[(e.function, e.block)]
-            if b.pool is None:                  # a whole block of one chunk: one extent each
-                idle += self._release(b)
-                continue
-            b.fragment += e.length              # a slice or a packed chunk
+            b.fragment += e.length
             if b.fragment == b.offset:
                 idle += self._release(b)
         return idle
 
     def _release(self, b: _Block) -> list[str]:
         del self.used[(b.function, b.index)]
+        self._reindex(b)
         self.owner_blocks[b.owner] -= 1
         if not self.owner_blocks[b.owner]:
             del self.owner_blocks[b.owner]
-        if b.pool is not None:
-            pool = self.pools[(b.owner, b.pool)]
-            if pool.active is b:
-                pool.active = None
-            else:
-                del pool.frozen[(b.function, b.index)]
-            if pool.active is None and not pool.frozen:
-                del self.pools[(b.owner, b.pool)]
+        pool = self.pools[(b.owner, b.pool)]
+        if pool.active is b:
+            pool.active = None
+        else:
+            del pool.frozen[(b.function, b.index)]
+        if pool.active is None and not pool.frozen:
+            del self.pools[(b.owner, b.pool)]
         f = self.functions[b.function]
         f.used -= 1
         if f.retired:
@@ -344,9 +449,8 @@ class Allocator:
             assert b.fragment < b.offset, f"block {fn}/{idx} fully expired but not released"
             f = self.functions[fn]
             assert idx not in f.free, f"block {fn}/{idx} both used and free"
-            if b.pool is not None:
-                pool = self.pools[(b.owner, b.pool)]
-                assert pool.active is b or pool.frozen.get((fn, idx)) is b
+            pool = self.pools[(b.owner, b.pool)]
+            assert pool.active is b or pool.frozen.get((fn, idx)) is b
         for f in self.functions.values():
             assert f.used == sum(1 for (fn, _) in self.used if fn == f.name)
             assert len(set(f.free)) == len(f.free)
@@ -355,6 +459,43 @@ class Allocator:
             assert len(f.free) + below == f.blocks, f"{f.name}: {f.blocks} blocks, {len(f.free)} free, {below} used"
             assert not f.retired or (f.blocks == 0 and f.used > 0)
         assert sum(self.owner_blocks.values()) == len(self.used)
+        for owner, fns in self.open.items():
+            for fn, on in fns.items():
+                assert on, f"{owner}/{fn}: an empty open index"
+                assert len(on) <= OPEN_PER_FUNCTION, f"{owner}/{fn}: {len(on)} open blocks"
+                for idx, b in on.items():
+                    assert self.used.get((fn, idx)) is b and b.owner == owner, b
+                    assert self.block_size - b.offset >= self.block_size * MIN_ROOM and _shareable(b.pool), b
+
+
+def _shareable(pool: Hashable) -> bool:
+    """A pool whose blocks other pools of the owner may fill (any but a ``Solo`` object's)."""
+    return not isinstance(_base_key(pool), Solo)
+
+
+def _base_key(pool: Hashable) -> Hashable:
+    """The slice pool key a pool stands for (a chunk pool's key without its function)."""
+    if isinstance(pool, tuple) and len(pool) == 3 and pool[0] == "chunks":
+        base: Hashable = pool[1]
+        return base
+    return pool
+
+
+def _affinity(have: set[Hashable], want: Hashable) -> tuple[int, float]:
+    """How well an entry of pool key ``want`` fits a block holding entries of the keys
+    ``have`` (lower is better): a block with that key, then one with a longer-lived key
+    (numbers: lifetime buckets and expiry windows grow with the time objects stay),
+    nearest first, then one with only shorter-lived keys, nearest first."""
+    if want in have:
+        return (0, 0.0)
+    if isinstance(want, int):
+        nums = [k for k in have if isinstance(k, int)]
+        longer = [k - want for k in nums if k > want]
+        if longer:
+            return (1, float(min(longer)))
+        if nums:
+            return (2, float(want - max(nums)))
+    return (3, 0.0)
 
 
 def _chunk_pool(key: Hashable, function: str) -> Hashable:

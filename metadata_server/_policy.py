@@ -11,14 +11,23 @@ under each and the memory-time products compared:
   that die together share blocks whatever their lifetimes (``group_key``);
   ``funcstore:nogroup`` puts every slice of a run in one pool (the baseline the
   grouping is measured against).
-- ``pocket``: keep everything until the run ends (one pool, no prediction).
-- ``jiffy:<lease_ms>``: free an object when ``lease_ms`` passed with no access
-  to it (a put or a get renews the lease); one pool, no prediction.
+- ``pocket``: keep everything until the run ends, one object per block (a
+  ``Solo`` pool key: FuncStore Sec. V-A, "a block can store only one data
+  object"), no prediction. Pocket reserves the job's peak for the whole job
+  (Sec. V-C, Fig. 12a): the server allocates at write like the others, so the
+  physical peak is measured, and the utilization study charges that peak from
+  the run's start to its end (``sdk.local._study.reserved_mb_s``).
+- ``jiffy:<lease_ms>``: allocate at write, free an object when ``lease_ms``
+  passed with no access to it (a put or a get renews the lease); one object per
+  block (``Solo``), no prediction.
 - ``oracle``: free at the exact last declared read (the moment the last
   declared reader reads it, without waiting for a commit) and charge exact
   bytes, no block rounding: the lower bound the others are measured against.
   It is a measuring baseline: a reader retried after the object went is
   refused, as in any system without deferred commit.
+
+``funcstore`` and ``oracle`` pack slices and chunks of every pool of a run into
+shared blocks (``_allocator``); ``pocket`` and ``jiffy`` do not.
 
 The predictor turns an object's HDAG facts into a predicted lifetime in
 seconds; ``HeuristicPredictor`` serves when no trained model does
@@ -34,6 +43,8 @@ from typing import Protocol
 
 from funcsion_rpc.errors import InvalidRequest
 from hdag import HDAG, ObjectInfo
+
+from ._allocator import Solo
 
 __all__ = ["ReleasePolicy", "parse_policy", "LifetimePredictor", "HeuristicPredictor", "pool_key", "group_key",
            "predict_lifetimes", "predictor_revision", "EXPIRY_WINDOW_MS"]
@@ -78,6 +89,11 @@ class ReleasePolicy:
     @property
     def exact_bytes(self) -> bool:
         return self.name == "oracle"
+
+    @property
+    def one_object_per_block(self) -> bool:
+        """Pocket and Jiffy as FuncStore models them: an object's blocks hold it alone."""
+        return self.name in ("pocket", "jiffy")
 
 
 def parse_policy(spec: str) -> ReleasePolicy:
@@ -128,10 +144,13 @@ def pool_key(lifetime_s: float) -> int:
     return int(math.floor(math.log2(1.0 + max(lifetime_s, 0.0) * 4)))
 
 
-def group_key(policy: ReleasePolicy, predicted_s: float, since_start_s: float) -> int:
-    """The pool of a slice put ``since_start_s`` after its run started with a predicted
-    lifetime of ``predicted_s``: its lifetime bucket, its predicted expiry's window, or 0
-    (one pool) when the policy does not group."""
+def group_key(policy: ReleasePolicy, predicted_s: float, since_start_s: float, name: str = "") -> int | Solo:
+    """The pool of object ``name`` put ``since_start_s`` after its run started with a
+    predicted lifetime of ``predicted_s``: its lifetime bucket, its predicted expiry's
+    window, ``Solo(name)`` (blocks of its own) under pocket and jiffy, or 0 (one pool)
+    when the policy does not group."""
+    if policy.one_object_per_block:
+        return Solo(name)
     if not policy.lifetime_pools:
         return 0
     if policy.grouping == "expiry":

@@ -543,7 +543,7 @@ class MetadataState:
         if info is None:
             key: Any = "adhoc"
         else:
-            key = group_key(run.policy, run.predicted.get(name, 0.0), self.now - run.started)
+            key = group_key(run.policy, run.predicted.get(name, 0.0), self.now - run.started, name)
         if size > a.block_size and chunk_bytes:
             try:
                 a.chunk_bytes(size, chunk_bytes)

@@ -63,6 +63,13 @@ def add_parser(sub: Any) -> None:
                         "metadata=HOST:PORT,daemon=HOST:PORT[,cos=URL] of `funcsion serve metadata` and "
                         "`funcsion serve daemon --metadata`, with FUNCSION_ADMIN_TOKEN and FUNCSION_STORE_TOKEN set")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    jobs = p.add_argument_group("concurrent jobs (several WDS files)")
+    jobs.add_argument("--admit-budget", type=parse_size, default=0, metavar="SIZE",
+                      help="admit jobs first come, first served while their expected peaks fit in SIZE of storage "
+                           "memory (FuncStore Fig. 11b); the others wait their turn")
+    jobs.add_argument("--job-peak", default="", metavar="SIZE[,SIZE...]",
+                      help="each job's expected peak of storage memory for --admit-budget: one size for every job "
+                           "or one per WDS file, in order")
     hints = p.add_argument_group("run-start hints (Pocket's register_job hints; all optional)")
     hints.add_argument("--max-concurrency", type=int, default=0, metavar="N",
                        help="most tasks running at once (default: the widest stage of the workflow)")
@@ -97,6 +104,8 @@ def run(args: argparse.Namespace) -> int:
     if len(args.wds) > 1:
         from sdk.cli.run_jobs import run_many
         return run_many(args)
+    if args.admit_budget or args.job_peak:
+        args._parser.error("--admit-budget and --job-peak admit concurrent jobs: give several WDS files")
     params = parse_params(args.param, args._parser)
     inputs = _pairs(args.input, args._parser)
     given = None

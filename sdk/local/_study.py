@@ -1,7 +1,17 @@
 """The utilization study's figures (FuncStore Sec. V-C), pure: jiffy's lease from observed
-object lifetimes, memory-time reductions, storage cost at AWS prices, the budget's job count,
-and the allocated-memory series of several runs summed over time. The runs themselves are
-made by ``sdk.cli.bench_utilization``; nothing here does I/O."""
+object lifetimes, memory-time reductions, Pocket's reservation, storage cost at AWS prices,
+the budget's job count and the jobs the live admission controller is given, and the
+allocated-memory series of several runs summed over time. The runs themselves are made by
+``sdk.cli.bench_utilization``; nothing here does I/O.
+
+How each policy's memory-time is counted (physical: what the storage functions held, the
+daemon's ledger): ``funcstore`` and ``jiffy`` the blocks held over the run (allocated at
+write; freed at the last reader's commit, or after the lease with no access); ``oracle``
+the bytes held, write to last read; ``pocket`` its *reservation*: Pocket sizes a job's
+capacity from its hints and holds it from the job's start to its end (FuncStore Fig. 12a:
+"the amount of resources requested in advance by Pocket is the peak value"), so it is the
+job's measured physical peak (one object per block, nothing freed before the end) times the
+run's wall time (``reserved_mb_s``)."""
 
 from __future__ import annotations
 
@@ -18,11 +28,14 @@ from storage_functions.pricing import S3_GET_USD, S3_PUT_USD
 __all__ = [
     "POLICIES",
     "S3_GET_USD",
+    "admission_jobs",
     "S3_PUT_USD",
     "lease_ms",
     "max_jobs",
     "median_run",
     "reductions",
+    "reserved_mb_s",
+    "reserved_series",
     "storage_cost",
     "store_deltas",
     "summed_series",
@@ -30,6 +43,7 @@ __all__ = [
 
 #: the study's policies, jiffy's lease filled in once funcstore's lifetimes are known
 POLICIES = ("funcstore", "pocket", "jiffy", "oracle")
+MB = 1 << 20
 
 
 def lease_ms(reports: Iterable[Mapping[str, Any]]) -> int:
@@ -98,6 +112,31 @@ def max_jobs(peaks: Sequence[int], budget_bytes: int) -> int:
         used += peaks[n % len(peaks)]
         n += 1
     return n
+
+
+def reserved_mb_s(peak_bytes: int, wall_s: float) -> float:
+    """Pocket's memory-time: the job's peak reserved for its whole run (MB-s, MiB)."""
+    return round(peak_bytes / MB * max(wall_s, 0.0), 6)
+
+
+def reserved_series(peak_bytes: int, wall_s: float) -> list[list[float]]:
+    """Pocket's reservation as a memory series (``[time, allocated, live]`` steps)."""
+    return [[0.0, peak_bytes, peak_bytes], [round(max(wall_s, 0.0), 4), 0, 0]]
+
+
+def admission_jobs(peaks: Sequence[tuple[str, int]], budget_bytes: int, cap: int) -> list[tuple[str, int]]:
+    """The jobs given to the live admission controller: the workflows in turn (name, expected
+    peak) until their expected peaks add up past the budget (so at least one job must wait),
+    at most ``cap`` jobs; none when a peak is not positive."""
+    if not peaks or min(p for _, p in peaks) <= 0 or cap <= 0:
+        return []
+    out: list[tuple[str, int]] = []
+    total = 0
+    while total <= budget_bytes and len(out) < cap:
+        job = peaks[len(out) % len(peaks)]
+        out.append(job)
+        total += job[1]
+    return out
 
 
 def summed_series(series: Sequence[Sequence[Sequence[float]]], column: int = 1) -> list[tuple[float, int]]:

@@ -35,7 +35,9 @@ def _physical_place(stack: Stack, run_id: str, name: str) -> tuple[str, int]:
     return found[0]
 
 
-def test_short_and_long_lived_objects_live_in_different_blocks(stack: Stack) -> None:
+def test_lifetime_pools_pack_where_the_allocator_said(stack: Stack) -> None:
+    """A short-lived object fills the block the seed's pool took (slice packing); a long-lived
+    one too big for the rest takes a block of its own; the functions hold exactly that."""
     graph = hdag.build(wds.load(LIFETIME))
     keys = {n: pool_key(HeuristicPredictor().predict(graph.objects[n])) for n in ("short", "long")}
     assert keys["short"] != keys["long"], keys          # the precondition: two lifetime pools
@@ -43,15 +45,17 @@ def test_short_and_long_lived_objects_live_in_different_blocks(stack: Stack) -> 
     run = driver.start_run(driver.register_workflow(LIFETIME.read_text(), {}, str(LIFETIME)))
     run.put("seed", b"0123456789")
     writer = run.bind(function="writer")
-    writer.put("short", b"s" * 50_000)
-    writer.put("long", b"l" * 60_000)
+    block = stack.config.block_size
+    writer.put("short", b"s" * (block // 2))
+    writer.put("long", b"l" * (block // 2 + 1))
     model = {n: run.lookup(n).placement.extents[0] for n in ("short", "long")}
     phys = {n: _physical_place(stack, run.run_id, n) for n in ("short", "long")}
     for n in ("short", "long"):                       # the bytes are where the allocator said
         assert phys[n] == (model[n].function_name, model[n].block)
-    assert phys["short"] != phys["long"]              # and the two lifetimes do not share a block
-    ledger = stack.store.daemon.memory(run.run_id)             # seed (unread: still live), short, long
-    assert ledger["allocated_bytes"] == 3 * stack.config.block_size
+    assert phys["short"] == _physical_place(stack, run.run_id, "seed")   # packed beside the seed
+    assert phys["short"] != phys["long"]              # no room left there: a block of its own
+    ledger = stack.store.daemon.memory(run.run_id)             # seed + short, long
+    assert ledger["allocated_bytes"] == 2 * block
     run.end_run("aborted")
     run.close()
     driver.close()

@@ -120,11 +120,11 @@ def test_replay_places_with_the_journaled_predictions_not_todays_model(fig9_path
     d.put(r, "", "in1", 100)
     d.put(r, "", "in2", 100)
     d.get(r, "F1", "in1")
-    placed = {"a": block_of(d.put(r, "F1", "a", 300))}
+    placed = {"a": block_of(d.put(r, "F1", "a", 900))}    # too big for the inputs' block: a block of its own
     d.get(r, "F2", "in2")
-    placed["b1"] = block_of(d.put(r, "F2", "b1", 100))
+    placed["b1"] = block_of(d.put(r, "F2", "b1", 100))    # short: the inputs' pool (a's block has room too)
     placed["b2"] = block_of(d.put(r, "F2", "b2", 100))
-    assert placed["a"] != placed["b1"] == placed["b2"]
+    assert placed["a"] != placed["b1"] == placed["b2"]    # today's model would put b1 beside a
     replayed = MetadataState(block_size=1000, predictor=ByName({"a": 0.1, "b1": 40.0, "b2": 0.1}, "other"))
     for e in d.log:
         replayed.handle(e)
@@ -134,24 +134,29 @@ def test_replay_places_with_the_journaled_predictions_not_todays_model(fig9_path
 
 
 def test_expiry_grouping_puts_objects_that_die_together_in_one_block(fig9_path: Path):
-    """b1 lives 5 s from t=0 and d lives 1 s from t=4: by lifetime they are apart, by
-    predicted expiry (both ~5 s) they share a block."""
+    """b1 lives 5 s from t=0 and d lives 1 s from t=4: by lifetime d joins a's pool (also
+    1 s), by predicted expiry (both ~5 s) b1's, so each shares that pool's block."""
     blocks = {}
     for spec in ("funcstore", "funcstore:expiry:1000"):
-        d = CoreDriver(block_size=1000, predictor=ByName({"b1": 5.0, "b2": 5.0, "d": 1.0}))
+        d = CoreDriver(block_size=1000, predictor=ByName({"a": 1.0, "b1": 5.0, "b2": 5.0, "d": 1.0}))
         key = d.register(fig9_path)
         d.capacity("s0", 64)
         r = d.start(key, policy=spec)
+        d.put(r, "", "in1", 100)
         d.put(r, "", "in2", 100)
+        d.get(r, "F1", "in1")
+        a = block_of(d.put(r, "F1", "a", 950))            # a block of its own, 50 bytes left
         d.get(r, "F2", "in2")
-        b1 = block_of(d.put(r, "F2", "b1", 100))
+        b1 = block_of(d.put(r, "F2", "b1", 600))
         d.put(r, "F2", "b2", 100)
         d.advance(4.0)
         d.get(r, "F4", "b1")
-        blocks[spec] = (b1, block_of(d.put(r, "F4", "d", 100)))
+        blocks[spec] = (a, b1, block_of(d.put(r, "F4", "d", 40)))
         d.state.validate_state()
-    assert blocks["funcstore"][0] != blocks["funcstore"][1]
-    assert blocks["funcstore:expiry:1000"][0] == blocks["funcstore:expiry:1000"][1]
+    a, b1, by_lifetime = blocks["funcstore"]
+    assert a != b1 and by_lifetime == a
+    a, b1, by_expiry = blocks["funcstore:expiry:1000"]
+    assert a != b1 and by_expiry == b1
 
 
 def test_nogroup_puts_every_slice_in_one_pool(fig9_path: Path):

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from funcsion_rpc import errors as E
+from metadata_server._allocator import Solo
 from metadata_server import Allocator, CoreDriver, Placed, ReleaseFunction, ScaleOut, reply
 
 
@@ -31,14 +32,66 @@ def test_slices_fill_freeze_and_free_when_fragment_equals_offset():
     a.validate()
 
 
-def test_pools_keyed_by_lifetime_do_not_share_blocks():
+def test_a_pools_remainder_rides_in_a_block_another_pool_holds():
+    """Slice packing: a lifetime pool takes a block of its own only when no open block of
+    the run has room; its objects go to their own pool's block first, and a shared block
+    frees when its last entry does, whichever pool carved it."""
     a = Allocator(block_size=100)
     a.register("s0", 4)
     short = a.allocate(10, "r", 0)
     long = a.allocate(10, "r", 3)
-    assert short.extents[0].block != long.extents[0].block
+    assert (long.extents[0].block, long.extents[0].offset) == (short.extents[0].block, 10)   # shared
+    assert a.allocated_bytes == 100 and a.new_blocks(80, "r", 3) == 0 and a.new_blocks(81, "r", 3) == 1
+    big = a.allocate(85, "r", 3)                              # no room anywhere: the long pool's own block
+    assert big.extents[0].block != short.extents[0].block and a.allocated_bytes == 200
+    later = a.allocate(5, "r", 3)                             # its own pool's block first
+    assert later.extents[0].block == big.extents[0].block
     a.free(short)
-    assert a.allocated_bytes == 100                           # the short pool's block went back at once
+    assert a.allocated_bytes == 200                           # long still holds the shared block
+    a.free(long)
+    assert a.allocated_bytes == 100
+    a.validate()
+    a.free(big)
+    a.free(later)
+    assert a.allocated_bytes == 0 and not a.pools and not a.open
+    a.validate()
+
+
+def test_a_shared_block_is_chosen_by_lifetime_then_fullness():
+    a = Allocator(block_size=100)
+    a.register("s0", 8)
+    blocks = {k: a.allocate(size, "r", k).extents[0].block for k, size in ((1, 60), (5, 70), (9, 50), (2, 55))}
+    assert len(set(blocks.values())) == 4                     # none fitted the others' rest
+    assert a.allocate(20, "r", 4).extents[0].block == blocks[5]   # the nearest longer-lived pool
+    assert a.allocate(20, "r", 7).extents[0].block == blocks[9]
+    assert a.allocate(20, "r", 20).extents[0].block == blocks[9]  # none longer: the nearest shorter
+    assert a.allocate(30, "r", "adhoc").extents[0].block == blocks[1]   # no order: the fullest with room
+    a.validate()
+
+
+def test_runs_and_solo_objects_share_no_block():
+    a = Allocator(block_size=100)
+    a.register("s0", 8)
+    mine = a.allocate(10, "r1", 0)
+    other = a.allocate(10, "r2", 0)
+    solo = a.allocate(10, "r1", Solo("x"))
+    after = a.allocate(10, "r1", Solo("y"))
+    assert len({p.extents[0].block for p in (mine, other, solo, after)}) == 4
+    assert a.allocate(10, "r1", 0).extents[0].block == mine.extents[0].block   # not into a solo block
+    assert a.new_blocks(10, "r1", Solo("z")) == 1
+    a.validate()
+
+
+def test_solo_chunks_take_a_block_each():
+    a = Allocator(block_size=100, data_chunks=2, parity_chunks=1)
+    for i in range(3):
+        a.register(f"s{i}", 4)
+    p = a.allocate(120, "r", Solo("a"))                       # 3 chunks of 60 bytes
+    q = a.allocate(120, "r", Solo("b"))
+    assert a.allocated_bytes == 600                           # 6 chunks, 6 blocks
+    assert {(e.function, e.block) for e in p.extents}.isdisjoint({(e.function, e.block) for e in q.extents})
+    a.free(p)
+    assert a.allocated_bytes == 300
     a.validate()
 
 
@@ -227,15 +280,21 @@ def test_coded_chunks_get_contiguous_runs_sized_by_the_clients_chunk_bytes():
     a = Allocator(block_size=100, data_chunks=2, parity_chunks=1)
     for f in ("s0", "s1", "s2"):
         a.register(f, 6)
-    hole = a.allocate(50, "r", 0)                      # s0 block 0 taken by a slice
+    hole = a.allocate(50, "r", 0)                      # s0 block 0 half taken by a slice
     p = a.allocate(500, "r", 0, chunk_bytes=290)       # 3 blocks per chunk (290 > 250 = ceil(500/2))
     assert p.chunk_size == 290
     for i in range(3):
         ext = [e for e in p.extents if e.chunk == i]
         assert len({e.function for e in ext}) == 1
-        assert [e.block for e in ext] == list(range(ext[0].block, ext[0].block + 3))
+        assert [e.block for e in ext] == list(range(ext[0].block, ext[0].block + len(ext)))
         assert sum(e.length for e in ext) == 290
-    assert hole.extents[0].block not in [e.block for e in p.extents if e.function == hole.extents[0].function]
+    chunk0 = [(e.block, e.offset, e.length) for e in p.extents if e.chunk == 0]
+    assert hole.extents[0].function == "s0" and chunk0 == [(0, 50, 50), (1, 0, 100), (2, 0, 100), (3, 0, 40)]
+    assert a.allocated_bytes == 4 * 100 + 2 * 300      # on from the slice's tail; s1, s2: fresh runs
+    a.free(hole)
+    assert a.allocated_bytes == 1000                   # the chunk still holds the block's tail
+    a.free(p)
+    assert a.allocated_bytes == 0
     a.validate()
 
 
@@ -280,11 +339,11 @@ def test_chunks_of_one_block_or_less_are_packed_per_function_and_pool():
     assert a.allocated_bytes == 600                    # 6 blocks for 480 coded bytes, not 12
     assert a.new_blocks(160, "r", 0) == 6              # a third does not fit: a block per chunk
     assert a.new_blocks(160, "r", 5) == 6
-    other = a.allocate(160, "r", 5)                    # another lifetime: blocks of its own
-    assert {(e.function, e.block) for e in other.extents}.isdisjoint({(e.function, e.block) for e in p.extents})
+    other = a.allocate(160, "r", 5)                    # another lifetime: on from the shared blocks' tails
+    assert [(e.block, e.offset, e.length) for e in other.extents] == [(0, 80, 20), (1, 0, 20)] * 6
     assert a.free(p) == [] and a.allocated_bytes == 1200  # q still holds the shared blocks
     a.validate()
-    assert a.free(q) == [] and a.allocated_bytes == 600
+    assert a.free(q) == [] and a.allocated_bytes == 1200  # and other's heads
     assert sorted(a.free(other)) == fns
     assert a.allocated_bytes == 0 and not a.pools
     a.validate()

@@ -101,7 +101,8 @@ def test_encoded_replies_are_the_generated_bytes_for_every_kind_of_read():
     assert fast == slow and all(r.recorded and not r.freed_by_read for r in _decode(fast))
     kinds = {r.object_name: r.placement.kind for r in _decode(fast)}
     assert kinds == {"small": "slice", "big": "blocks", "empty": "empty", "odd.name_-9": "slice"}
-    assert len(_decode(fast)[1].placement.extents) == 24          # 12 chunks of two blocks each
+    big = _decode(fast)[1].placement                               # 12 chunks of two blocks' bytes each
+    assert {e.chunk for e in big.extents} == set(range(12)) and sum(e.length for e in big.extents) == 12 * (2 << 20)
     fast, slow = t.get_batch("memory", "r1", names + names[:2])    # repeat reads (from the cache)
     assert fast == slow and not any(r.recorded for r in _decode(fast))
     t.commit("memory", "r1")                                        # a committed reader: already_committed

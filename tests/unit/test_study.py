@@ -60,3 +60,28 @@ def test_the_median_run_counts_and_every_runs_figure_is_kept() -> None:
     assert _study.median_run(runs[:2])["id"] == 1          # an even count: the lower middle
     with pytest.raises(ValueError, match="at least one"):
         _study.median_run([])
+
+
+def test_pocket_reserves_its_peak_for_the_whole_run() -> None:
+    assert _study.reserved_mb_s(64 << 20, 1.5) == 96.0
+    assert _study.reserved_series(64 << 20, 1.5) == [[0.0, 64 << 20, 64 << 20], [1.5, 0, 0]]
+
+
+def test_the_admission_controller_gets_jobs_until_one_must_wait() -> None:
+    jobs = _study.admission_jobs([("a", 100), ("b", 50)], 300, cap=10)
+    assert jobs == [("a", 100), ("b", 50), ("a", 100), ("b", 50), ("a", 100)]   # 400 > 300: the fifth waits
+    assert len(_study.admission_jobs([("a", 1)], 10**9, cap=7)) == 7
+    assert _study.admission_jobs([("a", 0)], 300, cap=10) == []
+
+
+def test_a_pocket_report_is_charged_as_its_reservation_and_keeps_what_it_allocated() -> None:
+    from sdk.cli.bench_utilization import _reserve
+
+    series = [[0.1, 2 << 20, 100], [0.5, 4 << 20, 200], [0.9, 0, 0]]
+    d = _reserve({"policy": "pocket", "wall_s": 2.0, "memory": {"mb_s": 1.5, "peak_bytes": 4 << 20, "series": series}})
+    mem = d["memory"]
+    assert mem["mb_s"] == 8.0 and mem["alloc_mb_s"] == 1.5 and mem["alloc_series"] == series
+    assert mem["series"] == [[0.0, 4 << 20, 4 << 20], [2.0, 0, 0]] and "reserv" in mem["charged_as"]
+    assert _reserve(d)["memory"]["mb_s"] == 8.0                  # once only
+    other = {"policy": "funcstore", "wall_s": 2.0, "memory": {"mb_s": 1.5, "peak_bytes": 4 << 20, "series": series}}
+    assert _reserve(other)["memory"] == {"mb_s": 1.5, "peak_bytes": 4 << 20, "series": series}
