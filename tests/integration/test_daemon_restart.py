@@ -81,10 +81,10 @@ def test_word_count_with_a_daemon_restart_is_right_and_leaks_nothing(tmp_path: P
     from sdk.local._run import run_workflow
     from tests.integration.test_wordcount_e2e import WC, expected_counts, output
 
-    text = "\n\n".join(topics[k] for k in sorted(topics)) * 64  # ~30 MB: the run outlasts the first second
+    text = "\n\n".join(topics[k] for k in sorted(topics)) * 64  # ~30 MB: the run outlasts the restart at 0.3 s (it takes ~1 s with the write-behind in memory)
     book = tmp_path / "book.txt"
     book.write_text(text)
-    cfg = Config.load(state_dir=str(tmp_path / "state"), env={}, restart_daemon_after_s=1.0)
+    cfg = Config.load(state_dir=str(tmp_path / "state"), env={}, restart_daemon_after_s=0.3)
     with Stack(cfg, metadata_port=0, daemon_port=0) as stack:
         assert stack.daemon_process
         report = run_workflow(WC, config=cfg, stack=stack, inputs={"raw_text": str(book)},
