@@ -28,6 +28,7 @@ from ._buffer import PersistentBuffer
 from ._collect import Collector
 from ._config import CHECK_STATE_ENV, DaemonConfig
 from ._functions import FunctionHandle
+from ._gc_io import ReadNotes, carry_out, gc_window
 from ._get import GetPath
 from ._ledger import MemoryLedger
 from ._objects import ObjectTable, ObjectVersion, chunk_key
@@ -73,7 +74,9 @@ class Daemon(PutPath, GetPath):
         self.on_new_function = on_new_function
         # the store core: the table, placements, counts, ledger, recovery progress; driven under _state_lock
         self.state = StoreState(placement, block_size=config.block_size, function_prefix=config.function_prefix,
-                                cos_prefix=config.cos_prefix, warm_interval_s=config.warm_interval_s)
+                                cos_prefix=config.cos_prefix, warm_interval_s=config.warm_interval_s,
+                                gc=gc_window(config, time.monotonic()))
+        self.reads = ReadNotes(self.state.gc is not None)  # versions GETs read, for the GC window
         self._state_lock = threading.Lock()
         self.check_state = config.check_state if config.check_state is not None else \
             os.environ.get(CHECK_STATE_ENV, "") not in ("", "0")
@@ -203,6 +206,8 @@ class Daemon(PutPath, GetPath):
                 h = self.handles[ins.fn]
                 h.last_used = ev.now
                 h.warm()
+            else:
+                carry_out(self, ins)
         return out
 
     def count(self, name: str, n: int = 1) -> None:
@@ -327,8 +332,11 @@ class Daemon(PutPath, GetPath):
             chunks = [self.state.chunks(h.index) for h in self.handles]
             slots = self.placement.slots
             sealed = [slots[h.index].sealed if h.index < len(slots) else False for h in self.handles]
+            gc = self.state.gc.window.stats() if self.state.gc is not None else None
+            buckets = [self.state.gc.window.state_of(h.index) if self.state.gc is not None else "none"
+                       for h in self.handles]
         return {
-            "address": list(self.address),
+            "address": list(self.address), "gc": gc,
             "objects": len(self.table.keys()), "versions": len(objs),
             "bytes": sum(o.size for o in objs),
             "pending_uploads": sum(1 for o in objs if not o.uploaded and o.state == "ready"),
@@ -337,7 +345,8 @@ class Daemon(PutPath, GetPath):
             "runs": held_by_run(objs),
             **self.counters,
             "functions": [{"name": h.name, "state": h.state, "mem": h.mem, "chunks": chunks[k],
-                           "invocations": h.invocations, "lost": h.lost_count, "sealed": sealed[k]}
+                           "invocations": h.invocations, "lost": h.lost_count, "sealed": sealed[k],
+                           "bucket": buckets[k]}
                           for k, h in enumerate(self.handles[:len(chunks)])],
         }
 
@@ -372,7 +381,8 @@ class Daemon(PutPath, GetPath):
                 h = FunctionHandle(i, name, invoke=self.invoker.invoke_async, event=self._event,
                                    invoke_timeout_s=self.config.invoke_timeout_s, on_lost=self._function_lost,
                                    on_mem=lambda h, m: None,
-                                   on_instance=lambda h: self.recovery.instance_changed(h.index))
+                                   on_instance=lambda h: self.recovery.instance_changed(h.index),
+                                   on_get=self.reads.note)
                 self.handles.append(h)
                 self._by_name[name] = h
             return self.handles[index]
@@ -395,9 +405,11 @@ class Daemon(PutPath, GetPath):
         self._do(FunctionLost(fn=h.index, now=time.monotonic()))
 
     def _warm_loop(self) -> None:
-        while not self._stopping.wait(max(0.05, self.config.warm_interval_s / 4)):
+        c = self.config
+        every = min(c.warm_interval_s, c.gc_interval_s or c.warm_interval_s) / 4
+        while not self._stopping.wait(max(0.05, every)):
             sleeping = tuple((h.index, h.last_used) for h in list(self.handles) if h.state == "sleeping")
-            self._do(Tick(sleeping=sleeping, now=time.monotonic()))
+            self._do(Tick(sleeping=sleeping, reads=self.reads.take(), now=time.monotonic()))
 
     # -- connections --------------------------------------------------------------
     def _accept_loop(self) -> None:

@@ -1,0 +1,93 @@
+"""SION's sliding-window GC on real storage functions (local platform, COS in a
+local directory): a sealed bucket degrades, the chunks GETs read there move to the
+newest bucket in compaction rounds, the bucket is released after H and its unread
+data is read from COS; a function whose chunks were all freed leaves at once."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from sdk._erasure import Codec
+from sdk._store_client import StoreClient
+from storage_functions.daemon import LocalStore
+
+MiB = 1 << 20
+
+
+def wait_for(cond: Callable[[], Any], timeout_s: float = 30.0, what: str = "") -> Any:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        got = cond()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def store() -> Iterator[LocalStore]:
+    # 64 MiB functions with a 3 MiB HARDCAP: one 7 MiB object (7 stripes of 4+2 chunks of
+    # 256 KiB + a header, three to a block) fills a group of 6 to the HARDCAP and seals it; GC rounds every 1.5 s,
+    # a bucket active for 1 round and degraded for 3 (H = 6 s)
+    with LocalStore(function_memory_mb=128, hardcap_fraction=0.046875, group_size=6, max_functions=24, idle_s=1.0,
+                    gc_interval_s=1.5, gc_active=1, gc_degraded=3, compact_fraction=0.5, compact_max=64,
+                    check_state=True) as st:
+        yield st
+
+
+def fn_stats(store: LocalStore) -> list[dict[str, Any]]:
+    return list(store.daemon.stats()["functions"])
+
+
+def test_degrade_compact_release(store: LocalStore) -> None:
+    d = store.daemon
+    hot, cold = os.urandom(7 * MiB), os.urandom(7 * MiB)
+    with StoreClient(store.address, store.token, codec=Codec(4, 2, stripe_size=MiB)) as c:
+        c.put("hot", hot)
+        c.put("cold", cold)
+        assert d.wait_uploads(30)
+        first = {f["name"] for f in fn_stats(store) if f["chunks"]}
+        assert len(first) == 12 and all(f["sealed"] for f in fn_stats(store) if f["chunks"])
+        wait_for(lambda: all(f["bucket"] == "degraded" for f in fn_stats(store) if f["name"] in first),
+                 what="the sealed bucket to degrade")
+        assert c.get("hot") == hot  # read on degraded functions: its chunks are marked
+        wait_for(lambda: d.counters.get("compacted_chunks", 0) >= 28, what="compaction of the 28 chunks read")
+        moved = {f["name"] for f in fn_stats(store) if f["chunks"] and f["bucket"] == "active"}
+        assert moved and not moved & first  # into the newest bucket's new functions
+
+
+        def released_reading_hot() -> bool:  # hot data is read on: it follows the newest bucket
+            assert c.get("hot") == hot
+            obj = d.table.latest("cold")
+            assert obj is not None
+            return all(pl is None for st in obj.stripes for pl in st.places)
+
+        wait_for(released_reading_hot, what="the old bucket's release after H")  # (functions are reused)
+        assert d.counters.get("gc_released_functions", 0) >= 6
+        before = dict(d.counters)
+        assert c.get("hot") == hot  # from the newest bucket's memory
+        assert d.counters["cos_fallbacks"] == before["cos_fallbacks"]
+        assert c.get("cold") == cold  # released: from COS
+        assert d.counters["cos_fallbacks"] > before["cos_fallbacks"]
+        c.delete("hot")
+        wait_for(lambda: not any(f["chunks"] for f in fn_stats(store)), what="the frees")
+    d.validate_state()
+
+
+def test_a_function_emptied_by_frees_leaves_without_waiting_for_h(store: LocalStore) -> None:
+    d = store.daemon
+    with StoreClient(store.address, store.token, codec=Codec(4, 2, stripe_size=MiB)) as c:
+        c.put("a", os.urandom(7 * MiB))  # seals its group: it stays in the first bucket
+        held = {f["name"] for f in fn_stats(store) if f["chunks"]}
+        wait_for(lambda: (d.stats()["gc"] or {}).get("rounds", 0) >= 1, what="a GC round")
+        c.delete("a")
+        wait_for(lambda: all(f["bucket"] == "released" for f in fn_stats(store) if f["name"] in held),
+                 timeout_s=1.0, what="release at the free")  # well before H (6 s)
+        assert d.counters.get("gc_emptied_functions", 0) == len(held)
+    d.validate_state()
