@@ -80,6 +80,14 @@ class DaemonConfig:
     degraded_warm_interval_s: float = 300.0
     compact_fraction: float = 0.5
     compact_max: int = 64
+    # cache functions for GET bursts (``_burst``, SION Sec. 5.3.3): a chunk GET whose function
+    # has cache_queue_depth requests in flight goes to a cache function that loads the chunk
+    # from COS into its demand cache and serves it; at most cache_copies per chunk (0 = off)
+    cache_queue_depth: int = 2
+    cache_copies: int = 4
+    # the modelled network bandwidth of an instance's GET replies (0 = unlimited; the
+    # elasticity benchmark sets it, like function_bandwidth_mbps for downloads)
+    function_send_mbps: float = 0.0
     # assert the store core's invariants (StoreState.validate_state) at stop; None: from the
     # FUNCSION_DAEMON_CHECK_STATE environment variable (the test suite sets it)
     check_state: bool | None = None

@@ -79,7 +79,7 @@ def _migrate(d: Daemon, m: Migrate) -> None:
         d.count("compacted_chunks" if ok else "compaction_failures")
         d._do(Migrated(obj=obj, stripe=s, index=i, place=m.place, ok=ok, now=time.monotonic()))
 
-    d.count("recovery_cos_reads")  # a COS read like recovery's (the cost account prices it)
+    d.count("compaction_cos_reads")  # the function's own COS GET (its record carries it to the cost account)
     d._handle(fn).request(Op.RECOVER, chunk_key(obj.key, obj.version, s, i), replied, a=block, b=off,
                           crc=st.crcs[i], meta={"src": obj.cos_key, "off": obj.chunk_offset(s, i), "len": st.cl},
                           large=True)

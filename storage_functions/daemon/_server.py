@@ -25,6 +25,7 @@ from typing import Any, Callable, Iterable
 from ..exceptions import StoreError, UnknownKey
 from ..protocol import Frame, Op, Status
 from ._buffer import PersistentBuffer
+from ._burst_io import CacheFunctions
 from ._collect import Collector
 from ._config import CHECK_STATE_ENV, DaemonConfig
 from ._functions import FunctionHandle
@@ -81,6 +82,7 @@ class Daemon(PutPath, GetPath):
         self.check_state = config.check_state if config.check_state is not None else \
             os.environ.get(CHECK_STATE_ENV, "") not in ("", "0")
         self.recovery = Recovery(self)
+        self.cache_functions = CacheFunctions(self)  # cache functions for GET bursts (``_burst``)
         self._own_buffer_dir = config.buffer_dir is None
         self.buffer_dir = config.buffer_dir or tempfile.mkdtemp(prefix="sion-buffer-")
         self.buffer = PersistentBuffer(self.buffer_dir, cos, workers=config.upload_workers,
@@ -198,6 +200,7 @@ class Daemon(PutPath, GetPath):
             elif isinstance(ins, Discard):
                 self.buffer.discard(ins.obj)
                 self.recovery.forget(ins.obj)
+                self.cache_functions.forget(ins.obj)
             elif isinstance(ins, Upload):
                 self.buffer.submit(ins.obj)
             elif isinstance(ins, Recover):
@@ -336,7 +339,7 @@ class Daemon(PutPath, GetPath):
             buckets = [self.state.gc.window.state_of(h.index) if self.state.gc is not None else "none"
                        for h in self.handles]
         return {
-            "address": list(self.address), "gc": gc,
+            "address": list(self.address), "gc": gc, "cache": self.cache_functions.router.stats(),
             "objects": len(self.table.keys()), "versions": len(objs),
             "bytes": sum(o.size for o in objs),
             "pending_uploads": sum(1 for o in objs if not o.uploaded and o.state == "ready"),
@@ -394,7 +397,8 @@ class Daemon(PutPath, GetPath):
                 "tick_ms": c.tick_ms, "block_size": c.block_size, "capacity": c.capacity,
                 "cos_url": c.cos_url, "cos_prefix": c.cos_prefix, "warmup": warmup, "debug": c.debug, "spin_us": c.spin_us,
                 "term": h.term, "hash": h.hash, "diff_rank": h.diff_rank, "cache_cap": c.capacity - c.hardcap,
-                "recover_workers": c.recover_workers, "bandwidth_mbps": c.function_bandwidth_mbps}
+                "recover_workers": c.recover_workers, "bandwidth_mbps": c.function_bandwidth_mbps,
+                "send_mbps": c.function_send_mbps}
 
     def _function_lost(self, h: FunctionHandle) -> None:
         """A new instance answered for ``h`` and found its memory is not what the daemon
