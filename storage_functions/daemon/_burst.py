@@ -10,7 +10,7 @@ of queuing behind one.
 Per chunk (key, version, stripe, index), at most ``copies`` cache functions;
 a GET goes to the least busy one whose queue is not full, else to a new one
 (the least busy function of the pool that holds no chunk of that stripe,
-warm ones first), else to the least busy of all. A cache function that
+caching the fewest chunks, warm ones first), else to the least busy of all. A cache function that
 failed a GET (evicted and COS failing, or gone) is dropped from the chunk's
 list; a freed version's copies are deleted (``forget``).
 
@@ -45,6 +45,7 @@ class BurstRouter:
     def __init__(self, config: BurstConfig | None = None) -> None:
         self.config = config or BurstConfig()
         self.copies: dict[ChunkId, list[int]] = {}  # chunk -> its cache functions, in the order added
+        self.per_fn: dict[int, int] = {}  # cache function -> chunks it caches
         self.routed = 0  # GETs sent to a cache function
         self.opened = 0  # (chunk, cache function) pairs opened
         self._lock = threading.Lock()
@@ -67,8 +68,9 @@ class BurstRouter:
                 cands = [fn for fn in pool if fn not in taken]
                 if not cands:
                     return primary
-                fn = min(cands, key=lambda f: (load(f), not warm(f), f))
+                fn = min(cands, key=lambda f: (load(f), self.per_fn.get(f, 0), not warm(f), f))
                 self.copies.setdefault(cid, []).append(fn)
+                self.per_fn[fn] = self.per_fn.get(fn, 0) + 1
                 self.opened += 1
             else:
                 fn = min([primary, *mine], key=load)
@@ -87,6 +89,7 @@ class BurstRouter:
             mine = self.copies.get(cid)
             if mine and fn in mine:
                 mine.remove(fn)
+                self._unload(fn)
                 if not mine:
                     del self.copies[cid]
 
@@ -98,8 +101,16 @@ class BurstRouter:
         with self._lock:
             for cid in [c for c in self.copies if c[0] == key and c[1] == version]:
                 for fn in self.copies.pop(cid):
+                    self._unload(fn)
                     out.setdefault(fn, []).append(chunk_key(key, version, cid[2], cid[3]))
         return out
+
+    def _unload(self, fn: int) -> None:
+        n = self.per_fn.get(fn, 0) - 1
+        if n > 0:
+            self.per_fn[fn] = n
+        else:
+            self.per_fn.pop(fn, None)
 
     def stats(self) -> dict[str, int]:
         with self._lock:
