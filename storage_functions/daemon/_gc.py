@@ -86,10 +86,11 @@ class GcSeal:
 @dataclass(frozen=True, slots=True)
 class GcRelease:
     """These functions leave the memory space now; ``reason``: ``window`` (their bucket
-    aged past H) or ``empty`` (every chunk they held was freed)."""
+    aged past H), ``empty`` (every chunk they held was freed) or ``lost`` (a degraded
+    function's instance was lost: its cold data is not recovered)."""
 
     functions: tuple[int, ...]
-    reason: Literal["window", "empty"]
+    reason: Literal["window", "empty", "lost"]
 
 
 GcInstruction = GcSeal | GcRelease
@@ -130,6 +131,9 @@ class GcWindow:
         b = self.where.get(fn)
         return b is not None and b.state == "degraded"
 
+    def degraded_functions(self) -> frozenset[int]:
+        return frozenset(fn for b in self.buckets if b.state == "degraded" for fn in b.functions)
+
     def stats(self) -> dict[str, object]:
         return {"rounds": self.rounds, "slot": self.slot,
                 "active_functions": sum(len(b.functions) for b in self.buckets if b.state == "active"),
@@ -160,10 +164,15 @@ class GcWindow:
         b = self.where.get(fn)
         if b is None or b is self.newest:
             return []
+        self.release(fn)
+        return [GcRelease((fn,), "empty")]
+
+    def release(self, fn: int) -> None:
+        """Function ``fn`` leaves the memory space now (emptied, or a degraded function whose
+        instance was lost: SION removes it rather than recovering cold data)."""
         self.left(fn)
         self.released.add(fn)
         self._drop_empty_buckets()
-        return [GcRelease((fn,), "empty")]
 
     def read(self, chunk: Hashable, fn: int) -> bool:
         """A GET read ``chunk`` on function ``fn``; marked for compaction (True) when ``fn``

@@ -85,6 +85,20 @@ class GcCore:
                     fn, block, off = m[4]
                     self.state.placement.free(fn, block, off, st.cl)
 
+    def lost(self, fn: int) -> list[Instruction] | None:
+        """Function ``fn``'s instance was lost and its chunks unplaced: a degraded function
+        leaves the memory space instead of being recovered (SION Sec. 5.3: its data is cold
+        and in COS); None for any other function (recovery goes ahead)."""
+        if not self.window.degraded(fn):
+            return None
+        st = self.state
+        for k in [k for k, pl in st.missing.items() if pl[0] == fn]:
+            del st.missing[k]
+        self.window.release(fn)
+        st.placement.retire((fn,))
+        self.retired += 1
+        return [Retire(fn, "lost")]
+
     # -- events ----------------------------------------------------------------------
     def tick(self, ev: Tick) -> list[Instruction]:
         st, w = self.state, self.window

@@ -35,14 +35,16 @@ def gc_window(c: DaemonConfig, now: float) -> GcWindow | None:
 
 
 class ReadNotes:
-    """(function, chunk key) of the chunk GETs since the last tick, each once."""
+    """(function, chunk key) of the chunk GETs asked of a function in ``watch`` (the degraded
+    ones, as of the last tick) since the last tick, each once: only those can be marked."""
 
     def __init__(self, on: bool) -> None:
         self.on = on
+        self.watch: frozenset[int] = frozenset()  # replaced whole after each tick: read without a lock
         self._q: deque[tuple[int, str]] = deque()
 
     def note(self, fn: int, ckey: str) -> None:
-        if self.on:
+        if self.on and fn in self.watch:
             self._q.append((fn, ckey))  # atomic: no lock on the GET path
 
     def take(self) -> tuple[tuple[int, str], ...]:

@@ -77,7 +77,7 @@ class Daemon(PutPath, GetPath):
         self.state = StoreState(placement, block_size=config.block_size, function_prefix=config.function_prefix,
                                 cos_prefix=config.cos_prefix, warm_interval_s=config.warm_interval_s,
                                 gc=gc_window(config, time.monotonic()))
-        self.reads = ReadNotes(self.state.gc is not None)  # versions GETs read, for the GC window
+        self.reads = ReadNotes(self.state.gc is not None)  # chunks GETs read on degraded functions
         self._state_lock = threading.Lock()
         self.check_state = config.check_state if config.check_state is not None else \
             os.environ.get(CHECK_STATE_ENV, "") not in ("", "0")
@@ -414,6 +414,9 @@ class Daemon(PutPath, GetPath):
         while not self._stopping.wait(max(0.05, every)):
             sleeping = tuple((h.index, h.last_used) for h in list(self.handles) if h.state == "sleeping")
             self._do(Tick(sleeping=sleeping, reads=self.reads.take(), now=time.monotonic()))
+            if self.state.gc is not None:
+                with self._state_lock:
+                    self.reads.watch = self.state.gc.window.degraded_functions()
 
     # -- connections --------------------------------------------------------------
     def _accept_loop(self) -> None:

@@ -32,7 +32,8 @@ Semantics:
 - ``Tick``: warm-ups at each function's GC-bucket rate, and with a GC window
   (``_gc_core``, SION Sec. 5.3) its rounds: degraded functions sealed, released
   ones unplaced (their data stays in COS; ``Retire``), a function of an older
-  bucket emptied by frees retired at once, and a compaction round that moves
+  bucket emptied by frees retired at once (a degraded one whose instance was lost
+  too, instead of recovered), and a compaction round that moves
   chunks read on degraded functions into the newest bucket (``Migrate`` /
   ``Migrated``).
 
@@ -251,6 +252,11 @@ class StoreState:
                             self.missing[(obj.key, obj.version, s, i)] = place
         self.fn_chunks.pop(fn, None)
         self.ledger.function_lost(ev.now, self.name(fn))
+        if self.gc is not None:
+            self.gc.emptied.discard(fn)
+            retired = self.gc.lost(fn)  # a degraded function is released, not recovered
+            if retired is not None:
+                return retired
         return [Recover(fn, tuple(lost))]  # also when the table had none there: its log may list some
 
     def _chunk_recovered(self, ev: Event) -> list[Instruction]:

@@ -12,7 +12,8 @@ from storage_functions.daemon._gc import GcConfig, GcRelease, GcSeal, GcWindow
 from storage_functions.daemon._objects import chunk_key
 from storage_functions.daemon._placement import PlaceChunk
 from storage_functions.daemon._state import StoreState
-from storage_functions.daemon._store_events import Free, Migrate, Migrated, Release, Retire, Tick, Warm
+from storage_functions.daemon._store_events import (Free, FunctionLost, Migrate, Migrated, Recover, Release, Retire,
+                                                    Tick, Warm)
 
 from .test_store_state import BS, put
 
@@ -198,3 +199,30 @@ def test_versions_the_metadata_server_placed_are_never_moved() -> None:
     assert s.gc is not None and s.gc.window.compacted == 2  # marked and picked, but not moved
     assert not [x for x in out if isinstance(x, Migrate)]
     s.validate_state()
+
+
+def test_a_lost_degraded_function_is_released_not_recovered() -> None:
+    s = core()
+    obj = put(s, "r/a", alloc=[(0, 0, 0), (1, 0, 0), (2, 0, 0)])  # placed by the metadata server
+    obj.uploaded = True
+    s.placement.hold((0, 1, 2))  # sealed: they stay in bucket 0
+    s.handle(Tick(now=20.0))
+    assert s.gc is not None and s.gc.window.degraded(1)
+    out = s.handle(FunctionLost(fn=1, now=21.0))
+    assert out == [Retire(1, "lost")] and not s.missing  # its cold data is read from COS
+    assert s.gc.window.state_of(1) == "released" and s.placement.slots[1].retired
+    s.validate_state()
+    other = core()
+    put(other, "r/b", alloc=[(0, 0, 0), (1, 0, 0), (2, 0, 0)])
+    assert isinstance(other.handle(FunctionLost(fn=1, now=1.0))[0], Recover)  # active: recovered
+    other.validate_state()
+
+
+def test_the_daemon_config_refuses_bad_gc_and_cache_knobs_naming_them() -> None:
+    from storage_functions.daemon import DaemonConfig
+
+    with pytest.raises(ValueError, match="gc_active >= 1"):
+        DaemonConfig(gc_active=0)
+    with pytest.raises(ValueError, match="cache_copies must be >= 0"):
+        DaemonConfig(cache_copies=-1)
+    assert DaemonConfig(gc_interval_s=0, gc_active=0).gc_interval_s == 0  # no window: its knobs unused
