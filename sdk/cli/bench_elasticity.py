@@ -219,7 +219,7 @@ def _bursts(stack: Any, run: Any, args: argparse.Namespace) -> dict[str, Any]:
             round(p99(lat["no_cache"]) * 1e6), "burst_first_p99_us": round(first * 1e6),
             "burst_get_p50_us": round(sorted(lat["cache"])[len(lat["cache"]) // 2] * 1e6),
             "burst_get_p50_us_no_cache": round(sorted(lat["no_cache"])[len(lat["no_cache"]) // 2] * 1e6),
-            "cache": d.cache_functions.router.stats()}
+            "cache": {**d.cache_functions.router.stats(), "cache_loads": d.counters.get("cache_loads", 0)}}
 
 
 class _Clients:

@@ -82,9 +82,11 @@ class DaemonConfig:
     compact_max: int = 64
     # cache functions for GET bursts (``_burst``, SION Sec. 5.3.3): a chunk GET whose function
     # has cache_queue_depth requests in flight goes to a cache function that loads the chunk
-    # from COS into its demand cache and serves it; at most cache_copies per chunk (0 = off)
+    # from COS into its demand cache and serves it; at most cache_copies per chunk (0 = off);
+    # only chunks of at least cache_min_chunk bytes (small requests drain faster than a load)
     cache_queue_depth: int = 2
     cache_copies: int = 4
+    cache_min_chunk: int = 128 * 1024
     # the modelled network bandwidth of an instance's GET replies (0 = unlimited; the
     # elasticity benchmark sets it, like function_bandwidth_mbps for downloads)
     function_send_mbps: float = 0.0

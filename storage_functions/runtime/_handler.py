@@ -410,7 +410,9 @@ class _Invocation:
             send_frame(sock, Op.REPLY, reqid=f.reqid, a=mem.used(), b=rank)
         elif f.op == Op.GET:
             got = mem.get(f.key)
+            loaded = 0
             if got is None and f.meta and "src" in f.meta:  # a cache function: load it from COS
+                loaded = 1
                 status, msg = load(self.state, self.event, self._open_cos(), f, self._throttle)
                 if status != Status.OK:
                     send_frame(sock, Op.REPLY, status=status, reqid=f.reqid, a=mem.used(), payload=msg.encode())
@@ -432,8 +434,8 @@ class _Invocation:
                                payload=f"chunk {f.key}: crc {crc:08x} != {entry.crc:08x}".encode())
                     return
             self._send_throttle.take(entry.length)
-            send_frame(sock, Op.REPLY, reqid=f.reqid, a=mem.used(), crc=entry.crc, payload=views,
-                       paylen=entry.length)
+            send_frame(sock, Op.REPLY, reqid=f.reqid, a=mem.used(), b=loaded, crc=entry.crc, payload=views,
+                       paylen=entry.length)  # b: 1 when this GET loaded the chunk from COS
         elif f.op == Op.DEL:
             keys = list(f.meta.get("keys", [])) or [f.key]
             n = 0
