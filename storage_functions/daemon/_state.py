@@ -87,7 +87,9 @@ class StoreState:
 
     def handle(self, ev: Event) -> list[Instruction]:
         out = self._handlers[type(ev)](ev)
-        if self.gc is not None and self.gc.emptied:
+        # functions emptied by this event (or an earlier one) retire with a free, a tick or a
+        # move: the replies the PUT path unpacks (PutRetry, ChunkFailed, ...) stay as they are
+        if self.gc is not None and self.gc.emptied and isinstance(ev, (Free, Tick, Migrated)):
             out += self.gc.retire_emptied()
         return out
 
