@@ -3,7 +3,8 @@ round, a function emptied by frees and a compaction round mean for the object
 table, the placement allocator and the ledger. Pure like the core: it runs
 inside ``StoreState.handle`` under the daemon's lock and returns instructions.
 
-- Functions join the newest bucket when they begin to hold chunks; a function
+- Functions join the newest bucket when they begin to hold chunks (a degraded one
+  given a new chunk by the metadata server's allocator is active again); a function
   of an older bucket that holds none any more is retired at once (``Retire``,
   reason ``empty``) and sealed in the allocator until a scale-out reuses its
   whole group.
@@ -50,13 +51,23 @@ class GcCore:
         self.migrations = 0
 
     # -- hooks of the core ---------------------------------------------------------
-    def counted(self, fn: int, n: int) -> None:
-        """Function ``fn`` holds ``n`` chunks now."""
+    def counted(self, fn: int, n: int, k: int) -> None:
+        """Function ``fn`` holds ``n`` chunks now (``k`` more than before). A degraded function
+        that is given a chunk (the metadata server allocates where it sees room) is active
+        again, in the newest bucket: fresh data never leaves with a cold bucket."""
         if n:
+            if k > 0 and self.window.degraded(fn):
+                self.window.left(fn)
             self.window.joined(fn)
             self.emptied.discard(fn)
         else:
             self.emptied.add(fn)
+
+    def open_functions(self) -> list[int]:
+        """The functions that still take new data: not sealed and below the HARDCAP (the
+        metadata server's reservations never seal a slot)."""
+        p = self.state.placement
+        return [fn for fn in p.open_functions() if p.used(fn) < p.hardcap]
 
     def retire_emptied(self) -> list[Instruction]:
         """Functions of older buckets that hold nothing any more leave at once."""
@@ -85,6 +96,12 @@ class GcCore:
                     fn, block, off = m[4]
                     self.state.placement.free(fn, block, off, st.cl)
 
+    def target_lost(self, fn: int) -> None:
+        """Function ``fn``'s memory is gone: moves into it are void (its allocator was reset;
+        a copy reported later is deleted again)."""
+        for cid in [c for c, m in self.migrating.items() if m[4][0] == fn]:
+            del self.migrating[cid]
+
     def lost(self, fn: int) -> list[Instruction] | None:
         """Function ``fn``'s instance was lost and its chunks unplaced: a degraded function
         leaves the memory space instead of being recovered (SION Sec. 5.3: its data is cold
@@ -107,7 +124,7 @@ class GcCore:
             if cid is not None:
                 w.read(cid, fn)
         out: list[Instruction] = []
-        for ins in w.step(ev.now, st.placement.open_functions()):
+        for ins in w.step(ev.now, self.open_functions()):
             if isinstance(ins, GcSeal):
                 st.placement.hold(ins.functions)
             else:

@@ -243,6 +243,8 @@ class StoreState:
         fn = ev.fn
         self.losses[fn] = self.losses.get(fn, 0) + 1
         self.placement.lost(fn)
+        if self.gc is not None:
+            self.gc.target_lost(fn)
         lost: list[tuple[ObjectVersion, int, int, Place]] = []
         for obj in self.table.all():
             for s, st in enumerate(obj.stripes):
@@ -307,7 +309,7 @@ class StoreState:
         else:
             self.fn_chunks.pop(fn, None)
         if self.gc is not None:
-            self.gc.counted(fn, n)
+            self.gc.counted(fn, n, k)
 
     def _unplace(self, now: float, obj: ObjectVersion, s: int, i: int) -> tuple[int, str] | None:
         """Chunk (``s``, ``i``) gives up its place: its blocks, its count and its ledger entry."""

@@ -91,3 +91,40 @@ def test_a_function_emptied_by_frees_leaves_without_waiting_for_h(store: LocalSt
                  timeout_s=1.0, what="release at the free")  # well before H (6 s)
         assert d.counters.get("gc_emptied_functions", 0) == len(held)
     d.validate_state()
+
+
+def test_the_embedded_stack_releases_cold_data_after_h_and_reads_it_from_cos(tmp_path: Any) -> None:
+    """Under the metadata server's placement (the embedded stack): functions filled to the
+    HARDCAP age through the window and are released after H; the run's objects stay
+    readable (from COS), new puts land again, and the run ends leaving nothing."""
+    import json
+
+    from sdk._config import Config
+    from sdk.local._stack import Stack
+
+    cfg = Config.load(state_dir=str(tmp_path / "state"), env={}, function_memory_mb=128)
+    wds = {"app": "gc-stack", "workflow_id": 1, "category": "test",
+           "spec": {"s": {"stage_id": 0, "functions": [
+               {"start": True, "name": "f", "input": ["x"], "output": [], "next": []}]}}}
+    daemon = {"function_memory_mb": 128, "hardcap_fraction": 0.05, "gc_interval_s": 0.5, "gc_active": 1,
+              "gc_degraded": 1}
+    with Stack(cfg, metadata_port=0, daemon_port=0, daemon=daemon) as stack, stack.client() as driver:
+        d = stack.store.daemon
+        run = driver.start_run(driver.register_workflow(json.dumps(wds)), max_concurrency=1)
+        values = {f"o{i}": os.urandom(4 * MiB) for i in range(12)}
+        for name, v in values.items():
+            run.put(name, v, codec="bytes", adhoc=True)
+        assert d.wait_uploads(60)
+        wait_for(lambda: d.counters.get("gc_released_functions", 0) >= 1
+                 and not any(f["chunks"] for f in fn_stats(stack.store)), what="the release after H")
+        fallbacks = d.counters["cos_fallbacks"]
+        for name, v in values.items():
+            assert run.get(name) == v
+        assert d.counters["cos_fallbacks"] > fallbacks  # released: read from COS
+        run.put("late", b"x" * MiB, codec="bytes", adhoc=True)
+        assert run.get("late") == b"x" * MiB
+        run_id = run.run_id
+        run.end_run("succeeded")
+        run.close()
+        wait_for(lambda: not [k for k in d.table.keys() if k.startswith(run_id + "/")], what="the run's end")
+        d.validate_state()

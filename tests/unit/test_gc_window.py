@@ -226,3 +226,18 @@ def test_the_daemon_config_refuses_bad_gc_and_cache_knobs_naming_them() -> None:
     with pytest.raises(ValueError, match="cache_copies must be >= 0"):
         DaemonConfig(cache_copies=-1)
     assert DaemonConfig(gc_interval_s=0, gc_active=0).gc_interval_s == 0  # no window: its knobs unused
+
+
+def test_under_the_metadata_servers_placement_full_functions_age_and_new_data_revives_them() -> None:
+    s = core()
+    put(s, "r/a", alloc=[(0, 0, 0), (1, 0, 0), (2, 0, 0)], cl=8 * BS)  # at the HARDCAP, never sealed by reserve
+    put(s, "r/b", alloc=[(3, 0, 0), (4, 0, 0), (5, 0, 0)])  # room left: open
+    assert not s.placement.slots[0].sealed
+    s.handle(Tick(now=20.0))
+    assert s.gc is not None
+    w = s.gc.window
+    assert w.degraded(0) and w.state_of(3) == "active"  # the full ones aged, the open ones moved on
+    put(s, "r/c", alloc=[(0, 8, 0), (6, 0, 0), (7, 0, 0)])  # the allocator still sees room on 0
+    assert w.state_of(0) == "active" and w.where[0] is w.newest  # fresh data: not released with bucket 0
+    assert w.degraded(1)
+    s.validate_state()
