@@ -54,6 +54,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gc-degraded", type=int, default=4, help="GC intervals it then stays degraded (default 4)")
     p.add_argument("--burst", type=int, default=64, help="concurrent GETs of one object in a burst (default 64; 0 = none)")
     p.add_argument("--burst-rounds", type=int, default=3, help="bursts with and without cache functions (default 3)")
+    p.add_argument("--cache-copies", type=int, default=4, help="cache functions per chunk at most (default 4)")
+    p.add_argument("--cache-depth", type=int, default=2,
+                   help="requests in flight at which a function's queue is full (default 2)")
 
 
 def _shape(text: str) -> list[int]:
@@ -109,9 +112,9 @@ def run(args: argparse.Namespace) -> int:
     if args.object_mb <= 0 or args.reads < 1 or args.sample_ms <= 0 or args.gap_s < 0:
         raise InvalidRequest("--object-mb and --sample-ms must be > 0, --reads >= 1, --gap-s >= 0")
     if args.function_mbps < 0 or args.gc_interval_s < 0 or args.gc_active < 1 or args.gc_degraded < 0 \
-            or args.burst < 0 or args.burst_rounds < 1:
+            or args.burst < 0 or args.burst_rounds < 1 or args.cache_copies < 1 or args.cache_depth < 1:
         raise InvalidRequest("--function-mbps and --gc-interval-s must be >= 0, --gc-active >= 1, --gc-degraded "
-                             ">= 0, --burst >= 0, --burst-rounds >= 1")
+                             ">= 0, --burst >= 0, --burst-rounds, --cache-copies and --cache-depth >= 1")
     phases = shifting_phases(_shape(args.shape), int(args.object_mb * MiB), args.reads)
     cfg = Config.load(state_dir=tempfile.mkdtemp(prefix="funcsion-elastic-"), env={},
                       function_memory_mb=args.function_mb)
@@ -124,7 +127,8 @@ def run(args: argparse.Namespace) -> int:
     rows = []
     daemon = {"function_memory_mb": args.function_mb, "max_functions": 48,
               "function_bandwidth_mbps": args.function_mbps, "function_send_mbps": args.function_mbps,
-              "gc_interval_s": args.gc_interval_s, "gc_active": args.gc_active, "gc_degraded": args.gc_degraded}
+              "gc_interval_s": args.gc_interval_s, "gc_active": args.gc_active, "gc_degraded": args.gc_degraded,
+              "cache_copies": args.cache_copies, "cache_queue_depth": args.cache_depth}
     with Stack(cfg, metadata_port=0, daemon_port=0, daemon=daemon) as stack, \
             stack.client() as driver:
         run = driver.start_run(driver.register_workflow(json.dumps(wds)), max_concurrency=1)
@@ -214,7 +218,8 @@ def _bursts(stack: Any, run: Any, args: argparse.Namespace) -> dict[str, Any]:
     finally:
         clients.close()
         d.cache_functions.on = True
-    return {"burst": args.burst, "burst_rounds": args.burst_rounds,
+    return {"burst": args.burst, "burst_rounds": args.burst_rounds, "cache_copies": args.cache_copies,
+            "cache_depth": args.cache_depth,
             "burst_get_p99_us": round(p99(lat["cache"]) * 1e6), "burst_get_p99_us_no_cache":
             round(p99(lat["no_cache"]) * 1e6), "burst_first_p99_us": round(first * 1e6),
             "burst_get_p50_us": round(sorted(lat["cache"])[len(lat["cache"]) // 2] * 1e6),
