@@ -17,7 +17,8 @@ inside ``StoreState.handle`` under the daemon's lock and returns instructions.
   reserved (``Migrate``: the function loads the chunk from COS); once it
   landed (``Migrated``) the old place goes. Versions the metadata server
   placed stay where it put them (one placement authority: it will allocate
-  the blocks it thinks free).
+  the blocks it thinks free); a read of one on a degraded function moves the
+  function itself to the newest bucket instead.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ class GcCore:
         self.migrating: dict[ChunkId, tuple[ObjectVersion, int, int, Place, Place]] = {}
         self.retired = 0
         self.migrations = 0
+        self.revived = 0  # degraded functions made active again by reads of chunks that cannot move
 
     # -- hooks of the core ---------------------------------------------------------
     def counted(self, fn: int, n: int, k: int) -> None:
@@ -121,7 +123,16 @@ class GcCore:
         st, w = self.state, self.window
         for fn, ckey in ev.reads:
             cid = parse_chunk_key(ckey)
-            if cid is not None:
+            if cid is None or not w.degraded(fn):
+                continue
+            obj = st.table.latest(cid[0], cid[1])
+            if obj is not None and obj.alloc is not None:
+                # the metadata server's chunk cannot move: its function moves, to the newest
+                # bucket (active again), so hot data there is never released with it
+                w.left(fn)
+                w.joined(fn)
+                self.revived += 1
+            else:
                 w.read(cid, fn)
         out: list[Instruction] = []
         for ins in w.step(ev.now, self.open_functions()):

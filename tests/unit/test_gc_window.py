@@ -189,15 +189,21 @@ def test_compaction_moves_read_chunks_from_degraded_functions_to_the_newest_buck
     assert all(not sl.alloc.refs for sl in s.placement.slots)
 
 
-def test_versions_the_metadata_server_placed_are_never_moved() -> None:
+def test_versions_the_metadata_server_placed_are_never_moved_their_read_functions_revive() -> None:
     s = core()
     obj = put(s, "r/a", alloc=[(0, 0, 0), (1, 0, 0), (2, 0, 0)])
     obj.uploaded = True
     s.placement.hold((0, 1, 2))  # as if degraded: sealed
     s.handle(Tick(now=20.0))
-    out = s.handle(Tick(now=21.0, reads=tuple((fn, chunk_key("r/a", 1, 0, fn)) for fn in (0, 1, 2))))
-    assert s.gc is not None and s.gc.window.compacted == 2  # marked and picked, but not moved
-    assert not [x for x in out if isinstance(x, Migrate)]
+    assert s.gc is not None and s.gc.window.degraded(0)
+    out = s.handle(Tick(now=21.0, reads=tuple((fn, chunk_key("r/a", 1, 0, fn)) for fn in (0, 1))))
+    assert not [x for x in out if isinstance(x, Migrate)] and not s.gc.window.marked
+    w = s.gc.window
+    assert w.where[0] is w.newest and w.where[1] is w.newest and w.degraded(2)  # read: active again
+    assert s.gc.revived == 2
+    out = s.handle(Tick(now=60.0))  # H later: only the unread function goes
+    assert [x for x in out if isinstance(x, Retire)] == [Retire(2, "window")]
+    assert obj.stripes[0].places[0] == (0, 0, 0) and obj.stripes[0].places[2] is None
     s.validate_state()
 
 
