@@ -100,6 +100,14 @@ def test_a_function_emptied_by_frees_leaves_without_waiting_for_h(store: LocalSt
     d.validate_state()
 
 
+WDS = {"app": "gc-stack", "workflow_id": 1, "category": "test",
+       "spec": {"s": {"stage_id": 0, "functions": [
+           {"start": True, "name": "f", "input": ["x"], "output": [], "next": []}]}}}
+# H = 1 s: rounds every 0.5 s, one active, one degraded; a 6 MiB HARDCAP the puts fill
+STACK_GC = {"function_memory_mb": 128, "hardcap_fraction": 0.05, "gc_interval_s": 0.5, "gc_active": 1,
+            "gc_degraded": 1}
+
+
 def test_the_embedded_stack_releases_cold_data_after_h_and_reads_it_from_cos(tmp_path: Any) -> None:
     """Under the metadata server's placement (the embedded stack): functions filled to the
     HARDCAP age through the window and are released after H; the run's objects stay
@@ -110,14 +118,9 @@ def test_the_embedded_stack_releases_cold_data_after_h_and_reads_it_from_cos(tmp
     from sdk.local._stack import Stack
 
     cfg = Config.load(state_dir=str(tmp_path / "state"), env={}, function_memory_mb=128)
-    wds = {"app": "gc-stack", "workflow_id": 1, "category": "test",
-           "spec": {"s": {"stage_id": 0, "functions": [
-               {"start": True, "name": "f", "input": ["x"], "output": [], "next": []}]}}}
-    daemon = {"function_memory_mb": 128, "hardcap_fraction": 0.05, "gc_interval_s": 0.5, "gc_active": 1,
-              "gc_degraded": 1}
-    with Stack(cfg, metadata_port=0, daemon_port=0, daemon=daemon) as stack, stack.client() as driver:
+    with Stack(cfg, metadata_port=0, daemon_port=0, daemon=STACK_GC) as stack, stack.client() as driver:
         d = stack.store.daemon
-        run = driver.start_run(driver.register_workflow(json.dumps(wds)), max_concurrency=1)
+        run = driver.start_run(driver.register_workflow(json.dumps(WDS)), max_concurrency=1)
         values = {f"o{i}": os.urandom(4 * MiB) for i in range(12)}
         for name, v in values.items():
             run.put(name, v, codec="bytes", adhoc=True)
@@ -135,3 +138,33 @@ def test_the_embedded_stack_releases_cold_data_after_h_and_reads_it_from_cos(tmp
         run.close()
         wait_for(lambda: not [k for k in d.table.keys() if k.startswith(run_id + "/")], what="the run's end")
         d.validate_state()
+
+
+def test_in_the_embedded_stack_data_read_within_h_stays_in_memory(tmp_path: Any) -> None:
+    """The metadata server's chunks cannot move: reading them on a degraded function moves the
+    function to the newest bucket, so an object read more often than H never leaves memory."""
+    import json
+
+    from sdk._config import Config
+    from sdk.local._stack import Stack
+
+    cfg = Config.load(state_dir=str(tmp_path / "state"), env={}, function_memory_mb=128)
+    with Stack(cfg, metadata_port=0, daemon_port=0, daemon=STACK_GC) as stack, stack.client() as driver:
+        d = stack.store.daemon
+        run = driver.start_run(driver.register_workflow(json.dumps(WDS)), max_concurrency=1)
+        values = {f"o{i}": os.urandom(4 * MiB) for i in range(12)}  # fills the functions to the HARDCAP
+        for name, v in values.items():
+            run.put(name, v, codec="bytes", adhoc=True)
+        assert d.wait_uploads(60)
+        fallbacks = d.counters["cos_fallbacks"]
+        deadline = time.monotonic() + 4.0  # four times H
+        while time.monotonic() < deadline:
+            assert run.get("o0") == values["o0"]
+            time.sleep(0.2)
+        assert d.counters["cos_fallbacks"] == fallbacks
+        assert d.state.gc is not None and d.state.gc.revived > 0 and (d.stats()["gc"] or {}).get("rounds", 0) >= 6
+        hot = d.table.latest(f"{run.run_id}/o0")
+        assert hot is not None and all(pl is not None for st in hot.stripes for pl in st.places[:st.d])
+        # (functions holding only what nobody read, o0's parity among it, may have left meanwhile)
+        run.end_run("succeeded")
+        run.close()
