@@ -145,6 +145,8 @@ class Collector:
             self._issue(s, idxs)
 
     def start(self) -> None:
+        if self.cache is not None:  # (the daemon's, when it has one: see __init__)
+            self.cache.daemon.reads.placeless(self.obj)
         if not self.obj.stripes:
             self._end(Status.OK, b"")
             return

@@ -19,6 +19,9 @@ inside ``StoreState.handle`` under the daemon's lock and returns instructions.
   placed stay where it put them (one placement authority: it will allocate
   the blocks it thinks free); a read of one on a degraded function moves the
   function itself to the newest bucket instead.
+- On-demand migration: a GET that finds a chunk of a daemon-placed version
+  without a place (its function was released) has it loaded from COS into the
+  newest bucket by the next rounds, as compaction does.
 """
 
 from __future__ import annotations
@@ -47,7 +50,10 @@ class GcCore:
         self.rng = rng
         self.emptied: set[int] = set()  # functions whose chunk count dropped to 0 in this event
         # chunk -> (version, stripe, index, old place, new place) while its new copy loads
-        self.migrating: dict[ChunkId, tuple[ObjectVersion, int, int, Place, Place]] = {}
+        self.migrating: dict[ChunkId, tuple[ObjectVersion, int, int, Place | None, Place]] = {}
+        # chunks GETs found without a place (their function was released): loaded from COS
+        # into the newest bucket by the next compaction rounds (SION's on-demand migration)
+        self.restore: set[ChunkId] = set()
         self.retired = 0
         self.migrations = 0
         self.revived = 0  # degraded functions made active again by reads of chunks that cannot move
@@ -93,6 +99,7 @@ class GcCore:
             for i in range(st.n):
                 cid = (obj.key, obj.version, s, i)
                 self.window.unmark(cid)
+                self.restore.discard(cid)
                 m = self.migrating.pop(cid, None)
                 if m is not None:
                     fn, block, off = m[4]
@@ -123,6 +130,9 @@ class GcCore:
         st, w = self.state, self.window
         for fn, ckey in ev.reads:
             cid = parse_chunk_key(ckey)
+            if cid is not None and fn < 0:
+                self.restore.add(cid)
+                continue
             if cid is None or not w.degraded(fn):
                 continue
             obj = st.table.latest(cid[0], cid[1])
@@ -155,13 +165,14 @@ class GcCore:
         del self.migrating[(obj.key, obj.version, s, i)]
         _, _, _, old, new = m
         stripe = obj.stripes[s]
-        if ev.ok and st.live(obj) and stripe.places[i] == old:
+        if ev.ok and st.live(obj) and stripe.places[i] == old and (old is not None or (
+                obj.key, obj.version, s, i) not in st.missing):
             st._unplace(ev.now, obj, s, i)
             stripe.places[i] = new
             st._count(new[0], +1)
             st.ledger.stored(ev.now, st.name(new[0]), ckey, new[1], new[2], stripe.cl)
             self.migrations += 1
-            return [Release(old[0], (ckey,))]
+            return [Release(old[0], (ckey,))] if old is not None else []
         st.placement.free(new[0], new[1], new[2], stripe.cl)
         return [Release(new[0], (ckey,))] if ev.ok else []
 
@@ -193,7 +204,9 @@ class GcCore:
     def _compact(self) -> list[Instruction]:
         st, w = self.state, self.window
         out: list[Instruction] = []
-        for cid in w.compaction(self.rng):
+        restore = sorted(self.restore)[:w.config.compact_max]
+        self.restore.difference_update(restore)
+        for cid in [*w.compaction(self.rng), *restore]:
             assert isinstance(cid, tuple)
             key, version, s, i = cid
             obj = st.table.latest(key, version)
@@ -201,7 +214,9 @@ class GcCore:
                 continue
             stripe = obj.stripes[s]
             old = stripe.places[i]
-            if old is None or not w.degraded(old[0]):
+            if old is None and cid in st.missing:  # recovery brings it back where it was
+                continue
+            if old is not None and not w.degraded(old[0]):
                 continue
             holders = frozenset(pl[0] for pl in stripe.places if pl is not None) | frozenset(
                 m[4][0] for c, m in self.migrating.items() if c[:3] == cid[:3])

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..protocol import Frame, Op, Status
 from ._gc import GcConfig, GcWindow
-from ._objects import chunk_key
+from ._objects import ObjectVersion, chunk_key
 from ._store_events import Instruction, Migrate, Migrated, Retire
 
 if TYPE_CHECKING:
@@ -44,8 +44,21 @@ class ReadNotes:
         self._q: deque[tuple[int, str]] = deque()
 
     def note(self, fn: int, ckey: str) -> None:
-        if self.on and fn in self.watch:
+        """A GET asked function ``fn`` for ``ckey`` (-1: found it without a place)."""
+        if self.on and (fn in self.watch or fn < 0):
             self._q.append((fn, ckey))  # atomic: no lock on the GET path
+
+    def placeless(self, obj: ObjectVersion) -> None:
+        """A GET of ``obj`` begins: in each stripe short of ``d`` placed chunks (a released
+        function's are placeless), as many placeless chunks as it lacks are noted for
+        on-demand migration (daemon-placed versions COS holds only): what reads need, not
+        the parity."""
+        if not self.on or obj.alloc is not None or not obj.uploaded:
+            return
+        for s, st in enumerate(obj.stripes):
+            short = st.d - sum(1 for pl in st.places if pl is not None)
+            for i in [i for i, pl in enumerate(st.places) if pl is None][:max(0, short)]:
+                self._q.append((-1, chunk_key(obj.key, obj.version, s, i)))
 
     def take(self) -> tuple[tuple[int, str], ...]:
         seen: dict[tuple[int, str], None] = {}

@@ -82,7 +82,19 @@ def test_degrade_compact_release(store: LocalStore) -> None:
         assert d.counters["cos_fallbacks"] == before["cos_fallbacks"]
         assert c.get("cold") == cold  # released: from COS
         assert d.counters["cos_fallbacks"] > before["cos_fallbacks"]
+        cold_obj = d.table.latest("cold")
+        assert cold_obj is not None
+        # read again: loaded into the newest bucket on demand (d chunks a stripe), then from memory
+
+        def restored() -> bool:
+            assert c.get("cold") == cold
+            return all(sum(1 for pl in st.places if pl is not None) >= st.d for st in cold_obj.stripes)
+
+        wait_for(restored, what="the on-demand migration of the cold object")
+        fallbacks = d.counters["cos_fallbacks"]
+        assert c.get("cold") == cold and d.counters["cos_fallbacks"] == fallbacks
         c.delete("hot")
+        c.delete("cold")
         wait_for(lambda: not any(f["chunks"] for f in fn_stats(store)), what="the frees")
     d.validate_state()
 

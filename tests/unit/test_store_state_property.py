@@ -125,8 +125,8 @@ def history(data: st.DataObject, *, gc: bool) -> None:
             reads = []
             for obj in [o for o in s.table.all() if o.state == "ready"]:
                 obj.uploaded = obj.uploaded or data.draw(st.booleans())
-                reads += [(pl[0], chunk_key(obj.key, obj.version, k, i)) for k, stp in enumerate(obj.stripes)
-                          for i, pl in enumerate(stp.places) if pl is not None]
+                reads += [(pl[0] if pl is not None else -1, chunk_key(obj.key, obj.version, k, i))
+                          for k, stp in enumerate(obj.stripes) for i, pl in enumerate(stp.places)]
             out = s.handle(Tick(now=now, reads=tuple(reads)))
             moving += [x for x in out if isinstance(x, Migrate)]
             for x in out:
