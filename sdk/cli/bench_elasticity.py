@@ -5,10 +5,17 @@ times and frees them. Measured: the storage functions holding data over time (sa
 the daemon's STAT op: ``functions_peak``, ``functions_mean``), the memory hit ratio, and the
 cost account of the replay (``storage_functions.cost``: storage functions, warm-ups, COS) per
 hour at the replay's rate, beside a static warm pool (INFINICACHE-style) and always-on
-ElastiCache memory for the same workload. ``--json`` prints one JSON object last.
+ElastiCache memory for the same workload. The daemon runs SION's sliding-window GC
+(``--gc-interval-s``; rounds, degraded and released functions are reported).
 
-Not here (they need the daemon's GC buckets and cache functions): sliding-window release and
-``burst_get_p99_us``."""
+Then a burst: one object read by ``--burst`` concurrent clients at once (a broadcast read by
+64 tasks), ``--burst-rounds`` times with cache functions and without, interleaved:
+``burst_get_p99_us`` (with; nearest-rank p99 of every GET of every round) and
+``burst_get_p99_us_no_cache``; ``burst_first_p99_us`` is the first burst with cache functions
+(their copies still loading from COS). Function bandwidth is modelled (``--function-mbps``,
+default 50: INFINICACHE's measured figure for a 128 MB Lambda) for downloads and GET replies;
+without it a 2-core machine cannot show what spreading a burst over functions buys.
+``--json`` prints one JSON object last."""
 
 from __future__ import annotations
 
@@ -39,6 +46,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gap-s", type=float, default=0.0,
                    help="idle seconds between phases, as in a sparser trace (default 0)")
     p.add_argument("--sample-ms", type=float, default=50.0, help="how often to sample the pool (default 50 ms)")
+    p.add_argument("--function-mbps", type=float, default=50.0,
+                   help="modelled network bandwidth of one storage function, MB/s (default 50; 0 = unlimited)")
+    p.add_argument("--gc-interval-s", type=float, default=1.0,
+                   help="GC round interval of the daemon's sliding window (default 1 s for this short replay)")
+    p.add_argument("--gc-active", type=int, default=2, help="GC intervals a bucket stays active (default 2)")
+    p.add_argument("--gc-degraded", type=int, default=4, help="GC intervals it then stays degraded (default 4)")
+    p.add_argument("--burst", type=int, default=64, help="concurrent GETs of one object in a burst (default 64; 0 = none)")
+    p.add_argument("--burst-rounds", type=int, default=3, help="bursts with and without cache functions (default 3)")
+    p.add_argument("--cache-copies", type=int, default=4, help="cache functions per chunk at most (default 4)")
+    p.add_argument("--cache-depth", type=int, default=2,
+                   help="requests in flight at which a function's queue is full (default 2)")
 
 
 def _shape(text: str) -> list[int]:
@@ -93,6 +111,10 @@ def run(args: argparse.Namespace) -> int:
 
     if args.object_mb <= 0 or args.reads < 1 or args.sample_ms <= 0 or args.gap_s < 0:
         raise InvalidRequest("--object-mb and --sample-ms must be > 0, --reads >= 1, --gap-s >= 0")
+    if args.function_mbps < 0 or args.gc_interval_s < 0 or args.gc_active < 1 or args.gc_degraded < 0 \
+            or args.burst < 0 or args.burst_rounds < 1 or args.cache_copies < 1 or args.cache_depth < 1:
+        raise InvalidRequest("--function-mbps and --gc-interval-s must be >= 0, --gc-active >= 1, --gc-degraded "
+                             ">= 0, --burst >= 0, --burst-rounds, --cache-copies and --cache-depth >= 1")
     phases = shifting_phases(_shape(args.shape), int(args.object_mb * MiB), args.reads)
     cfg = Config.load(state_dir=tempfile.mkdtemp(prefix="funcsion-elastic-"), env={},
                       function_memory_mb=args.function_mb)
@@ -103,8 +125,11 @@ def run(args: argparse.Namespace) -> int:
     reads = 0
     live = peak_live = 0
     rows = []
-    with Stack(cfg, metadata_port=0, daemon_port=0,
-               daemon={"function_memory_mb": args.function_mb, "max_functions": 48}) as stack, \
+    daemon = {"function_memory_mb": args.function_mb, "max_functions": 48,
+              "function_bandwidth_mbps": args.function_mbps, "function_send_mbps": args.function_mbps,
+              "gc_interval_s": args.gc_interval_s, "gc_active": args.gc_active, "gc_degraded": args.gc_degraded,
+              "cache_copies": args.cache_copies, "cache_queue_depth": args.cache_depth}
+    with Stack(cfg, metadata_port=0, daemon_port=0, daemon=daemon) as stack, \
             stack.client() as driver:
         run = driver.start_run(driver.register_workflow(json.dumps(wds)), max_concurrency=1)
         stat_before = _store_stats(stack.endpoints) or {}
@@ -136,6 +161,9 @@ def run(args: argparse.Namespace) -> int:
         cost = run_cost(t0=t0, t1=t1, billing={}, before=snap_before, after=StoreSnapshot(stack, stat_after),
                         platform=stack.platform, objects=objects, peak_live_bytes=peak_live,
                         function_memory_mb=args.function_mb)
+        burst = _bursts(stack, run, args) if args.burst else None
+        gc = dict(stack.store.daemon.stats().get("gc") or {})
+        counters = dict(stack.store.daemon.counters)
         run.end_run("succeeded")
         run.close()
     peak, mean = step_stats(sampler.samples, t1)
@@ -146,11 +174,132 @@ def run(args: argparse.Namespace) -> int:
            "cost_usd_per_hour": cost["per_hour"]["storage_usd"],
            "static_cost_usd_per_hour": cost["static_pool"]["usd_per_hour"],
            "always_on_cost_usd_per_hour": cost["always_on"]["usd_per_hour"],
-           "overhead": cost["overhead"], "cost": cost}
+           "overhead": cost["overhead"], "function_mbps": args.function_mbps,
+           "gc": {"interval_s": args.gc_interval_s, "active": args.gc_active, "degraded": args.gc_degraded,
+                  "rounds": gc.get("rounds", 0), "released_functions": counters.get("gc_released_functions", 0),
+                  "emptied_functions": counters.get("gc_emptied_functions", 0),
+                  "compacted_chunks": counters.get("compacted_chunks", 0)},
+           **(burst or {}), "cost": cost}
     _print(doc)
     if args.json:
         print(json.dumps(doc))
     return 0
+
+
+def _bursts(stack: Any, run: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """``--burst-rounds`` rounds of one burst without cache functions then one with, on one
+    object; the latencies of every GET, pooled per mode."""
+    from sdk.local._elastic import p99
+
+    from dataclasses import replace
+
+    d = stack.store.daemon
+    # the bursts' invocations stay up 10 s idle (read at each invocation), so that back-to-back
+    # bursts find the functions invoked, as warm Lambdas answer within milliseconds; without it
+    # 50 local processes reconnecting at once on 2 cores is what a burst measures
+    d.config = replace(d.config, idle_s=10.0)
+    run.put("burst_hot", os.urandom(int(args.object_mb * MiB)), codec="bytes", adhoc=True)
+    d.wait_uploads(60)  # a cache function loads from COS
+    # the pool's functions have instances (as SION's warmed pool does): a cache function's first
+    # GET pays a warm invocation, not a process start of the local platform
+    d.wait_warm(d.prewarm(d.config.max_functions), 60)
+    key = f"{run.run_id}/burst_hot"
+    lat: dict[str, list[float]] = {"no_cache": [], "cache": []}
+    first = 0.0
+    clients = _Clients(stack.endpoints, key, args.burst, min(args.burst, 8))
+    try:
+        for r in range(args.burst_rounds):
+            for mode in ("no_cache", "cache"):
+                d.cache_functions.on = mode == "cache"
+                got = clients.burst()
+                lat[mode] += got
+                if r == 0 and mode == "cache":
+                    first = p99(got)
+    finally:
+        clients.close()
+        d.cache_functions.on = True
+    return {"burst": args.burst, "burst_rounds": args.burst_rounds, "cache_copies": args.cache_copies,
+            "cache_depth": args.cache_depth,
+            "burst_get_p99_us": round(p99(lat["cache"]) * 1e6), "burst_get_p99_us_no_cache":
+            round(p99(lat["no_cache"]) * 1e6), "burst_first_p99_us": round(first * 1e6),
+            "burst_get_p50_us": round(sorted(lat["cache"])[len(lat["cache"]) // 2] * 1e6),
+            "burst_get_p50_us_no_cache": round(sorted(lat["no_cache"])[len(lat["no_cache"]) // 2] * 1e6),
+            "cache": {**d.cache_functions.router.stats(), "cache_loads": d.counters.get("cache_loads", 0)}}
+
+
+class _Clients:
+    """The burst's clients: ``procs`` processes of ``n / procs`` threads, each thread with its
+    own connection (as 64 tasks would have), so that their receiving and decoding is not
+    serialised behind this process's interpreter lock with the daemon's. A burst starts at
+    one wall-clock moment in every process; each GET is timed from it."""
+
+    def __init__(self, endpoints: Any, key: str, n: int, procs: int) -> None:
+        import multiprocessing as mp
+
+        ctx = mp.get_context("spawn")
+        per = [n // procs + (1 if k < n % procs else 0) for k in range(procs)]
+        self.pipes = []
+        self.procs = []
+        for k in [k for k in per if k]:
+            mine, theirs = ctx.Pipe()
+            p = ctx.Process(target=_burst_worker, args=(endpoints.daemon, endpoints.store_token, key, k, theirs),
+                            daemon=True, name="bench-burst")
+            p.start()
+            self.pipes.append(mine)
+            self.procs.append(p)
+        for c in self.pipes:
+            if c.recv() != "ready":
+                raise InvalidRequest("a burst client process did not start")
+
+    def burst(self, lead_s: float = 0.3) -> list[float]:
+        at = time.time() + lead_s
+        for c in self.pipes:
+            c.send(at)
+        out: list[float] = []
+        for c in self.pipes:
+            got = c.recv()
+            if isinstance(got, str):
+                raise InvalidRequest(f"the burst failed: {got}")
+            out += got
+        return out
+
+    def close(self) -> None:
+        for c in self.pipes:
+            c.send(None)
+        for p in self.procs:
+            p.join(10)
+
+
+def _burst_worker(daemon: str, token: str, key: str, n: int, conn: Any) -> None:
+    """One client process: ``n`` connections; per message (a start time) one GET each."""
+    from sdk._client import parse_addr
+    from sdk._store_client import StoreClient
+
+    clients = [StoreClient(parse_addr(daemon), token) for _ in range(n)]
+    conn.send("ready")
+    while True:
+        at = conn.recv()
+        if at is None:
+            break
+        out: list[float] = []
+        errors: list[str] = []
+
+        def one(c: Any, at: float = at, out: list[float] = out, errors: list[str] = errors) -> None:
+            time.sleep(max(0.0, at - time.time()))
+            try:
+                c.get(key)
+                out.append(time.time() - at)
+            except BaseException as exc:  # noqa: BLE001 - sent back as text
+                errors.append(repr(exc))
+
+        threads = [threading.Thread(target=one, args=(c,)) for c in clients]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        conn.send(errors[0] if errors else out)
+    for c in clients:
+        c.close()
 
 
 def _print(doc: dict[str, Any]) -> None:
@@ -164,4 +313,13 @@ def _print(doc: dict[str, Any]) -> None:
           f"({doc['function_mb']} MB each)")
     print(f"storage per hour at this rate: funcsion ${doc['cost_usd_per_hour']:.4f}, static warm pool "
           f"${doc['static_cost_usd_per_hour']:.4f}, always-on ${doc['always_on_cost_usd_per_hour']:.4f}")
+    g = doc["gc"]
+    print(f"GC window: {g['rounds']} rounds of {g['interval_s']} s (M={g['active']}, N={g['degraded']}); "
+          f"{g['released_functions']} functions released ({g['emptied_functions']} emptied by frees), "
+          f"{g['compacted_chunks']} chunks compacted")
+    if "burst" in doc:
+        print(f"burst of {doc['burst']} GETs x {doc['burst_rounds']} (functions at {doc['function_mbps']} MB/s): "
+              f"p99 {doc['burst_get_p99_us'] / 1000:.1f} ms with cache functions (first burst "
+              f"{doc['burst_first_p99_us'] / 1000:.1f} ms), {doc['burst_get_p99_us_no_cache'] / 1000:.1f} ms "
+              f"without; {doc['cache']['cache_copies']} copies")
     print("\n".join(format_cost(doc["cost"])))

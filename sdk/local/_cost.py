@@ -4,7 +4,8 @@ what was measured, never modelled:
 - the task Lambdas' bills: the executor's local platform (``ExecutionResult.billing``);
 - storage-function invocations: the stack's local platform records (start, billed
   duration, memory, and what each invocation reported about itself: warm-up or not,
-  its own COS requests), plus the ones still running at the run's end, up to then;
+  its own COS requests), plus the ones still running at the run's end, up to then; a
+  warm-up invocation that served requests counts as I/O (its billed time was serving);
 - COS requests: the daemon's COS adapter counters (an in-process stack), else the
   daemon's own counters over its STAT op (buffer uploads as PUTs, COS fallbacks and
   recovery reads as GETs);
@@ -50,7 +51,9 @@ def platform_invocations(platform: Any, now: float) -> list[Invocation]:
         mem = spec.memory_mb if spec is not None else 0
         m = r.metrics
         out.append(Invocation(r.function_name, r.started_at, (r.init_ms + r.duration_ms) / 1000.0, r.billed_ms, mem,
-                              warmup=bool(m.get("warmup", 0)), cos_puts=int(m.get("cos_puts", 0)),
+                              # a warm-up that went on to serve requests billed the serving: I/O
+                              warmup=bool(m.get("warmup", 0)) and not int(m.get("served", 0)),
+                              cos_puts=int(m.get("cos_puts", 0)),
                               cos_gets=int(m.get("cos_gets", 0)), cos_lists=int(m.get("cos_lists", 0))))
     for i in platform.instances():
         if i.state == "busy" and i.last_invoked_at is not None and i.last_invoked_at <= now:

@@ -5,10 +5,11 @@ counters. The replay itself is ``sdk.cli.bench_elasticity``; nothing here does I
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["Phase", "shifting_phases", "step_stats", "hit_ratio", "DEFAULT_SHAPE"]
+__all__ = ["Phase", "shifting_phases", "step_stats", "hit_ratio", "p99", "DEFAULT_SHAPE"]
 
 #: working-set size per phase, in objects: up past one function group's memory and back
 DEFAULT_SHAPE = (4, 12, 32, 12, 4)
@@ -62,3 +63,11 @@ def hit_ratio(before: Mapping[str, int], after: Mapping[str, int], reads: int) -
     gets = int(after.get("gets", 0)) - int(before.get("gets", 0))
     missed = sum(int(after.get(k, 0)) - int(before.get(k, 0)) for k in ("buffer_hits", "cos_fallbacks"))
     return max(0.0, min(1.0, (gets - missed) / reads))
+
+
+def p99(samples: Sequence[float]) -> float:
+    """Nearest-rank 99th percentile (of 64 samples: the largest); 0 for none."""
+    if not samples:
+        return 0.0
+    xs = sorted(samples)
+    return xs[max(0, math.ceil(0.99 * len(xs)) - 1)]

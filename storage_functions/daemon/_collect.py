@@ -15,6 +15,7 @@ import time
 from typing import Any, Callable
 
 from ..protocol import Frame, Op, Status, drain, pack_header, recv_into
+from ._burst_io import CacheFunctions
 from ._host import GetHost
 from ._lanes import Lane
 from ._objects import ObjectVersion, chunk_key
@@ -106,6 +107,9 @@ class Collector:
                              route=lambda s, i: host.recovery.route(obj, s, i),
                              ready=lambda fn: fn < len(handles) and handles[fn].state == "active"
                              and not host.recovery.busy(fn))
+        # the daemon's cache functions (``_burst_io``), when it has them; not a GetHost member
+        # while ``_get`` is being rewritten elsewhere (then: declare it on GetPath and GetHost)
+        self.cache: CacheFunctions | None = getattr(host, "cache_functions", None)
         self.cond = threading.Condition()
         self.large = [st.cl >= host.config.large_threshold for st in obj.stripes]
         self.inline = len(obj.stripes) == 1 and obj.stripes[0].n == 1
@@ -123,21 +127,28 @@ class Collector:
     def _issue(self, s: int, idxs: list[int]) -> None:
         obj = self.obj
         for i in idxs:
-            fn, _ = self.win.holder(s, i)
+            fn, routed = self.win.holder(s, i)
             cb = self.callback(s, i)
             if fn is None or fn >= len(self.host.handles):
                 # its function was lost meanwhile (and no recovery function has a copy), or is
                 # not started yet (a restarted daemon's restored places): a missing chunk
                 cb(None, None)
                 continue
-            self.host.handles[fn].request(Op.GET, chunk_key(obj.key, obj.version, s, i), cb,
-                                                b=1 if self.inline else 0, large=self.large[s])
+            meta = None
+            if self.cache is not None and not routed:  # its function's queue is full: a cache function
+                h, meta, cb = self.cache.route(obj, s, i, fn, cb)
+            else:
+                h = self.host.handles[fn]
+            h.request(Op.GET, chunk_key(obj.key, obj.version, s, i), cb, b=1 if self.inline else 0,
+                      large=self.large[s], meta=meta)
 
     def _issue_all(self, picks: Picks) -> None:
         for s, idxs in picks:
             self._issue(s, idxs)
 
     def start(self) -> None:
+        if self.cache is not None:  # (the daemon's, when it has one: see __init__)
+            self.cache.daemon.reads.placeless(self.obj)
         if not self.obj.stripes:
             self._end(Status.OK, b"")
             return

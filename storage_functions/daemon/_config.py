@@ -78,6 +78,28 @@ class DaemonConfig:
     recovery_keep_s: float = 30.0
     recover_workers: int = 4
     function_bandwidth_mbps: float = 0.0
+    # SION's sliding-window GC (``_gc``, Sec. 5.3): a GC round every gc_interval_s (0 = no
+    # window: every function holding chunks is warmed every warm_interval_s); a GC bucket
+    # stays gc_active rounds active (warmed every warm_interval_s), then gc_degraded rounds
+    # degraded (sealed, warmed every degraded_warm_interval_s), then its functions are
+    # released (their data stays in COS); chunks read on degraded functions move to the
+    # newest bucket, compact_fraction of them (at most compact_max) per tick
+    gc_interval_s: float = 60.0
+    gc_active: int = 6
+    gc_degraded: int = 12
+    degraded_warm_interval_s: float = 300.0
+    compact_fraction: float = 0.5
+    compact_max: int = 64
+    # cache functions for GET bursts (``_burst``, SION Sec. 5.3.3): a chunk GET whose function
+    # has cache_queue_depth requests in flight goes to a cache function that loads the chunk
+    # from COS into its demand cache and serves it; at most cache_copies per chunk (0 = off);
+    # only chunks of at least cache_min_chunk bytes (small requests drain faster than a load)
+    cache_queue_depth: int = 2
+    cache_copies: int = 4
+    cache_min_chunk: int = 128 * 1024
+    # the modelled network bandwidth of an instance's GET replies (0 = unlimited; the
+    # elasticity benchmark sets it, like function_bandwidth_mbps for downloads)
+    function_send_mbps: float = 0.0
     # assert the store core's invariants (StoreState.validate_state) at stop; None: from the
     # FUNCSION_DAEMON_CHECK_STATE environment variable (the test suite sets it)
     check_state: bool | None = None
@@ -95,6 +117,10 @@ class DaemonConfig:
             raise ValueError(f"DaemonConfig.function_memory_mb={self.function_memory_mb} leaves no room for one block")
         if self.placement not in ("metadata", "daemon"):
             raise ValueError(f"DaemonConfig.placement must be 'metadata' or 'daemon', got {self.placement!r}")
+        if self.gc_interval_s and (self.gc_active < 1 or not 0 < self.compact_fraction <= 1
+                                   or self.compact_max < 1 or self.degraded_warm_interval_s <= 0):
+            raise ValueError("DaemonConfig: gc_active >= 1, 0 < compact_fraction <= 1, compact_max >= 1 and "
+                             "degraded_warm_interval_s > 0 when gc_interval_s > 0")
         if not 0 < self.hardcap_fraction <= 1:
             raise ValueError(f"DaemonConfig.hardcap_fraction must be in (0, 1], got {self.hardcap_fraction}")
         if self.advertise:

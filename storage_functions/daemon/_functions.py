@@ -72,7 +72,8 @@ class FunctionHandle:
     def __init__(self, index: int, name: str, *, invoke: Callable[[str, dict[str, Any]], None],
                  event: Callable[[FunctionHandle, bool], dict[str, Any]], invoke_timeout_s: float,
                  on_lost: Callable[[FunctionHandle], None], on_mem: Callable[[FunctionHandle, int], None],
-                 on_instance: Callable[[FunctionHandle], None] | None = None) -> None:
+                 on_instance: Callable[[FunctionHandle], None] | None = None,
+                 on_get: Callable[[int, str], None] | None = None) -> None:
         self.index = index
         self.name = name
         self._invoke = invoke
@@ -81,6 +82,7 @@ class FunctionHandle:
         self._on_lost = on_lost
         self._on_mem = on_mem
         self._on_instance = on_instance
+        self._on_get = on_get  # (function, chunk key) of every GET asked of it (the GC window's marks)
         self.cond = threading.Condition()
         self.state = "sleeping"  # sleeping | invoking | active
         self.secret = ""
@@ -105,6 +107,8 @@ class FunctionHandle:
                 meta: dict[str, Any] | None = None, payload: Any = None, large: bool = False) -> None:
         if op in (Op.PUT, Op.RECOVER) and not (meta and meta.get("cache")):
             on_reply = self._ranked(on_reply)
+        elif op == Op.GET and self._on_get is not None:
+            self._on_get(self.index, key)
         req = _Request(op, key, a, b, crc, meta, payload, large, on_reply)
         with self.cond:
             self.last_used = time.monotonic()

@@ -92,6 +92,8 @@ class FunctionSlot:
     index: int
     alloc: BlockAllocator
     sealed: bool = False
+    held: bool = False  # sealed by the GC window (degraded bucket): frees never reopen it
+    retired: bool = False  # released by the GC window: reused only by a later scale-out
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +136,9 @@ class PlaceChunk:
         """Add one function group; returns the new indexes."""
         start = len(self.slots)
         if start + self.group_size > self.max_functions:
+            reused = self._reuse_group()
+            if reused:
+                return reused
             raise PoolExhausted(f"function pool of {self.max_functions} exhausted "
                                 f"({len(self.open_functions())} open, hardcap {self.hardcap} bytes)")
         for i in range(start, start + self.group_size):
@@ -173,6 +178,35 @@ class PlaceChunk:
                 self._seal_group(self.group_of(fn))
         return Placement(tuple(chosen), scaled)
 
+    def _reuse_group(self) -> list[int]:
+        """The functions of one group (the oldest that has any) that the GC window released
+        and that hold nothing, open again; or []."""
+        for g in range(-(-len(self.slots) // self.group_size)):
+            members = [m for m in self.slots[g * self.group_size:(g + 1) * self.group_size]
+                       if m.retired and not m.alloc.refs]
+            if members:
+                for m in members:
+                    m.alloc.reset()
+                    m.sealed = m.held = m.retired = False
+                return [m.index for m in members]
+        return []
+
+    def hold(self, fns: list[int] | tuple[int, ...]) -> None:
+        """The GC window degraded these functions' bucket: sealed for good (SION Sec. 5.3.1:
+        degraded buckets take no new data)."""
+        for fn in fns:
+            if fn < len(self.slots):
+                self.slots[fn].sealed = self.slots[fn].held = True
+
+    def retire(self, fns: list[int] | tuple[int, ...]) -> None:
+        """The GC window released these functions: sealed until a scale-out reuses their
+        whole group once it holds nothing (``max_functions`` bounds the pool, so released
+        functions come back as the newest bucket's)."""
+        for fn in fns:
+            if fn < len(self.slots):
+                s = self.slots[fn]
+                s.sealed = s.held = s.retired = True
+
     def _test(self, fn: int, size: int, busy: Callable[[int], bool] | None) -> bool:
         slot = self.slots[fn]
         if slot.sealed or (busy is not None and busy(fn)):
@@ -193,7 +227,8 @@ class PlaceChunk:
         self.slots[fn].alloc.free(block, offset, size)
         g = self.group_of(fn)
         members = self.slots[g * self.group_size:(g + 1) * self.group_size]
-        if members[0].sealed and all(m.alloc.used() < self.hardcap // 2 for m in members):
+        if members[0].sealed and not any(m.held for m in members) and \
+                all(m.alloc.used() < self.hardcap // 2 for m in members):
             for m in members:
                 m.sealed = False
 

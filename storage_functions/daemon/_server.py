@@ -25,9 +25,11 @@ from typing import Any, Callable, Iterable
 from ..exceptions import StoreError, UnknownKey
 from ..protocol import Frame, Op, Status
 from ._buffer import PersistentBuffer
+from ._burst_io import CacheFunctions
 from ._collect import Collector
 from ._config import CHECK_STATE_ENV, DaemonConfig
 from ._functions import FunctionHandle
+from ._gc_io import ReadNotes, carry_out, gc_window
 from ._get import GetPath
 from ._ledger import MemoryLedger
 from ._objects import ObjectTable, ObjectVersion, chunk_key
@@ -74,11 +76,14 @@ class Daemon(PutPath, GetPath):
         self.on_new_function = on_new_function
         # the store core: the table, placements, counts, ledger, recovery progress; driven under _state_lock
         self.state = StoreState(placement, block_size=config.block_size, function_prefix=config.function_prefix,
-                                cos_prefix=config.cos_prefix, warm_interval_s=config.warm_interval_s)
+                                cos_prefix=config.cos_prefix, warm_interval_s=config.warm_interval_s,
+                                gc=gc_window(config, time.monotonic()))
+        self.reads = ReadNotes(self.state.gc is not None)  # chunks GETs read on degraded functions
         self._state_lock = threading.Lock()
         self.check_state = config.check_state if config.check_state is not None else \
             os.environ.get(CHECK_STATE_ENV, "") not in ("", "0")
         self.recovery = Recovery(self)
+        self.cache_functions = CacheFunctions(self)  # cache functions for GET bursts (``_burst``)
         self._own_buffer_dir = config.buffer_dir is None
         self.buffer_dir = config.buffer_dir or tempfile.mkdtemp(prefix="sion-buffer-")
         self.buffer = PersistentBuffer(self.buffer_dir, cos, workers=config.upload_workers,
@@ -199,6 +204,7 @@ class Daemon(PutPath, GetPath):
             elif isinstance(ins, Discard):
                 self.buffer.discard(ins.obj)
                 self.recovery.forget(ins.obj)
+                self.cache_functions.forget(ins.obj)
             elif isinstance(ins, Upload):
                 self.buffer.submit(ins.obj)
             elif isinstance(ins, Recover):
@@ -209,6 +215,8 @@ class Daemon(PutPath, GetPath):
                 h = self.handles[ins.fn]
                 h.last_used = ev.now
                 h.warm()
+            else:
+                carry_out(self, ins)
         return out
 
     def count(self, name: str, n: int = 1) -> None:
@@ -333,8 +341,11 @@ class Daemon(PutPath, GetPath):
             chunks = [self.state.chunks(h.index) for h in self.handles]
             slots = self.placement.slots
             sealed = [slots[h.index].sealed if h.index < len(slots) else False for h in self.handles]
+            gc = self.state.gc.window.stats() if self.state.gc is not None else None
+            buckets = [self.state.gc.window.state_of(h.index) if self.state.gc is not None else "none"
+                       for h in self.handles]
         return {
-            "address": list(self.address),
+            "address": list(self.address), "gc": gc, "cache": self.cache_functions.router.stats(),
             "objects": len(self.table.keys()), "versions": len(objs),
             "bytes": sum(o.size for o in objs),
             "pending_uploads": sum(1 for o in objs if not o.uploaded and o.state == "ready"),
@@ -342,7 +353,8 @@ class Daemon(PutPath, GetPath):
             "runs": held_by_run(objs),
             **self.counters,
             "functions": [{"name": h.name, "state": h.state, "mem": h.mem, "chunks": chunks[k],
-                           "invocations": h.invocations, "lost": h.lost_count, "sealed": sealed[k]}
+                           "invocations": h.invocations, "lost": h.lost_count, "sealed": sealed[k],
+                           "bucket": buckets[k]}
                           for k, h in enumerate(self.handles[:len(chunks)])],
         }
 
@@ -377,7 +389,8 @@ class Daemon(PutPath, GetPath):
                 h = FunctionHandle(i, name, invoke=self.invoker.invoke_async, event=self._event,
                                    invoke_timeout_s=self.config.invoke_timeout_s, on_lost=self._function_lost,
                                    on_mem=lambda h, m: None,
-                                   on_instance=lambda h: self.recovery.instance_changed(h.index))
+                                   on_instance=lambda h: self.recovery.instance_changed(h.index),
+                                   on_get=self.reads.note)
                 self.handles.append(h)
                 self._by_name[name] = h
             return self.handles[index]
@@ -389,7 +402,8 @@ class Daemon(PutPath, GetPath):
                 "tick_ms": c.tick_ms, "block_size": c.block_size, "capacity": c.capacity,
                 "cos_url": c.cos_url, "cos_prefix": c.cos_prefix, "warmup": warmup, "debug": c.debug, "spin_us": c.spin_us,
                 "term": h.term, "hash": h.hash, "diff_rank": h.diff_rank, "cache_cap": c.capacity - c.hardcap,
-                "recover_workers": c.recover_workers, "bandwidth_mbps": c.function_bandwidth_mbps}
+                "recover_workers": c.recover_workers, "bandwidth_mbps": c.function_bandwidth_mbps,
+                "send_mbps": c.function_send_mbps}
 
     def _function_lost(self, h: FunctionHandle) -> None:
         """A new instance answered for ``h`` and found its memory is not what the daemon
@@ -400,9 +414,14 @@ class Daemon(PutPath, GetPath):
         self._do(FunctionLost(fn=h.index, now=time.monotonic()))
 
     def _warm_loop(self) -> None:
-        while not self._stopping.wait(max(0.05, self.config.warm_interval_s / 4)):
+        c = self.config
+        every = min(c.warm_interval_s, c.gc_interval_s or c.warm_interval_s) / 4
+        while not self._stopping.wait(max(0.05, every)):
             sleeping = tuple((h.index, h.last_used) for h in list(self.handles) if h.state == "sleeping")
-            self._do(Tick(sleeping=sleeping, now=time.monotonic()))
+            self._do(Tick(sleeping=sleeping, reads=self.reads.take(), now=time.monotonic()))
+            if self.state.gc is not None:
+                with self._state_lock:
+                    self.reads.watch = self.state.gc.window.degraded_functions()
 
     # -- connections --------------------------------------------------------------
     def _accept_loop(self) -> None:

@@ -29,21 +29,31 @@ Semantics:
 - ``Restored``: a restarted daemon puts a version of its durable table back
   (``_restore``), its places reserved; each chunk enters the ledger once its
   function is found holding it or it is stored again (``ChunkStored``).
+- ``Tick``: warm-ups at each function's GC-bucket rate, and with a GC window
+  (``_gc_core``, SION Sec. 5.3) its rounds: degraded functions sealed, released
+  ones unplaced (their data stays in COS; ``Retire``), a function of an older
+  bucket emptied by frees retired at once (a degraded one whose instance was lost
+  too, instead of recovered), and a compaction round that moves
+  chunks read on degraded functions into the newest bucket (``Migrate`` /
+  ``Migrated``).
 
 ``validate_state`` (``_store_invariants``) asserts what must hold between events.
 """
 
 from __future__ import annotations
 
+import random
 from typing import Callable, Iterable
 
 from ..exceptions import NoRoom, StoreError
 from ._ledger import MemoryLedger
 from ._objects import ObjectTable, ObjectVersion, Stripe, chunk_key, cos_object_key
+from ._gc import GcWindow
+from ._gc_core import GcCore
 from ._placement import BadPlacement, PlaceChunk, PoolExhausted
 from ._store_events import (Begun, ChunkFailed, ChunkRecovered, ChunkStored, Degraded, Discard, Event, Free, Freed,
-                            FunctionLost, Instruction, Place, PutAbandoned, PutBegun, PutReady, PutRetry, Recover,
-                            Release, Restored, SendChunk, StripeBegun, Tick, Upload, Warm)
+                            FunctionLost, Instruction, Migrated, Place, PutAbandoned, PutBegun, PutReady, PutRetry,
+                            Recover, Release, Restored, SendChunk, StripeBegun, Tick, Upload, Warm)
 
 __all__ = ["StoreState", "MissingKey"]
 
@@ -54,7 +64,8 @@ class StoreState:
     """Everything the daemon knows about what is stored where. Drive it with ``handle``."""
 
     def __init__(self, placement: PlaceChunk, *, block_size: int, function_prefix: str = "sion",
-                 cos_prefix: str = "", warm_interval_s: float = 60.0) -> None:
+                 cos_prefix: str = "", warm_interval_s: float = 60.0, gc: GcWindow | None = None,
+                 rng: random.Random | None = None) -> None:
         self.placement = placement
         self.block_size = block_size
         self.function_prefix = function_prefix
@@ -65,15 +76,22 @@ class StoreState:
         self.fn_chunks: dict[int, int] = {}  # function -> chunks placed there
         self.missing: dict[MissingKey, Place] = {}  # lost chunks of readable versions, until recovered
         self.losses: dict[int, int] = {}  # function -> instances lost
+        self.gc = GcCore(self, gc, rng or random.Random(0)) if gc is not None else None
         self._handlers: dict[type, Callable[[Event], list[Instruction]]] = {
             PutBegun: self._put_begun, StripeBegun: self._stripe_begun, ChunkStored: self._chunk_stored,
             ChunkFailed: self._chunk_failed, PutRetry: self._put_retry, PutReady: self._put_ready,
             PutAbandoned: self._put_abandoned, Free: self._free, FunctionLost: self._function_lost,
             ChunkRecovered: self._chunk_recovered, Restored: self._restored, Tick: self._tick,
+            Migrated: self._migrated,
         }
 
     def handle(self, ev: Event) -> list[Instruction]:
-        return self._handlers[type(ev)](ev)
+        out = self._handlers[type(ev)](ev)
+        # functions emptied by this event (or an earlier one) retire with a free, a tick or a
+        # move: the replies the PUT path unpacks (PutRetry, ChunkFailed, ...) stay as they are
+        if self.gc is not None and self.gc.emptied and isinstance(ev, (Free, Tick, Migrated)):
+            out += self.gc.retire_emptied()
+        return out
 
     # -- queries ---------------------------------------------------------------------------
     def name(self, fn: int) -> str:
@@ -225,6 +243,8 @@ class StoreState:
         fn = ev.fn
         self.losses[fn] = self.losses.get(fn, 0) + 1
         self.placement.lost(fn)
+        if self.gc is not None:
+            self.gc.target_lost(fn)
         lost: list[tuple[ObjectVersion, int, int, Place]] = []
         for obj in self.table.all():
             for s, st in enumerate(obj.stripes):
@@ -236,6 +256,11 @@ class StoreState:
                             self.missing[(obj.key, obj.version, s, i)] = place
         self.fn_chunks.pop(fn, None)
         self.ledger.function_lost(ev.now, self.name(fn))
+        if self.gc is not None:
+            self.gc.emptied.discard(fn)
+            retired = self.gc.lost(fn)  # a degraded function is released, not recovered
+            if retired is not None:
+                return retired
         return [Recover(fn, tuple(lost))]  # also when the table had none there: its log may list some
 
     def _chunk_recovered(self, ev: Event) -> list[Instruction]:
@@ -266,8 +291,14 @@ class StoreState:
 
     def _tick(self, ev: Event) -> list[Instruction]:
         assert isinstance(ev, Tick)
+        if self.gc is not None:
+            return self.gc.tick(ev)
         return [Warm(fn) for fn, last in ev.sleeping
                 if self.chunks(fn) > 0 and ev.now - last >= self.warm_interval_s]
+
+    def _migrated(self, ev: Event) -> list[Instruction]:
+        assert isinstance(ev, Migrated)
+        return self.gc.migrated(ev) if self.gc is not None else []
 
     # -- internals -------------------------------------------------------------------------
     def _count(self, fn: int, k: int) -> None:
@@ -277,6 +308,8 @@ class StoreState:
             self.fn_chunks[fn] = n
         else:
             self.fn_chunks.pop(fn, None)
+        if self.gc is not None:
+            self.gc.counted(fn, n, k)
 
     def _unplace(self, now: float, obj: ObjectVersion, s: int, i: int) -> tuple[int, str] | None:
         """Chunk (``s``, ``i``) gives up its place: its blocks, its count and its ledger entry."""
@@ -293,6 +326,8 @@ class StoreState:
         return fn, ckey
 
     def _drop_places(self, now: float, obj: ObjectVersion, per_fn: dict[int, list[str]]) -> None:
+        if self.gc is not None:
+            self.gc.forget(obj, per_fn)
         for s, st in enumerate(obj.stripes):
             for i in range(st.n):
                 self.missing.pop((obj.key, obj.version, s, i), None)

@@ -24,8 +24,9 @@ from ._objects import ObjectVersion
 __all__ = [
     "Place",
     "Event", "PutBegun", "StripeBegun", "ChunkStored", "ChunkFailed", "PutRetry", "PutReady", "PutAbandoned",
-    "Free", "FunctionLost", "ChunkRecovered", "Restored", "Tick",
+    "Free", "FunctionLost", "ChunkRecovered", "Restored", "Tick", "Migrated",
     "Instruction", "Begun", "SendChunk", "Release", "Recover", "Upload", "Discard", "Warm", "Freed", "Degraded",
+    "Retire", "Migrate",
 ]
 
 Place = tuple[int, int, int]  # (function index, block, offset)
@@ -138,10 +139,24 @@ class Restored(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Tick(Event):
-    """Warm-up check: ``sleeping`` lists (function, last used) of functions whose
-    instance is not running."""
+    """Warm-up check and GC step (``_gc``): ``sleeping`` lists (function, last used) of
+    functions whose instance is not running; ``reads`` the (function, chunk key) GETs
+    asked since the last tick (those on degraded functions are marked for compaction)."""
 
     sleeping: tuple[tuple[int, float], ...] = ()
+    reads: tuple[tuple[int, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Migrated(Event):
+    """Compaction loaded chunk (``stripe``, ``index``) of ``obj`` from COS at ``place``
+    (``ok``) or failed to."""
+
+    obj: ObjectVersion
+    stripe: int
+    index: int
+    place: Place
+    ok: bool
 
 
 # -- instructions ----------------------------------------------------------------------------
@@ -203,6 +218,26 @@ class Warm(Instruction):
     """Invoke function ``fn`` to keep its instance (and the chunks it holds) warm."""
 
     fn: int
+
+
+@dataclass(frozen=True, slots=True)
+class Retire(Instruction):
+    """The GC window released function ``fn`` (``reason``: ``window`` or ``empty``): end its
+    invocation; it is warmed no more."""
+
+    fn: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Migrate(Instruction):
+    """Compaction: load chunk (``stripe``, ``index``) of ``obj`` from its COS copy into
+    ``place`` (a function of the newest GC bucket), then report ``Migrated``."""
+
+    obj: ObjectVersion
+    stripe: int
+    index: int
+    place: Place
 
 
 @dataclass(frozen=True, slots=True)

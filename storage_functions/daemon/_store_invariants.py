@@ -56,6 +56,13 @@ def validate(state: StoreState) -> None:
             fb[b] = fb.get(b, 0) + 1
         placed[(state.name(fn), chunk_key(obj.key, obj.version, s, i))] = (block, off, cl)
     assert counts == state.fn_chunks, f"chunks per function {state.fn_chunks} != placed {counts}"
+    if state.gc is not None:  # compaction's new places are reserved while their chunks load
+        state.gc.window.validate()
+        for obj, s, _, _, (fn, block, off) in state.gc.migrating.values():
+            assert obj.state == "ready", f"{obj.key!r} v{obj.version} moves but is {obj.state}"
+            for b in _blocks(block, off, obj.stripes[s].cl, state.block_size):
+                fb = refs.setdefault(fn, {})
+                fb[b] = fb.get(b, 0) + 1
     slots = state.placement.slots
     for fn in refs:
         assert fn < len(slots), f"a chunk is placed on function {fn}, outside the allocator's {len(slots)} slots"

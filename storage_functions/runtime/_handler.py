@@ -14,7 +14,7 @@ Event (JSON)::
      "capacity": 1610612736, "cos_url": "file:///...", "cos_prefix": "sion",
      "warmup": false, "verify": true, "debug": false,
      "term": 7, "hash": "...", "diff_rank": 42,      # the daemon's last report of this function
-     "cache_cap": 322961408, "recover_workers": 4, "bandwidth_mbps": 0}
+     "cache_cap": 322961408, "recover_workers": 4, "bandwidth_mbps": 0, "send_mbps": 0}
 
 RECOVER (``key`` a chunk key, ``a``/``b`` its block/offset, ``crc``; meta
 ``{"src": cos key, "off": int, "len": int, "cache": bool}``) runs on a pool of
@@ -24,7 +24,11 @@ when the chunk is in memory. A cached copy (``cache``) lives in blocks above
 ``CACHE_BASE``, within ``cache_cap`` bytes, and is never logged: it is a
 temporary copy that nobody recovers. ``bandwidth_mbps`` models the
 instance's network bandwidth for these downloads (the local platform has no
-real per-instance limit; benchmarks set it).
+real per-instance limit; benchmarks set it), ``send_mbps`` for the chunks
+its GET replies send. A GET whose meta names the chunk's COS copy
+(``src``/``off``/``len``) makes this a cache function: a miss loads the chunk
+into the demand cache first (``_demand``: least recently used evicted first,
+and before any regular data).
 
 Memory lives in a module-global :class:`FunctionState` per function name so a
 warm instance keeps its blocks between invocations (one name per process on
@@ -45,6 +49,7 @@ import zlib
 from typing import Any
 
 from ..protocol import Op, Status, recv_frame, recv_into, send_frame, tune_socket, drain
+from ._demand import DemandCache, evict_for, load
 from ._log import LogState, consistent, log_key, snapshot_key
 from ._memory import BlockMemory, MemoryFull
 
@@ -71,6 +76,7 @@ class FunctionState:
         self.lock = threading.Lock()  # guards log and the cache space
         self.invocations = 0
         self.cached: dict[str, int] = {}  # cache-space key -> bytes
+        self.demand = DemandCache()  # the cache-space keys that GETs demand-cached (``_demand``)
         self.cache_next = CACHE_BASE
         self.losses = 0  # invocations that found this instance was not the one the daemon knew
         self.cos: tuple[str, Any] | None = None  # (url, adapter), opened once per instance
@@ -167,6 +173,7 @@ class _Invocation:
         self._wlocks: dict[int, threading.Lock] = {}
         self._pool: ThreadPoolExecutor | None = None
         self._throttle = _Throttle(float(event.get("bandwidth_mbps", 0) or 0))
+        self._send_throttle = _Throttle(float(event.get("send_mbps", 0) or 0))
         self.lost = self._check_term(state)
 
     def _check_term(self, st: FunctionState) -> bool:
@@ -181,6 +188,7 @@ class _Invocation:
                 return False
             st.memory = BlockMemory(st.memory.block_size, st.memory.capacity)
             st.cached.clear()
+            st.demand = DemandCache()
             lg.ops = []
             lg.adopt(*want)
             st.losses += 1
@@ -378,7 +386,12 @@ class _Invocation:
         mem = self.state.memory
         if f.op == Op.PUT:
             try:
-                entry, views = mem.reserve(f.key, f.a, f.b, f.paylen, f.crc)
+                try:
+                    entry, views = mem.reserve(f.key, f.a, f.b, f.paylen, f.crc)
+                except MemoryFull:  # demand-cached chunks go before regular data
+                    if not evict_for(self.state, f.paylen + mem.block_size):
+                        raise
+                    entry, views = mem.reserve(f.key, f.a, f.b, f.paylen, f.crc)
             except (MemoryFull, ValueError) as exc:
                 drain(sock, f.paylen)
                 send_frame(sock, Op.REPLY, status=Status.FULL, reqid=f.reqid, a=mem.used(),
@@ -397,6 +410,17 @@ class _Invocation:
             send_frame(sock, Op.REPLY, reqid=f.reqid, a=mem.used(), b=rank)
         elif f.op == Op.GET:
             got = mem.get(f.key)
+            loaded = 0
+            if got is None and f.meta and "src" in f.meta:  # a cache function: load it from COS
+                loaded = 1
+                status, msg = load(self.state, self.event, self._open_cos(), f, self._throttle)
+                if status != Status.OK:
+                    send_frame(sock, Op.REPLY, status=status, reqid=f.reqid, a=mem.used(), payload=msg.encode())
+                    return
+                got = mem.get(f.key)
+            elif got is not None and f.key in self.state.demand:
+                with self.state.lock:
+                    self.state.demand.touch(f.key)
             if got is None:
                 send_frame(sock, Op.REPLY, status=Status.NOT_FOUND, reqid=f.reqid, a=mem.used())
                 return
@@ -409,8 +433,9 @@ class _Invocation:
                     send_frame(sock, Op.REPLY, status=Status.CORRUPT, reqid=f.reqid, a=mem.used(),
                                payload=f"chunk {f.key}: crc {crc:08x} != {entry.crc:08x}".encode())
                     return
-            send_frame(sock, Op.REPLY, reqid=f.reqid, a=mem.used(), crc=entry.crc, payload=views,
-                       paylen=entry.length)
+            self._send_throttle.take(entry.length)
+            send_frame(sock, Op.REPLY, reqid=f.reqid, a=mem.used(), b=loaded, crc=entry.crc, payload=views,
+                       paylen=entry.length)  # b: 1 when this GET loaded the chunk from COS
         elif f.op == Op.DEL:
             keys = list(f.meta.get("keys", [])) or [f.key]
             n = 0
@@ -418,6 +443,7 @@ class _Invocation:
                 if mem.delete(k):
                     n += 1
                     with self.state.lock:
+                        self.state.demand.discard(k)
                         if self.state.cached.pop(k, None) is None:
                             self.state.log.record_del(k)
             send_frame(sock, Op.REPLY, reqid=f.reqid, a=mem.used(), b=n)

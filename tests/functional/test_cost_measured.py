@@ -5,6 +5,7 @@ which COS requests the functions made themselves (their insertion logs)."""
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator
 
@@ -14,6 +15,7 @@ from sdk._store_client import StoreClient
 from sdk.local._cost import StoreSnapshot, platform_invocations, run_cost
 from storage_functions.cost import window_usage
 from storage_functions.daemon import LocalStore
+from storage_functions.protocol import Op
 
 
 @pytest.fixture
@@ -63,3 +65,21 @@ def test_an_invocation_still_running_counts_up_to_now(store: LocalStore) -> None
         running = [inv for inv in platform_invocations(store.platform, now) if inv.in_flight]
         assert {inv.function for inv in running} == {i.function_name for i in busy}
         assert all(inv.billed_ms >= 1 and inv.memory_mb == 512 for inv in running)
+
+
+def test_a_warm_up_that_served_requests_is_billed_as_io(store: LocalStore) -> None:
+    """The function keeps serving in the invocation a warm-up started: its billed time was
+    the serving, not the warm-up (the static pool's baseline replaces only warm-ups)."""
+    t0 = time.time()
+    h = store.daemon._handle(5)
+    h.warm()
+    with h.cond:
+        assert h.cond.wait_for(lambda: h.state == "active", 20)
+    done = threading.Event()
+    h.request(Op.PING, "", lambda f, s: done.set())  # served inside the warm-up's invocation
+    assert done.wait(10)
+    wait_for(lambda: any(r.function_name == h.name and r.metrics.get("warmup") and r.metrics.get("served")
+                         for r in store.platform.records()))
+    invs = [i for i in platform_invocations(store.platform, time.time()) if i.function == h.name and
+            i.started_at >= t0 - 1]
+    assert invs and not any(i.warmup for i in invs if not i.in_flight)

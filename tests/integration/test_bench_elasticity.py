@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 def test_a_small_replay_reports_pool_hit_ratio_and_costs(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     p = subprocess.run([sys.executable, "-m", "sdk.cli", "bench", "elasticity", "--shape", "1,3,1", "--object-mb", "2",
-                        "--json"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300, check=False)
+                        "--burst", "8", "--burst-rounds", "1", "--json"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300, check=False)
     assert p.returncode == 0, p.stderr
     r = json.loads(p.stdout.strip().splitlines()[-1])
     assert r["reads"] == 2 * 5 and [ph["objects"] for ph in r["phases"]] == [1, 3, 1]
@@ -30,6 +30,9 @@ def test_a_small_replay_reports_pool_hit_ratio_and_costs(tmp_path: Path) -> None
     assert r["static_cost_usd_per_hour"] == cost["static_pool"]["usd_per_hour"]
     assert r["always_on_cost_usd_per_hour"] == cost["always_on"]["usd_per_hour"] > 0
     assert cost["lines"]["storage_io"]["invocations"] >= 1 and cost["lines"]["cos_requests"]["puts"] >= 5
+    assert r["gc"]["rounds"] >= 1 and r["function_mbps"] == 50.0
+    assert r["burst"] == 8 and r["burst_get_p99_us"] > 0 and r["burst_get_p99_us_no_cache"] > 0
+    assert r["burst_get_p99_us"] >= r["burst_get_p50_us"]
 
 
 def test_a_bad_shape_is_one_line(tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sdk.local._elastic import hit_ratio, shifting_phases, step_stats
+from sdk.local._elastic import hit_ratio, p99, shifting_phases, step_stats
 
 
 def test_phases_shift_the_working_set_and_never_share_objects() -> None:
@@ -33,3 +33,9 @@ def test_hit_ratio_counts_buffer_and_cos_answers_and_cos_tier_reads_as_misses() 
     # 20 reads issued, 18 reached the daemon's GET path, 2 of those were not from memory
     assert hit_ratio(before, after, reads=20) == pytest.approx(16 / 20)
     assert hit_ratio(before, after, reads=0) == 0.0
+
+
+def test_p99_is_the_nearest_rank() -> None:
+    assert p99([]) == 0.0
+    assert p99([float(x) for x in range(64)]) == 63.0  # of 64 samples: the largest
+    assert p99([float(x) for x in range(200)]) == 197.0  # rank ceil(0.99 * 200) = 198

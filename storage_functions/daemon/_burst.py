@@ -1,0 +1,118 @@
+"""Cache functions for GET bursts (SION Sec. 5.3.3 "Auto-scaling under GETs",
+TestAndPlace of Fig. 5): when the function holding a chunk already has
+``depth`` requests in flight (its queue is full), the chunk's GET goes to a
+*cache function* instead, which loads the chunk from its COS copy into its
+demand cache (``runtime._demand``) and serves it, and serves the next GETs of
+that chunk from memory. A burst of GETs of one hot object (a broadcast read by
+64 tasks) thus spreads over up to ``1 + copies`` functions per chunk instead
+of queuing behind one.
+
+Per chunk (key, version, stripe, index), at most ``copies`` cache functions;
+a GET goes to the least busy one whose queue is not full, else to a new one
+(the least busy function of the pool that holds no chunk of that stripe,
+caching the fewest chunks, warm ones first), else to the least busy of all. A cache function that
+failed a GET (evicted and COS failing, or gone) is dropped from the chunk's
+list; a freed version's copies are deleted (``forget``).
+
+``BurstRouter`` is pure policy (function indexes, loads in, a choice out);
+it keeps one small lock because GETs route from many threads. The daemon's
+``Collector`` asks it per chunk request; what the copies cost is in the
+storage functions' own records (their COS GETs and billed time).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+__all__ = ["BurstConfig", "BurstRouter", "ChunkId"]
+
+ChunkId = tuple[str, int, int, int]  # (key, version, stripe, index)
+
+
+@dataclass(frozen=True, slots=True)
+class BurstConfig:
+    depth: int = 2  # requests in flight at which a function's queue counts as full
+    copies: int = 4  # cache functions per chunk at most
+
+    def __post_init__(self) -> None:
+        if self.depth < 1 or self.copies < 0:
+            raise ValueError(f"cache functions: depth must be >= 1 and copies >= 0, got {self}")
+
+
+class BurstRouter:
+    def __init__(self, config: BurstConfig | None = None) -> None:
+        self.config = config or BurstConfig()
+        self.copies: dict[ChunkId, list[int]] = {}  # chunk -> its cache functions, in the order added
+        self.per_fn: dict[int, int] = {}  # cache function -> chunks it caches
+        self.routed = 0  # GETs sent to a cache function
+        self.opened = 0  # (chunk, cache function) pairs opened
+        self._lock = threading.Lock()
+
+    def route(self, cid: ChunkId, primary: int, load: Callable[[int], int], holders: frozenset[int],
+              pool: Iterable[int], warm: Callable[[int], bool] = lambda fn: True) -> int:
+        """The function to ask for chunk ``cid`` held by ``primary``: ``load(fn)`` its requests
+        in flight, ``holders`` the functions holding a chunk of the stripe (never a cache
+        function for it), ``pool`` the functions that may become one."""
+        depth = self.config.depth
+        if self.config.copies == 0 or load(primary) < depth:
+            return primary
+        with self._lock:
+            mine = self.copies.get(cid, [])
+            free = [fn for fn in mine if load(fn) < depth]
+            if free:
+                fn = min(free, key=load)
+            elif len(mine) < self.config.copies:
+                taken = holders | set(mine) | {primary}
+                cands = [fn for fn in pool if fn not in taken]
+                if not cands:
+                    return primary
+                fn = min(cands, key=lambda f: (load(f), self.per_fn.get(f, 0), not warm(f), f))
+                self.copies.setdefault(cid, []).append(fn)
+                self.per_fn[fn] = self.per_fn.get(fn, 0) + 1
+                self.opened += 1
+            else:
+                fn = min([primary, *mine], key=load)
+                if fn == primary:
+                    return primary
+            self.routed += 1
+            return fn
+
+    def is_copy(self, cid: ChunkId, fn: int) -> bool:
+        with self._lock:
+            return fn in self.copies.get(cid, ())
+
+    def dropped(self, cid: ChunkId, fn: int) -> None:
+        """Cache function ``fn`` failed a GET of ``cid``: route elsewhere from now on."""
+        with self._lock:
+            mine = self.copies.get(cid)
+            if mine and fn in mine:
+                mine.remove(fn)
+                self._unload(fn)
+                if not mine:
+                    del self.copies[cid]
+
+    def forget(self, key: str, version: int) -> dict[int, list[str]]:
+        """A version was freed: its copies to delete, as function -> chunk keys."""
+        from ._objects import chunk_key
+
+        out: dict[int, list[str]] = {}
+        with self._lock:
+            for cid in [c for c in self.copies if c[0] == key and c[1] == version]:
+                for fn in self.copies.pop(cid):
+                    self._unload(fn)
+                    out.setdefault(fn, []).append(chunk_key(key, version, cid[2], cid[3]))
+        return out
+
+    def _unload(self, fn: int) -> None:
+        n = self.per_fn.get(fn, 0) - 1
+        if n > 0:
+            self.per_fn[fn] = n
+        else:
+            self.per_fn.pop(fn, None)
+
+    def stats(self) -> dict[str, int]:
+        with self._lock:
+            return {"cache_chunks": len(self.copies), "cache_copies": sum(len(v) for v in self.copies.values()),
+                    "cache_routed": self.routed, "cache_opened": self.opened}

@@ -1,0 +1,70 @@
+"""The daemon's side of cache functions (``_burst``): it asks the router per chunk
+request of a GET (``Collector._issue``) with the pool's live loads, gives the
+request to a cache function the COS copy to load from, drops a cache function
+that failed, and deletes a freed version's copies. Only versions COS holds are
+routed (a cache function loads from COS), and only chunks of at least
+``cache_min_chunk`` bytes: a queue of small, latency-bound requests drains faster than a
+cache function loads from COS."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ..protocol import Frame, Status
+from ._burst import BurstConfig, BurstRouter
+from ._objects import ObjectVersion, chunk_key
+
+if TYPE_CHECKING:
+    from ._functions import FunctionHandle
+    from ._server import Daemon
+
+__all__ = ["CacheFunctions"]
+
+Reply = Callable[[Frame | None, socket.socket | None], None]
+
+
+class CacheFunctions:
+    def __init__(self, daemon: Daemon) -> None:
+        c = daemon.config
+        self.daemon = daemon
+        self.on = c.cache_copies > 0 and daemon.cos is not None
+        self.router = BurstRouter(BurstConfig(depth=max(1, c.cache_queue_depth), copies=c.cache_copies))
+
+    def _load(self, fn: int) -> int:
+        hs = self.daemon.handles
+        return hs[fn].inflight + len(hs[fn].backlog) if fn < len(hs) else 0
+
+    def _warm(self, fn: int) -> bool:
+        hs = self.daemon.handles
+        return fn < len(hs) and hs[fn].state == "active"
+
+    def route(self, obj: ObjectVersion, s: int, i: int, fn: int, cb: Reply
+              ) -> tuple[FunctionHandle, dict[str, Any] | None, Reply]:
+        """(the function to ask for chunk ``i`` of stripe ``s``, the GET's meta, its callback)."""
+        d = self.daemon
+        st = obj.stripes[s]
+        if not self.on or not obj.uploaded or not obj.cos_key or st.cl < d.config.cache_min_chunk:
+            return d.handles[fn], None, cb
+        cid = (obj.key, obj.version, s, i)
+        holders = frozenset(pl[0] for pl in st.places if pl is not None)
+        to = self.router.route(cid, fn, self._load, holders, range(d.config.max_functions), self._warm)
+        if to == fn:
+            return d.handles[fn], None, cb
+        d.count("cache_gets")
+        d.reads.note(fn, chunk_key(obj.key, obj.version, s, i))  # read where it lives (the GC window's marks)
+
+        def reply(f: Frame | None, sock: socket.socket | None) -> None:
+            if f is None or f.status != Status.OK:
+                self.router.dropped(cid, to)
+            elif f.b == 1:
+                d.count("cache_loads")  # this GET's chunk came from COS into the cache function
+            cb(f, sock)
+
+        return d._handle(to), {"src": obj.cos_key, "off": obj.chunk_offset(s, i), "len": st.cl,
+                                  "crc": st.crcs[i]}, reply
+
+    def forget(self, obj: ObjectVersion) -> None:
+        for fn, keys in self.router.forget(obj.key, obj.version).items():
+            self.daemon.handles[fn].delete(keys)

@@ -1,0 +1,69 @@
+"""Cache functions on real storage functions: a burst of concurrent GETs of one object
+is served partly by cache functions that load its chunks from COS (SION Sec. 5.3.3);
+every GET gets the right bytes, and freeing the object deletes the copies."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from sdk._store_client import StoreClient
+from storage_functions.daemon import LocalStore
+
+MiB = 1 << 20
+
+
+@pytest.fixture
+def store() -> Iterator[LocalStore]:
+    with LocalStore(function_memory_mb=256, idle_s=2.0, cache_copies=2, cache_queue_depth=1, max_functions=24,
+                    function_send_mbps=50, check_state=True) as st:
+        yield st
+
+
+def burst(store: LocalStore, key: str, data: bytes, n: int) -> list[BaseException]:
+    errors: list[BaseException] = []
+    go = threading.Barrier(n)
+
+    def one() -> None:
+        try:
+            with StoreClient(store.address, store.token) as c:
+                go.wait()
+                assert c.get(key) == data
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    ts = [threading.Thread(target=one) for _ in range(n)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return errors
+
+
+def test_a_burst_spreads_over_cache_functions_and_a_free_deletes_their_copies(store: LocalStore) -> None:
+    d = store.daemon
+    data = os.urandom(2 * MiB)
+    with StoreClient(store.address, store.token) as c:
+        c.put("hot", data)
+        assert d.wait_uploads(30)
+        assert burst(store, "hot", data, 16) == []
+        st = d.stats()["cache"]
+        assert st["cache_routed"] > 0 and 0 < st["cache_copies"] <= 2 * 10
+        assert d.counters["cos_fallbacks"] == 0
+        obj = d.table.latest("hot")
+        assert obj is not None
+        holders = {pl[0] for s in obj.stripes for pl in s.places if pl}
+        copies = {fn for fns in d.cache_functions.router.copies.values() for fn in fns}
+        assert copies and not copies & holders
+        name = d.handles[min(copies)].name
+        assert any(k.endswith("/hot") for k in d.function_memory(name)["entries"])
+        c.delete("hot")
+        deadline = time.monotonic() + 10
+        while any(k.endswith("/hot") for k in d.function_memory(name)["entries"]):
+            assert time.monotonic() < deadline, "the cache function kept its copy of a freed object"
+            time.sleep(0.05)
+        assert d.stats()["cache"]["cache_copies"] == 0

@@ -1,0 +1,123 @@
+"""Cache functions for GET bursts: the daemon's router (``_burst.BurstRouter``, pure) and
+a storage function's demand cache (``runtime._demand``): routing when a queue is full,
+the copy limit, eviction order (least recently used demand-cached chunks first, and
+before any regular data; recovery copies never)."""
+
+from __future__ import annotations
+
+import zlib
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from storage_functions.cos import LocalCOS
+from storage_functions.daemon._burst import BurstConfig, BurstRouter
+from storage_functions.protocol import Status
+from storage_functions.runtime._demand import DemandCache, evict_for, load
+from storage_functions.runtime._handler import FunctionState, _Throttle
+
+CID = ("r/hot", 1, 0, 3)
+
+
+def test_a_gets_goes_to_its_function_until_the_queue_is_full() -> None:
+    r = BurstRouter(BurstConfig(depth=2, copies=2))
+    load = {0: 1}
+    assert r.route(CID, 0, lambda fn: load.get(fn, 0), frozenset({0, 1, 2}), range(8)) == 0
+    load[0] = 2  # full: a cache function, never one holding a chunk of the stripe
+    assert r.route(CID, 0, lambda fn: load.get(fn, 0), frozenset({0, 1, 2}), range(8)) == 3
+    load[3] = 1
+    assert r.route(CID, 0, lambda fn: load.get(fn, 0), frozenset({0, 1, 2}), range(8)) == 3  # not full yet
+    load[3] = 2
+    assert r.route(CID, 0, lambda fn: load.get(fn, 0), frozenset({0, 1, 2}), range(8)) == 4
+    load[4] = 5
+    # at the copy limit: the least busy of the chunk's functions
+    assert r.route(CID, 0, lambda fn: load.get(fn, 0), frozenset({0, 1, 2}), range(8)) == 0
+    load[0] = 9
+    assert r.route(CID, 0, lambda fn: load.get(fn, 0), frozenset({0, 1, 2}), range(8)) == 3
+    assert r.stats() == {"cache_chunks": 1, "cache_copies": 2, "cache_routed": 4, "cache_opened": 2}
+
+
+def test_warm_functions_are_preferred_and_failed_ones_dropped() -> None:
+    r = BurstRouter(BurstConfig(depth=1, copies=1))
+    fn = r.route(CID, 0, lambda f: 1 if f == 0 else 0, frozenset({0}), range(6), warm=lambda f: f == 4)
+    assert fn == 4 and r.is_copy(CID, 4)
+    r.dropped(CID, 4)
+    assert not r.is_copy(CID, 4) and r.stats()["cache_chunks"] == 0
+
+
+def test_no_copies_means_no_cache_functions_and_a_freed_version_deletes_its_copies() -> None:
+    off = BurstRouter(BurstConfig(depth=1, copies=0))
+    assert off.route(CID, 0, lambda f: 99, frozenset({0}), range(6)) == 0
+    r = BurstRouter(BurstConfig(depth=1, copies=2))
+    for i in range(2):
+        r.route(("r/hot", 1, 0, i), 0, lambda f: 1 if f == 0 else 0, frozenset({0}), range(6))
+    # the second chunk's copy goes to another function (the fewest chunks cached first)
+    assert r.forget("r/hot", 1) == {1: ["1/0/0/r/hot"], 2: ["1/0/1/r/hot"]}
+    assert r.stats()["cache_chunks"] == 0
+    with pytest.raises(ValueError, match="depth"):
+        BurstConfig(depth=0)
+
+
+def test_demand_cache_victims_are_least_recently_used_first() -> None:
+    c = DemandCache()
+    for k in ("a", "b", "c"):
+        c.add(k, 10)
+    c.touch("a")
+    assert c.victims(15, 0) == ["b", "c"]
+    assert c.victims(5, 10) == []
+    assert c.victims(100, 0) is None
+
+
+# -- a storage function's demand cache, on its block memory and a COS directory ---------------
+BS = 1024
+
+
+@pytest.fixture
+def cos(tmp_path: Path) -> LocalCOS:
+    c = LocalCOS(str(tmp_path))
+    c.put("obj", bytes(range(256)) * 16)  # 4 KiB: four 1 KiB chunks
+    return c
+
+
+def get(key: str, i: int) -> SimpleNamespace:
+    data = (bytes(range(256)) * 16)[i * BS:(i + 1) * BS]
+    return SimpleNamespace(key=key, crc=0, meta={"src": "obj", "off": i * BS, "len": BS, "crc": zlib.crc32(data)})
+
+
+def test_a_cache_function_loads_from_cos_and_evicts_the_least_recently_used(cos: LocalCOS) -> None:
+    st = FunctionState("sion-9", BS, 8 * BS)
+    ev = {"cache_cap": 3 * BS}
+    nothrottle = _Throttle(0)
+    for i in range(3):
+        assert load(st, ev, cos, get(f"c{i}", i), nothrottle) == (Status.OK, "")
+    assert load(st, ev, cos, get("c0", 0), nothrottle) == (Status.OK, "")  # a hit: c0 is the newest
+    assert load(st, ev, cos, get("c3", 3), nothrottle) == (Status.OK, "")
+    assert list(st.demand.entries) == ["c2", "c0", "c3"] and st.memory.get("c1") is None
+    got = st.memory.get("c3")
+    assert got is not None and bytes(got[1][0]) == (bytes(range(256)) * 16)[3 * BS:]
+    assert not st.log.ops  # demand-cached chunks are never logged
+    bad = get("c9", 1)
+    bad.meta["crc"] = 1
+    assert load(st, ev, cos, bad, nothrottle)[0] == Status.CORRUPT
+
+
+def test_a_put_of_regular_data_evicts_demand_cached_chunks_never_regular_or_recovery_copies(
+        cos: LocalCOS) -> None:
+    st = FunctionState("sion-9", BS, 6 * BS)
+    ev = {"cache_cap": 3 * BS}
+    for i in range(2):
+        load(st, ev, cos, get(f"c{i}", i), _Throttle(0))
+    st.cached["recovery-copy"] = BS  # a recovery function's copy (its routes point at it)
+    e, _ = st.memory.reserve("recovery-copy", 1 << 41, 0, BS, 0)
+    st.memory.commit(e)
+    for b in range(3):  # regular data
+        e, _ = st.memory.reserve(f"r{b}", b, 0, BS, 0)
+        st.memory.commit(e)
+    assert st.memory.used() == 6 * BS
+    assert evict_for(st, BS)  # one demand-cached chunk goes, the oldest
+    assert list(st.demand.entries) == ["c1"] and st.memory.get("c0") is None
+    assert all(st.memory.get(k) is not None for k in ("r0", "r1", "r2", "recovery-copy"))
+    assert evict_for(st, 2 * BS)  # the last one (with the block freed just before)
+    assert not evict_for(st, 4 * BS)  # nothing demand-cached left: regular data is never evicted
+    assert all(st.memory.get(k) is not None for k in ("r0", "r1", "r2", "recovery-copy"))
