@@ -18,12 +18,13 @@ from ..exceptions import NotEnoughChunks, StorageError, UnknownKey
 from ..protocol import Frame, Op, Status, pack_header, send_frame, status_for
 from ._checks import meta_int
 from ._collect import Collector
-from ._objects import ObjectVersion
+from ._objects import ObjectVersion, chunk_key
 from ._lanes import Lanes
 
 if TYPE_CHECKING:
     from ._buffer import PersistentBuffer
     from ._config import DaemonConfig
+    from ._gc_io import ReadNotes
     from ._functions import FunctionHandle
     from ._objects import ObjectTable
     from ._outbox import BufferPool
@@ -41,6 +42,7 @@ class GetPath:
     counters: dict[str, int]
     cos: Any
     buffer: PersistentBuffer
+    reads: ReadNotes
     pool: BufferPool
     handles: list[FunctionHandle]
     recovery: Recovery
@@ -71,6 +73,7 @@ class GetPath:
         r = self.buffer.open(obj)
         if r is not None:  # read-after-write from the persistent buffer, in order, on this client's thread
             self.count("buffer_hits")
+            self._note_buffer_read(obj)
             lane = lanes.open(0)  # written on this thread once every earlier reply was: holds nothing back
             try:
                 # (the previous replies are written: the client read them or its socket holds them)
@@ -96,6 +99,18 @@ class GetPath:
             col.start()
         except StorageError as exc:  # the reply has its lane: end it there, in turn
             col.fail(status_for(exc), str(exc).encode())
+
+    def _note_buffer_read(self, obj: ObjectVersion) -> None:
+        """A read served from the buffer is still a read of the chunks the functions hold:
+        the GC window hears of it as of a GET asked of them (data read while its upload
+        waits, e.g. a coded version in its parity delay, stays hot and is not released)."""
+        reads = self.reads
+        if not reads.on:
+            return
+        for s, st in enumerate(obj.stripes):
+            for i, pl in enumerate(st.places[:st.d]):
+                if pl is not None:
+                    reads.note(pl[0], chunk_key(obj.key, obj.version, s, i))
 
     def _get_watch_loop(self) -> None:
         """Stripes without a chunk for ``get_straggler_s`` (ask the untried

@@ -26,7 +26,7 @@ from ._memory import MemoryFull
 if TYPE_CHECKING:
     from ._handler import FunctionState
 
-__all__ = ["DemandCache", "load", "evict_for"]
+__all__ = ["DemandCache", "load", "evict_for", "read_cos_chunk"]
 
 
 class DemandCache:
@@ -88,20 +88,33 @@ def evict_for(st: FunctionState, need_bytes: int) -> bool:
     return True
 
 
-def load(st: FunctionState, event: dict[str, Any], cos: Any, f: Any, throttle: Any) -> tuple[int, str]:
-    """Load the chunk GET ``f`` asks for from its COS copy into the cache space (evicting
-    least recently used demand-cached chunks to make room); (status, message)."""
+def read_cos_chunk(st: FunctionState, cos: Any, f: Any, throttle: Any, crc: int,
+                   what: str = "load") -> tuple[bytes | None, int, str]:
+    """The bytes of the chunk request ``f`` names (its meta's ``src``/``off``/``len``) read
+    from COS at the instance's modelled bandwidth and checked against ``crc``: (data,
+    Status.OK, "") or (None, status, message) when COS has none or it does not match."""
     m = f.meta
-    src, off, length, crc = str(m["src"]), int(m["off"]), int(m["len"]), int(m.get("crc", f.crc))
+    src, off, length = str(m["src"]), int(m["off"]), int(m["len"])
     if cos is None:
-        return Status.NOT_FOUND, f"function {st.name} has no COS to load {f.key} from"
+        return None, Status.NOT_FOUND, f"function {st.name} has no COS to {what} {f.key} from"
     try:
         data = cos.get_range(src, off, length) if length else b""
     except Exception as exc:  # noqa: BLE001 - missing object or COS failure: the daemon reads elsewhere
-        return Status.NOT_FOUND, f"{f.key}: {exc!r}"
+        return None, Status.NOT_FOUND, f"{f.key}: {exc!r}"
     throttle.take(length)
     if len(data) != length or zlib.crc32(data) != crc:
-        return Status.CORRUPT, f"{f.key}: the COS copy does not match its CRC"
+        return None, Status.CORRUPT, f"{f.key}: the COS copy does not match its CRC"
+    return data, Status.OK, ""
+
+
+def load(st: FunctionState, event: dict[str, Any], cos: Any, f: Any, throttle: Any) -> tuple[int, str]:
+    """Load the chunk GET ``f`` asks for from its COS copy into the cache space (evicting
+    least recently used demand-cached chunks to make room); (status, message)."""
+    crc = int(f.meta.get("crc", f.crc))
+    data, status, message = read_cos_chunk(st, cos, f, throttle, crc)
+    if data is None:
+        return status, message
+    length = len(data)
     mem = st.memory
     blocks = max(1, -(-length // mem.block_size))
     with st.lock:

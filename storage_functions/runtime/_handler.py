@@ -49,7 +49,7 @@ import zlib
 from typing import Any
 
 from ..protocol import Op, Status, recv_frame, recv_into, send_frame, tune_socket, drain
-from ._demand import DemandCache, evict_for, load
+from ._demand import DemandCache, evict_for, load, read_cos_chunk
 from ._log import LogState, consistent, log_key, snapshot_key
 from ._memory import BlockMemory, MemoryFull
 
@@ -338,18 +338,11 @@ class _Invocation:
     def _recover(self, f: Any) -> tuple[int, str]:
         """Download one chunk from COS into memory; (status, message)."""
         st = self.state
-        m = f.meta
-        src, off, length, cache = str(m["src"]), int(m["off"]), int(m["len"]), bool(m.get("cache"))
-        cos = self._open_cos()
-        if cos is None:
-            return Status.NOT_FOUND, f"function {st.name} has no COS to recover {f.key} from"
-        try:
-            data = cos.get_range(src, off, length) if length else b""
-        except Exception as exc:  # noqa: BLE001 - missing object or COS failure: the daemon pushes it
-            return Status.NOT_FOUND, f"{f.key}: {exc!r}"
-        self._throttle.take(length)
-        if len(data) != length or zlib.crc32(data) != f.crc:
-            return Status.CORRUPT, f"{f.key}: the COS copy does not match its CRC"
+        cache = bool(f.meta.get("cache"))
+        data, status, message = read_cos_chunk(st, self._open_cos(), f, self._throttle, f.crc, "recover")
+        if data is None:  # missing object or COS failure: the daemon pushes it
+            return status, message
+        length = len(data)
         mem = st.memory
         if cache:
             with st.lock:

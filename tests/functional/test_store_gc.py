@@ -115,9 +115,11 @@ def test_a_function_emptied_by_frees_leaves_without_waiting_for_h(store: LocalSt
 WDS = {"app": "gc-stack", "workflow_id": 1, "category": "test",
        "spec": {"s": {"stage_id": 0, "functions": [
            {"start": True, "name": "f", "input": ["x"], "output": [], "next": []}]}}}
-# H = 1 s: rounds every 0.5 s, one active, one degraded; a 6 MiB HARDCAP the puts fill
+# H = 1 s: rounds every 0.5 s, one active, one degraded; a 6 MiB HARDCAP the puts fill; coded
+# versions go to COS at once (a parity delay of 2 s, longer than H, would pass with nothing read
+# and their functions would leave before the test's reads begin)
 STACK_GC = {"function_memory_mb": 128, "hardcap_fraction": 0.05, "gc_interval_s": 0.5, "gc_active": 1,
-            "gc_degraded": 1}
+            "gc_degraded": 1, "parity_upload_delay_s": 0.0}
 
 
 def test_the_embedded_stack_releases_cold_data_after_h_and_reads_it_from_cos(tmp_path: Any) -> None:
