@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import signal
 import subprocess
 import sys
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from storage_functions.daemon import DaemonConfig
+from storage_functions.readiness import readable
 
 from ._stack_errors import DaemonProcessError
 
@@ -66,7 +66,7 @@ class DaemonProcess:
         assert proc.stdin is not None and proc.stdout is not None
         proc.stdin.write(json.dumps(spec))
         proc.stdin.close()
-        ready, _, _ = select.select([proc.stdout], [], [], self.start_timeout_s)
+        ready = readable([proc.stdout], self.start_timeout_s)
         line = proc.stdout.readline() if ready else ""
         if not line:
             self._reap()

@@ -21,7 +21,6 @@ import itertools
 import json
 import logging
 import os
-import select
 import signal
 import socket
 import subprocess
@@ -34,6 +33,7 @@ from typing import TYPE_CHECKING
 
 from ..exceptions import ForkServerError
 from ..private_files import private_dir
+from ..readiness import readable
 from . import _zygote
 
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ class ForkedProcess:
             fd = self._pidfd
         if fd < 0:
             return True
-        ready, _, _ = select.select([fd], [], [], timeout)
+        ready = readable([fd], timeout)
         return bool(ready)
 
     def poll(self) -> int | None:

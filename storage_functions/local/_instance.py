@@ -15,7 +15,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import select
 import signal
 import subprocess
 import sys
@@ -26,6 +25,7 @@ from collections.abc import Iterable, Mapping
 from typing import IO, Any, Literal, Protocol
 
 from ..private_files import open_private, private_dir
+from ..readiness import readable
 from . import _worker
 from ._forkserver import ForkServer
 from ._worker import HEADER, encode_frame
@@ -208,7 +208,7 @@ class Instance:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise TimeoutError
-            ready, _, _ = select.select([self._resp_fd], [], [], remaining)
+            ready = readable([self._resp_fd], remaining)
             if not ready:
                 raise TimeoutError
             chunk = os.read(self._resp_fd, min(n, 1 << 20))

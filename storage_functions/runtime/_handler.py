@@ -40,7 +40,6 @@ from __future__ import annotations
 import json
 import math
 from concurrent.futures import ThreadPoolExecutor
-import select
 import socket
 import threading
 import time
@@ -49,6 +48,7 @@ import zlib
 from typing import Any
 
 from ..protocol import Op, Status, recv_frame, recv_into, send_frame, tune_socket, drain
+from ..readiness import readable
 from ._demand import DemandCache, evict_for, load, read_cos_chunk
 from ._log import LogState, consistent, log_key, snapshot_key
 from ._memory import BlockMemory, MemoryFull
@@ -146,10 +146,10 @@ def _poll(sock: socket.socket, wait: float, last: float, spin_s: float) -> bool:
         start = time.monotonic()
         end = min(last + spin_s, start + wait)
         while time.monotonic() < end:
-            if select.select([sock], [], [], 0)[0]:
+            if readable([sock], 0):
                 return True
         wait = max(0.0, wait - (time.monotonic() - start))
-    return bool(select.select([sock], [], [], wait)[0])
+    return bool(readable([sock], wait))
 
 
 class _Invocation:
