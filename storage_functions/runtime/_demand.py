@@ -139,9 +139,5 @@ def load(st: FunctionState, event: dict[str, Any], cos: Any, f: Any, throttle: A
             st.cached.pop(f.key, None)
             st.demand.discard(f.key)
         return Status.FULL, str(exc)
-    pos = 0
-    for v in views:
-        v[:] = data[pos:pos + len(v)]
-        pos += len(v)
-    mem.commit(entry)
+    mem.fill(entry, views, data)
     return Status.OK, ""

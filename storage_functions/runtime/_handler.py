@@ -364,11 +364,7 @@ class _Invocation:
                 with st.lock:
                     st.cached.pop(f.key, None)
             return Status.FULL, str(exc)
-        pos = 0
-        for v in views:
-            v[:] = data[pos:pos + len(v)]
-            pos += len(v)
-        mem.commit(entry)
+        mem.fill(entry, views, data)
         if not cache:
             with st.lock:
                 st.log.record_put(f.key, block, offset, length, f.crc)

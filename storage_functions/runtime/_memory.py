@@ -81,6 +81,15 @@ class BlockMemory:
             if old is not None:
                 self._release(old)
 
+    def fill(self, entry: Entry, views: list[memoryview], data: bytes) -> None:
+        """Copy ``data`` (the entry's bytes, in hand) into the views :meth:`reserve`
+        returned and :meth:`commit` the entry."""
+        pos = 0
+        for v in views:
+            v[:] = data[pos:pos + len(v)]
+            pos += len(v)
+        self.commit(entry)
+
     def abort(self, entry: Entry) -> None:
         with self._lock:
             self._release(entry)
