@@ -18,7 +18,7 @@ from pathlib import Path
 
 from storage_functions.deploy import collect, reproducible_zip
 
-__all__ = ["TASK_FILES", "TASK_LAYER_PACKAGES", "build_task_zip"]
+__all__ = ["TASK_EXCLUDED", "TASK_FILES", "TASK_LAYER_PACKAGES", "build_task_zip"]
 
 #: Entries relative to the directory holding the packages: a file, a glob, or a directory
 #: ending in "/" (its .py files and py.typed, recursively).
@@ -31,8 +31,13 @@ TASK_FILES = (
 TASK_LAYER_PACKAGES = ("thrift", "pyeclib", "msgpack", "aws-lambda-powertools")
 
 
+#: Left out of the task zip: ``sdk.torch`` is for training jobs that read stored samples
+#: (torch is no layer package; a task importing it would fail at import anyway).
+TASK_EXCLUDED = frozenset({"sdk/torch.py"})
+
+
 def build_task_zip(code_dir: str | Path) -> bytes:
     """The zip every task Lambda of a workflow runs (see the module docstring)."""
     code = Path(code_dir)
     own = [(p.name, p) for p in sorted(code.glob("*.py"))]
-    return reproducible_zip(own + collect(TASK_FILES))
+    return reproducible_zip(own + [(n, p) for n, p in collect(TASK_FILES) if n not in TASK_EXCLUDED])

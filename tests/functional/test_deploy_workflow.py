@@ -37,6 +37,7 @@ def test_task_zip_has_handlers_and_sdk_but_no_server_code(example_paths: dict[st
                                  "storage_functions/daemon/", "storage_functions/runtime/", "metadata_server/",
                                  "storage_functions/cos/", "hdag/", "lifetime_model/"))
                    or n in ("storage_functions/invoker.py", "storage_functions/deploy.py") for n in names), names
+    assert "sdk/torch.py" not in names  # torch is no layer package: training code stays out of task Lambdas
     assert build_task_zip(example_paths["wordcount"].parent) == z  # reproducible
 
 
