@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -138,17 +140,18 @@ def test_a_file_that_is_no_video_fails_once_with_the_cause(stack: Stack, tmp_pat
 def test_media_steps_write_the_same_bytes_twice(tmp_path: Path) -> None:
     """Objects are write-once: a task retried after some of its writes must write the same
     bytes again, so segments, encodings and the joined video are bit-exact."""
-    inputs, media = load("video", "inputs"), load("video", "media")
-    inputs.clip(tmp_path / "clip.mp4", 2, 96, 64, 12)
+    load("video", "inputs").clip(tmp_path / "clip.mp4", 2, 96, 64, 12)
     runs = []
-    for k in range(2):
+    for k in range(2):  # each attempt in a process of its own, as a retried task runs
         d = tmp_path / f"run{k}"
         d.mkdir()
-        _, segments = media.split(tmp_path / "clip.mp4", 2, d)
-        with open(d / "frames", "w+b") as fh:
-            media.decode(segments[1], fh)
-            fh.seek(0)
-            media.encode(fh, d / "enc.mp4")
-        media.concat([d / "enc.mp4", d / "enc.mp4"], d / "joined.mp4")
+        step = (f"import sys, json; sys.path.insert(0, {str(EXAMPLES / 'video')!r}); import media; "
+                f"from pathlib import Path; d = Path({str(d)!r}); "
+                f"_, seg = media.split(Path({str(tmp_path / 'clip.mp4')!r}), 2, d); fh = open(d / 'frames', 'w+b'); "
+                "media.decode(seg[1], fh); fh.seek(0); media.encode(fh, d / 'enc.mp4'); fh.close(); "
+                "media.concat([d / 'enc.mp4', d / 'enc.mp4'], d / 'joined.mp4'); print(json.dumps([str(p) for p in seg]))")
+        proc = subprocess.run([sys.executable, "-c", step], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        segments = [Path(p) for p in json.loads(proc.stdout.strip().splitlines()[-1])]
         runs.append([p.read_bytes() for p in (*segments, d / "frames", d / "enc.mp4", d / "joined.mp4")])
     assert runs[0] == runs[1]
