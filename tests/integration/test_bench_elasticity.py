@@ -29,7 +29,9 @@ def test_a_small_replay_reports_pool_hit_ratio_and_costs(tmp_path: Path) -> None
     assert r["cost_usd_per_hour"] == cost["per_hour"]["storage_usd"] > 0
     assert r["static_cost_usd_per_hour"] == cost["static_pool"]["usd_per_hour"]
     assert r["always_on_cost_usd_per_hour"] == cost["always_on"]["usd_per_hour"] > 0
-    assert cost["lines"]["storage_io"]["invocations"] >= 1 and cost["lines"]["cos_requests"]["puts"] >= 5
+    # COS PUTs: the functions' log seals and the uploads of objects that outlived the parity delay (the
+    # write-behind skips those freed within it), so not one per object any more
+    assert cost["lines"]["storage_io"]["invocations"] >= 1 and cost["lines"]["cos_requests"]["puts"] >= 1
     assert r["gc"]["rounds"] >= 1 and r["function_mbps"] == 50.0
     assert r["burst"] == 8 and r["burst_get_p99_us"] > 0 and r["burst_get_p99_us_no_cache"] > 0
     assert r["burst_get_p99_us"] >= r["burst_get_p50_us"]
