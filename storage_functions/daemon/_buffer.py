@@ -18,9 +18,17 @@ When (``_upload_plan``): SION uploads at once; a coded version waits
 ``parity_delay_s`` (its parity covers the loss of up to ``p`` functions, the
 buffer holds it whole) and is never uploaded if it is freed meanwhile; a chunk
 loss expedites it. Due versions go up in batches, with one durable-log record
-per batch. A version freed before its upload started is never uploaded; one
-freed during its upload is deleted from COS right after. COS deletes run on
-the uploader threads, never on the caller's. ``close`` uploads what is still
+per batch; an uploader waits ``pack_linger_s`` past the first due version so
+that versions PUT together go up together. Beyond SION, the small in-memory
+versions of one run in a batch go up as ONE COS object (a pack; each version's
+bytes at its offset, ``ObjectVersion.pack``), deleted once its last version is
+freed: one COS PUT and one DELETE for up to ``batch`` versions instead of one
+each, and far less of the daemon's CPU per small PUT. A version freed before its
+upload started is never uploaded; one freed during its upload is deleted from
+COS right after (a pack's share of it is let go). COS deletes run on the
+uploader threads, never on the caller's, and are logged before and after
+(``on_deletes``): a restarted daemon re-issues the ones a kill cut off, and
+deletes a pack that went up without its record. ``close`` uploads what is still
 queued without waiting for due times (bounded by ``close_timeout_s``).
 
 Covers holding, reading back, the upload queue and retries; not the wire.
@@ -39,7 +47,8 @@ from dataclasses import dataclass
 from typing import IO, Any, Callable
 
 from ..private_files import open_private, private_dir
-from ._objects import TRAILER, ObjectVersion
+from ._objects import TRAILER, ObjectVersion, cos_object_key
+from ._runs import run_of
 from ._segments import SegmentLog
 from ._upload_plan import UploadPolicy, UploadQueue
 
@@ -269,8 +278,10 @@ class PersistentBuffer:
     def __init__(self, directory: str, cos: Any, *, workers: int = 2, policy: UploadPolicy | None = None,
                  fsync: bool = False, max_backoff_s: float = 5.0, memory_bytes: int = 256 << 20,
                  memory_max_object: int = 1 << 20, ring_min_object: int = 4 << 20, batch: int = 32,
-                 close_timeout_s: float = 5.0,
+                 close_timeout_s: float = 5.0, pack_linger_s: float = 0.01, pack_max_bytes: int = 16 << 20,
+                 cos_prefix: str = "sion",
                  on_uploaded: Callable[[list[ObjectVersion]], None] | None = None,
+                 on_deletes: Callable[[bool, list[str]], None] | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.dir = directory
         private_dir(directory)
@@ -283,12 +294,18 @@ class PersistentBuffer:
         self.batch = max(1, batch)
         self.close_timeout_s = close_timeout_s
         self.on_uploaded = on_uploaded  # the durable table's record of the COS copies
+        self.on_deletes = on_deletes  # ... and of COS deletes queued (True) and done (False)
+        self.pack_linger_s = pack_linger_s
+        self.pack_max_bytes = pack_max_bytes  # 0: every version goes up on its own, as in SION
+        self.cos_prefix = cos_prefix
+        self._packs: dict[str, list[int]] = {}  # pack COS key -> [live versions, versions]
         self.clock = clock
         self.segments = SegmentLog(directory, fsync=fsync)
         self._cond = threading.Condition()
         self._q: UploadQueue[Held] = UploadQueue()
         self._deletes: collections.deque[str] = collections.deque()
         self._outstanding = 0
+        self._deletes_pending = 0  # COS deletes queued or under way
         self._closing = False
         self._mem_lock = threading.Lock()
         self.mem_held = 0  # bytes of versions held in memory
@@ -299,6 +316,9 @@ class PersistentBuffer:
         self.deletes = 0  # COS deletes of versions freed after (or while) they were uploaded
         self.spilled = 0  # small versions over the memory budget, held in their segment only
         self.expedited = 0  # coded versions uploaded early: a chunk was lost
+        self.pack_uploads = 0  # COS objects that carried several versions
+        self.packed = 0  # versions that went up in one
+        self.pack_deletes_saved = 0  # DELETEs a pack's one delete stood in for
         self.paused = threading.Event()
         self.paused.set()  # set = running
         self._workers = [threading.Thread(target=self._run, daemon=True, name=f"upload-{i}")
@@ -438,10 +458,44 @@ class PersistentBuffer:
                     self._outstanding -= 1
                     self._cond.notify_all()
         if uploaded and self.cos is not None:
-            with self._cond:
-                self._deletes.append(obj.cos_key)
-                self._outstanding += 1
-                self._cond.notify()
+            self._release_copy(obj)
+
+    def adopt_pack(self, pack: str) -> None:
+        """A restarted daemon's live version whose COS copy is in ``pack``."""
+        with self._cond:
+            row = self._packs.setdefault(pack, [0, 0])
+            row[0] += 1
+            row[1] += 1
+
+    def delete_later(self, cos_keys: list[str], *, logged: bool = False) -> None:
+        """Delete these COS objects on an uploader thread (logged first unless ``logged``)."""
+        if self.cos is None or not cos_keys:
+            return
+        if not logged and self.on_deletes is not None:
+            self.on_deletes(True, list(cos_keys))
+        with self._cond:
+            self._deletes.extend(cos_keys)
+            self._outstanding += len(cos_keys)
+            self._deletes_pending += len(cos_keys)
+            self._cond.notify()
+
+    def _release_copy(self, obj: ObjectVersion) -> None:
+        """``obj`` (uploaded) was freed: delete its COS object, or its pack once no live
+        version is in it."""
+        if obj.pack is None:
+            self.delete_later([obj.cos_key])
+            return
+        pack = obj.pack[0]
+        with self._cond:
+            row = self._packs.get(pack)
+            if row is None:
+                return
+            row[0] -= 1
+            if row[0] > 0:
+                return
+            del self._packs[pack]
+            self.pack_deletes_saved += row[1] - 1
+        self.delete_later([pack])
 
     def _skip_locked(self, held: Held) -> None:
         self.skipped += 1
@@ -460,8 +514,12 @@ class PersistentBuffer:
         return {"uploads": self.uploads, "uploads_skipped": self.skipped,
                 "uploads_skipped_coded": self.skipped_coded,
                 "uploads_skipped_share": round(self.skipped / decided, 4) if decided else 0.0,
-                "cos_requests_saved": REQUESTS_PER_SKIP * self.skipped, "upload_retries": self.retries,
+                "cos_requests_saved": REQUESTS_PER_SKIP * self.skipped + self.packed - self.pack_uploads
+                + self.pack_deletes_saved, "upload_retries": self.retries,
+                "pack_uploads": self.pack_uploads, "packed_versions": self.packed,
+                "packs_live": len(self._packs),
                 "uploads_expedited": self.expedited, "uploads_queued": queued, "cos_deletes": self.deletes,
+                "cos_deletes_pending": self._deletes_pending,
                 "buffer_memory_bytes": self.mem_held, "buffer_spilled": self.spilled,
                 "upload_delay_s": self.policy.delay_s, "parity_upload_delay_s": self.policy.parity_delay_s}
 
@@ -483,15 +541,16 @@ class PersistentBuffer:
                 if self._deletes:
                     return "delete", self._deletes.popleft()
                 running = self.paused.is_set()
-                if running:
-                    batch = self._q.pop_all(self.batch) if self._closing else \
-                        self._q.pop_due(self.clock(), self.batch)
+                nd = self._q.next_due()
+                now = self.clock()
+                if running and nd is not None and (self._closing or nd + self.pack_linger_s <= now):
+                    # past the first due version's linger: everything due goes, in one batch
+                    batch = self._q.pop_all(self.batch) if self._closing else self._q.pop_due(now, self.batch)
                     if batch:
                         return "upload", batch
                 if self._closing and (not running or not self._q):
                     return None
-                nd = self._q.next_due()
-                timeout = 0.05 if not running else (None if nd is None else max(0.0, nd - self.clock()))
+                timeout = 0.05 if not running else (None if nd is None else max(0.0, nd + self.pack_linger_s - now))
                 self._cond.wait(timeout)
 
     def _run(self) -> None:
@@ -504,11 +563,15 @@ class PersistentBuffer:
                 self._delete(what)
                 with self._cond:
                     self._outstanding -= 1
+                    self._deletes_pending -= 1
                     self._cond.notify_all()
                 continue
             done: list[ObjectVersion] = []
             try:
-                for held in what:
+                alone, packs = self._packing(what)
+                for group in packs:
+                    done.extend(self._upload_pack(group))
+                for held in alone:
                     if self._upload(held):
                         done.append(held.obj)
             finally:
@@ -528,8 +591,98 @@ class PersistentBuffer:
             self.cos.delete(cos_key)
             with self._cond:
                 self.deletes += 1
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - still logged as queued: a restart tries again
             log.warning("COS delete of %s failed: %r", cos_key, exc)
+            return
+        if self.on_deletes is not None:
+            self.on_deletes(False, [cos_key])
+
+    def _packing(self, batch: list[Held]) -> tuple[list[Held], list[list[Held]]]:
+        """(versions that go up alone, packs): the in-memory versions of one run, at most
+        ``pack_max_bytes`` a pack; a pack of one goes alone."""
+        if self.pack_max_bytes <= 0:
+            return batch, []
+        alone: list[Held] = []
+        groups: dict[str | None, list[list[Held]]] = {}
+        for held in batch:
+            if held.mem is None or held.length > self.pack_max_bytes:
+                alone.append(held)
+                continue
+            packs = groups.setdefault(run_of(held.obj.key), [[]])
+            if packs[-1] and sum(h.length for h in packs[-1]) + held.length > self.pack_max_bytes:
+                packs.append([])
+            packs[-1].append(held)
+        out: list[list[Held]] = []
+        for packs in groups.values():
+            for group in packs:
+                if len(group) == 1:
+                    alone.extend(group)
+                elif group:
+                    out.append(group)
+        return alone, out
+
+    def _pack_key(self, run: str | None) -> str:
+        """A new pack's COS key: under its run's prefix (a run's end drops it with the rest)."""
+        name = f"~pack-{os.urandom(8).hex()}"
+        return cos_object_key(self.cos_prefix, f"{run}/{name}" if run else name, 0)
+
+    def _upload_pack(self, group: list[Held]) -> list[ObjectVersion]:
+        """Upload ``group``'s live versions as one COS object; the versions still live after."""
+        members: list[tuple[Held, memoryview]] = []
+        for held in group:
+            obj = held.obj
+            with obj.lock:
+                if obj.state == "freed" or obj.held is not held or held.mem is None:
+                    with self._cond:
+                        self._skip_locked(held)
+                    continue
+                obj.uploading = True
+                members.append((held, memoryview(held.mem)))
+        if not members:
+            return []
+        pack = self._pack_key(run_of(group[0].obj.key))
+        if self.on_deletes is not None:  # a kill before its record: the restart deletes it
+            self.on_deletes(True, [pack])
+        body = b"".join(m for _, m in members)
+        backoff = 0.05
+        try:
+            while True:
+                try:
+                    self.cos.put(pack, body)
+                    break
+                except Exception as exc:  # noqa: BLE001 - retry whatever COS raised
+                    with self._cond:
+                        self.retries += 1
+                    log.warning("upload of pack %s failed (%r); retrying in %.2fs", pack, exc, backoff)
+                    with self._cond:
+                        self._cond.wait_for(lambda: self._closing, backoff)
+                        if self._closing:
+                            return []  # still queued to delete: a restart drops it; the versions stay buffered
+                    backoff = min(backoff * 2, self.max_backoff_s)
+        finally:
+            for held, m in members:
+                m.release()
+                with held.obj.lock:
+                    held.obj.uploading = False
+        with self._cond:
+            self.uploads += len(members)
+            self.pack_uploads += 1
+            self.packed += len(members)
+            self._packs[pack] = [len(members), len(members)]  # before any can be freed as uploaded
+        live: list[ObjectVersion] = []
+        at = 0
+        for held, _ in members:
+            obj = held.obj
+            with obj.lock:
+                obj.pack = (pack, at)
+                obj.uploaded = True
+                freed = obj.state == "freed"
+            at += held.length
+            if freed:  # freed while it went up: its share of the pack is let go
+                self._release_copy(obj)
+            else:
+                live.append(obj)
+        return live
 
     def _upload(self, held: Held) -> bool:
         """Upload one version; True when its COS copy landed and it is still live."""
@@ -567,6 +720,8 @@ class PersistentBuffer:
             obj.uploaded = True
             freed = obj.state == "freed"
         if freed:  # freed while it went up: take the copy back
+            if self.on_deletes is not None:
+                self.on_deletes(True, [obj.cos_key])
             self._delete(obj.cos_key)
             return False
         return True

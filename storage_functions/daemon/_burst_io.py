@@ -62,8 +62,8 @@ class CacheFunctions:
                 d.count("cache_loads")  # this GET's chunk came from COS into the cache function
             cb(f, sock)
 
-        return d._handle(to), {"src": obj.cos_key, "off": obj.chunk_offset(s, i), "len": st.cl,
-                                  "crc": st.crcs[i]}, reply
+        return d._handle(to), dict(zip(("src", "off"), obj.cos_range(s, i)), len=st.cl,
+                                       crc=st.crcs[i]), reply
 
     def forget(self, obj: ObjectVersion) -> None:
         for fn, keys in self.router.forget(obj.key, obj.version).items():

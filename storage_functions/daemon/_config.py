@@ -38,6 +38,11 @@ class DaemonConfig:
     upload_delay_s: float = 0.0
     parity_upload_delay_s: float = 2.0
     buffer_fsync: bool = False
+    # small in-memory versions of one run due together go up as one COS object (a pack) of at
+    # most pack_max_bytes (0: one COS object per version, as SION); an uploader waits
+    # pack_linger_s past the first due version so that versions PUT together travel together
+    pack_max_bytes: int = 16 * MiB
+    pack_linger_s: float = 0.01
     # the buffer holds versions up to buffer_memory_max_object bytes in memory (and appended
     # to a segment file), at most buffer_memory_bytes of them (past it: the segment only);
     # larger ones in a file of their own

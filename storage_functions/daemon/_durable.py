@@ -9,15 +9,20 @@ Records (JSON), each framed as ``u32 length | u32 crc32 | payload``:
   a version became readable (logged before the PUT is acknowledged);
 - ``{"o": "up", "k": key, "v": version}``: its COS copy landed;
 - ``{"o": "ups", "kv": [[key, version], ...]}``: the COS copies of a batch landed;
+- ``{"o": "pk", "c": cos_key, "kv": [[key, version, offset], ...]}``: the COS copies of a
+  batch of small versions landed as one COS object (a pack), each at its offset;
 - ``{"o": "free", "k": [keys]}``: every version of these keys was freed;
+- ``{"o": "dq", "c": [cos keys]}``: COS objects to delete (a freed version's copy, a pack
+  whose versions were all freed, or a pack about to go up: deleted after a kill unless its
+  ``pk`` record came first); ``{"o": "dd", "c": [cos keys]}``: those deletes were done;
 - ``{"o": "start", "n": restarts}``: a daemon process started on this log
   (``n``: how many earlier processes had, after compaction).
 
 A frame is one ``write`` of an ``O_APPEND`` file, so a process killed at any
 point leaves whole records and at most one torn frame at the end; replay stops
 at the first frame that is short or fails its CRC and cuts the file there.
-Compaction rewrites the live image (a ``start`` and one ``put``/``up`` pair
-per live version) to a temporary file and renames it over the log once the log
+Compaction rewrites the live image (a ``start``, the pending deletes and one
+``put``/``up`` pair per live version) to a temporary file and renames it over the log once the log
 holds more than ``compact_factor`` records per live version.
 
 Covers the file, the framing and the pure replay (:func:`replay`); not what a
@@ -83,6 +88,7 @@ class LogImage:
 
     live: dict[str, dict[int, dict[str, Any]]] = field(default_factory=dict)
     starts: int = 0
+    deletes: set[str] = field(default_factory=set)  # COS objects to delete (``dq`` not yet ``dd``)
     _n: int = 0  # versions in ``live``, kept as records apply (a count per append must not walk the table)
 
     def versions(self) -> Iterator[tuple[str, int, dict[str, Any]]]:
@@ -91,7 +97,8 @@ class LogImage:
                 yield key, v, meta
 
     def count(self) -> int:
-        return self._n
+        """Versions plus pending deletes: what a compacted log holds records for."""
+        return self._n + len(self.deletes)
 
     def apply(self, rec: dict[str, Any]) -> None:
         """One record; unknown or malformed ones change nothing (a newer daemon's)."""
@@ -107,6 +114,14 @@ class LogImage:
             for kv in rec.get("kv") or []:
                 if isinstance(kv, list) and len(kv) == 2:
                     self._landed(kv[0], kv[1])
+        elif op == "pk":
+            self._packed(rec.get("c"), rec.get("kv") or [])
+        elif op in ("dq", "dd"):
+            keys = [str(k) for k in rec.get("c") or [] if isinstance(k, str)]
+            if op == "dq":
+                self.deletes.update(keys)
+            else:
+                self.deletes.difference_update(keys)
         elif op == "free":
             for k in rec.get("k") or []:
                 self._n -= len(self.live.pop(str(k), {}))
@@ -121,9 +136,33 @@ class LogImage:
         if meta is not None:
             meta["uploaded"] = True
 
+    def _packed(self, pack: Any, members: list[Any]) -> None:
+        """A pack landed: its live members were uploaded into it. It stays to delete (a
+        ``dq`` came before it went up) while none of its members is live any more."""
+        if not isinstance(pack, str):
+            return
+        live = 0
+        for kv in members:
+            if not (isinstance(kv, list) and len(kv) == 3):
+                continue
+            try:
+                meta = self.live.get(str(kv[0]), {}).get(int(kv[1]))
+                at = int(kv[2])
+            except (TypeError, ValueError):
+                continue
+            if meta is not None:
+                meta["uploaded"] = True
+                meta["pack"] = [pack, at]
+                live += 1
+        if live:
+            self.deletes.discard(pack)
+
     def records(self) -> Iterator[dict[str, Any]]:
-        """The image as a minimal log (compaction): ``start`` first, then the live versions."""
+        """The image as a minimal log (compaction): ``start`` first, the pending deletes,
+        then the live versions."""
         yield {"o": "start", "n": self.starts}
+        if self.deletes:
+            yield {"o": "dq", "c": sorted(self.deletes)}
         for key, v, meta in self.versions():
             yield {"o": "put", "k": key, "v": v, "m": {k: x for k, x in meta.items() if k != "uploaded"}}
             if meta.get("uploaded"):

@@ -96,5 +96,5 @@ def _migrate(d: Daemon, m: Migrate) -> None:
 
     d.count("compaction_cos_reads")  # the function's own COS GET (its record carries it to the cost account)
     d._handle(fn).request(Op.RECOVER, chunk_key(obj.key, obj.version, s, i), replied, a=block, b=off,
-                          crc=st.crcs[i], meta={"src": obj.cos_key, "off": obj.chunk_offset(s, i), "len": st.cl},
+                          crc=st.crcs[i], meta=dict(zip(("src", "off"), obj.cos_range(s, i)), len=st.cl),
                           large=True)

@@ -172,13 +172,13 @@ class GetPath:
 
     def _read_chunk(self, obj: ObjectVersion, s: int, i: int) -> bytes | None:
         st = obj.stripes[s]
-        off = obj.chunk_offset(s, i)
-        data = self.buffer.read(obj, off, st.cl)
+        data = self.buffer.read(obj, obj.chunk_offset(s, i), st.cl)
         if data is None and self.cos is not None:
+            src, off = obj.cos_range(s, i)
             try:
-                data = self.cos.get_range(obj.cos_key, off, st.cl) if st.cl else b""
+                data = self.cos.get_range(src, off, st.cl) if st.cl else b""
             except Exception as exc:  # noqa: BLE001
-                log.warning("COS read of %s failed: %r", obj.cos_key, exc)
+                log.warning("COS read of %s failed: %r", src, exc)
                 return None
         if data is None or len(data) != st.cl or zlib.crc32(data) != st.crcs[i]:
             return None

@@ -69,6 +69,8 @@ class ObjectVersion:
     uploaded: bool = False
     uploading: bool = False
     cos_key: str = ""
+    # (COS object, offset) when its COS copy went up inside a pack of small versions (``_buffer``)
+    pack: tuple[str, int] | None = None
     # the metadata server's placement, per chunk: (function, block, offset, length reserved)
     alloc: list[tuple[Any, int, int, int]] | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -77,6 +79,12 @@ class ObjectVersion:
     def chunk_offset(self, s: int, i: int) -> int:
         st = self.stripes[s]
         return st.offset + i * st.cl
+
+    def cos_range(self, s: int, i: int) -> tuple[str, int]:
+        """Where chunk ``i`` of stripe ``s`` sits in COS: (object key, offset)."""
+        if self.pack is None:
+            return self.cos_key, self.chunk_offset(s, i)
+        return self.pack[0], self.pack[1] + self.chunk_offset(s, i)
 
     def head(self) -> dict[str, Any]:
         """What a GET reply tells the client before the chunks."""

@@ -296,8 +296,7 @@ class Recovery:
 
         self._count("recovery_cos_reads")
         d.handles[fn].request(Op.RECOVER, c.ckey, replied, a=block, b=off, crc=st.crcs[c.index],
-                              meta={"src": c.obj.cos_key, "off": c.obj.chunk_offset(c.stripe, c.index),
-                                    "len": st.cl}, large=True)
+                              meta=_src(c, st.cl), large=True)
 
     def _again(self, c: LostChunk, *, push: bool = False) -> None:
         """The instance went away mid-request: send again after a pause (the send invokes
@@ -448,8 +447,7 @@ class Recovery:
 
         self._count("recovery_cos_reads")
         d._handle(m).request(Op.RECOVER, c.ckey, replied, crc=st.crcs[c.index],
-                             meta={"src": c.obj.cos_key, "off": c.obj.chunk_offset(c.stripe, c.index),
-                                   "len": st.cl, "cache": True}, large=True)
+                             meta=dict(_src(c, st.cl), cache=True), large=True)
 
     def _maybe_finished(self, fn: int) -> None:
         """Once ``fn`` recovered everything, its group's copies stay ``recovery_keep_s``."""
@@ -489,3 +487,9 @@ def _drain(f: Frame | None, sock: Any) -> None:
         from ..protocol import drain
 
         drain(sock, f.paylen)
+
+
+def _src(c: LostChunk, length: int) -> dict[str, Any]:
+    """A RECOVER's meta: where the chunk's COS copy is (its version's object, or a pack)."""
+    src, off = c.obj.cos_range(c.stripe, c.index)
+    return {"src": src, "off": off, "len": length}

@@ -2,15 +2,18 @@
 log (``_durable``) and rebuilt from it when a daemon starts on the same buffer
 directory after a kill -9.
 
-The daemon calls four hooks: ``put`` (a version is about to become readable:
+The daemon calls five hooks: ``put`` (a version is about to become readable:
 logged before the PUT is acknowledged, with the place of its bytes when they
-are in a buffer segment), ``uploaded`` (COS copies landed, one record a batch),
-``freed`` (keys freed: logged before their bytes go) and, at start,
-``restore`` then ``verify`` once it listens. ``restore`` puts every live
+are in a buffer segment), ``uploaded`` (COS copies landed, one record a batch
+and one per pack), ``freed`` (keys freed: logged before their bytes go),
+``deletes`` (COS deletes queued, then done) and, at start, ``restore`` then
+``verify`` once it listens. ``restore`` puts every live
 version of the log back in the table, readable at once: its chunk places are
 reserved again, its buffered bytes (its segment range or its own file, when the
 upload had not finished) are queued for upload, and without them its COS copy is
-looked for. Buffer files and segments no live version needs (a PUT cut short by
+looked for; a packed version's pack is counted again, and the COS deletes the
+log holds as queued (a kill cut them off, or a pack went up without its
+record) are issued again. Buffer files and segments no live version needs (a PUT cut short by
 the kill, a free whose file outlived it) are deleted. ``verify`` asks every function that should hold
 chunks what it holds (STAT); chunks it still holds (a warm instance that
 outlived the daemon, as on Lambda) are used as they are, the others are stored
@@ -66,8 +69,10 @@ def version_from_record(key: str, version: int, m: dict[str, Any]) -> ObjectVers
                       int(s.get("off", 0)))
                for s in m.get("stripes", [])]
     alloc = m.get("alloc")
+    pack = m.get("pack")
     return ObjectVersion(key, version, size=int(m.get("size", 0)), stripes=stripes, state="ready",
                          cos_key=str(m.get("cos_key", "")),
+                         pack=(str(pack[0]), int(pack[1])) if isinstance(pack, list) and len(pack) == 2 else None,
                          alloc=[(a[0], int(a[1]), int(a[2]), int(a[3])) for a in alloc] if alloc else None)
 
 
@@ -88,11 +93,24 @@ class DurableTable:
         self.log.append({"o": "put", "k": obj.key, "v": obj.version, "m": version_record(obj)})
 
     def uploaded(self, objs: list[ObjectVersion]) -> None:
-        """COS copies of ``objs`` landed (one record)."""
-        if len(objs) == 1:
-            self.log.append({"o": "up", "k": objs[0].key, "v": objs[0].version})
-        elif objs:
-            self.log.append({"o": "ups", "kv": [[o.key, o.version] for o in objs]})
+        """COS copies of ``objs`` landed (one record, and one per pack they went up in)."""
+        alone = [o for o in objs if o.pack is None]
+        packs: dict[str, list[list[Any]]] = {}
+        for o in objs:
+            if o.pack is not None:
+                packs.setdefault(o.pack[0], []).append([o.key, o.version, o.pack[1]])
+        for pack, members in packs.items():
+            self.log.append({"o": "pk", "c": pack, "kv": members})
+        if len(alone) == 1:
+            self.log.append({"o": "up", "k": alone[0].key, "v": alone[0].version})
+        elif alone:
+            self.log.append({"o": "ups", "kv": [[o.key, o.version] for o in alone]})
+
+    def deletes(self, queued: bool, cos_keys: list[str]) -> None:
+        """COS objects about to be deleted (``queued``; a restart deletes them if the kill
+        comes first), or whose delete was done."""
+        if cos_keys:
+            self.log.append({"o": "dq" if queued else "dd", "c": cos_keys})
 
     def freed(self, keys: Iterable[str]) -> None:
         live = self.log.image.live
@@ -133,6 +151,10 @@ class DurableTable:
         for obj in self.restored:
             if obj.held is not None:
                 d.buffer.submit(obj)
+            elif obj.uploaded and obj.pack is not None:
+                d.buffer.adopt_pack(obj.pack[0])
+        if img.deletes:  # queued before the kill, or a pack that went up unrecorded
+            d.buffer.delete_later(sorted(img.deletes), logged=True)
         d.counters["restored_objects"] = len(self.restored)
         if self.restored:
             log.info("restored %d object versions from %s (%d earlier daemon processes)", len(self.restored),

@@ -91,7 +91,10 @@ class Daemon(PutPath, GetPath):
                                                            parity_delay_s=config.parity_upload_delay_s),
                                        fsync=config.buffer_fsync, memory_bytes=config.buffer_memory_bytes,
                                        memory_max_object=config.buffer_memory_max_object,
-                                       on_uploaded=lambda objs: self.durable.uploaded(objs))
+                                       pack_max_bytes=config.pack_max_bytes, pack_linger_s=config.pack_linger_s,
+                                       cos_prefix=config.cos_prefix,
+                                       on_uploaded=lambda objs: self.durable.uploaded(objs),
+                                       on_deletes=lambda queued, keys: self.durable.deletes(queued, keys))
         self.durable = DurableTable(self)  # the table on disk: a restarted daemon rebuilds it (_restore)
         self.handles: list[FunctionHandle] = []
         self._by_name: dict[str, FunctionHandle] = {}
@@ -172,6 +175,14 @@ class Daemon(PutPath, GetPath):
 
     def wait_uploads(self, timeout: float = 30.0) -> bool:
         return self.buffer.wait_idle(timeout)
+
+    def cos_copy(self, key: str) -> tuple[str, int] | None:
+        """Where the latest version of ``key`` sits in COS once its upload landed: (COS
+        object, offset) -- its own object at 0, or a pack of small versions."""
+        obj = self.table.latest(key)
+        if obj is None or not obj.uploaded:
+            return None
+        return obj.pack if obj.pack is not None else (obj.cos_key, 0)
 
     # -- public operations --------------------------------------------------------
     # -- the store core -------------------------------------------------------------

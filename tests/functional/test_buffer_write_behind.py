@@ -1,8 +1,9 @@
 """The persistent buffer's write-behind against a real local COS directory: small
-versions held in memory and a segment, large ones uploaded by hard link, the parity
+versions held in memory and a segment, large ones uploaded by hard link, small ones
+due together packed into one COS object (deleted with its last version), the parity
 delay (skipped uploads when freed in time, expedited on a loss), deletes on the
-uploader threads and a ``close`` that does not wait out due times. The clock is
-injected; the uploader threads are real."""
+uploader threads (logged before and after) and a ``close`` that does not wait out
+due times. The clock is injected; the uploader threads are real."""
 
 from __future__ import annotations
 
@@ -46,7 +47,15 @@ def _hold(buf: PersistentBuffer, key: str, size: int, p: int = 1) -> tuple[Objec
 
 def _buffer(tmp: Path, clock: Clock, cos: Any = None, **kw: Any) -> PersistentBuffer:
     cos = cos if cos is not None else LocalCOS(str(tmp / "cos"))
+    kw.setdefault("pack_linger_s", 0.0)  # the injected clock stands still: due means go
+    kw.setdefault("cos_prefix", "t")
     return PersistentBuffer(str(tmp / "buf"), cos, policy=UploadPolicy(parity_delay_s=2.0), clock=clock, **kw)
+
+
+def cos_bytes(cos: Any, obj: ObjectVersion, n: int) -> bytes:
+    """The ``n`` bytes of ``obj``'s COS copy: its own object, or its range of a pack."""
+    key, at = obj.pack if obj.pack is not None else (obj.cos_key, 0)
+    return bytes(cos.get_range(key, at, n))
 
 
 def test_small_versions_are_held_in_memory_and_one_segment(tmp_path: Path) -> None:
@@ -69,7 +78,12 @@ def test_small_versions_are_held_in_memory_and_one_segment(tmp_path: Path) -> No
         buf.poke()
         assert buf.wait_idle(10)
         assert buf.uploads == 3 and a.uploaded and a.held is None
-        assert buf.cos.get(a.cos_key) == body_a + trailer(a)  # the COS object's format, byte for byte
+        # a and b (in memory) went up as one pack; c (its segment only) on its own
+        assert a.pack is not None and b.pack is not None and a.pack[0] == b.pack[0] and c.pack is None
+        assert buf.cos.stats.puts == 2 and buf.stats()["pack_uploads"] == 1
+        for obj, body in ((a, body_a), (b, body_b)):  # each version's COS format, byte for byte
+            assert cos_bytes(buf.cos, obj, len(body) + len(trailer(obj))) == body + trailer(obj)
+        assert buf.cos.get(c.cos_key) == body_c + trailer(c)
         assert buf.stats()["buffer_memory_bytes"] == 0
     finally:
         buf.close()
@@ -213,5 +227,88 @@ def test_the_daemon_writes_no_file_per_small_put() -> None:
         finally:
             st.daemon.buffer.paused.set()
         assert st.daemon.wait_uploads(30)
-        assert all(st.cos.exists(cos_object_key("sion", k, 1)) for k in objs)
+        for k in objs:  # fifty versions PUT together: a pack or two, not fifty COS objects
+            obj = st.daemon.table.latest(k)
+            assert obj is not None and obj.pack is not None
+            assert cos_bytes(st.cos, obj, len(objs[k])) == objs[k]
+        assert st.daemon.stats()["pack_uploads"] <= 4
         assert st.daemon.stats()["buffer_memory_bytes"] == 0
+
+
+class LoggedDeletes:
+    def __init__(self) -> None:
+        self.calls: list[tuple[bool, list[str]]] = []
+
+    def __call__(self, queued: bool, keys: list[str]) -> None:
+        self.calls.append((queued, keys))
+
+
+def test_small_versions_due_together_go_up_as_one_pack_deleted_with_its_last_version(tmp_path: Path) -> None:
+    clock = Clock()
+    logged = LoggedDeletes()
+    buf = _buffer(tmp_path, clock, on_deletes=logged)
+    try:
+        held = [_hold(buf, f"r-1/o{i}", 3000 + i, p=0) for i in range(5)]
+        buf.paused.clear()  # all five due before an uploader looks
+        for obj, _ in held:
+            buf.submit(obj)
+        buf.paused.set()
+        assert buf.wait_idle(5)
+        packs = {obj.pack[0] for obj, _ in held if obj.pack is not None}
+        assert len(packs) == 1 and all(obj.uploaded for obj, _ in held)
+        (pack,) = packs
+        assert pack.startswith("t/objects/k-r-1%2F~pack-")  # under its run's prefix: a run's end drops it
+        assert buf.cos.stats.puts == 1 and buf.stats()["packed_versions"] == 5
+        for obj, body in held:
+            assert cos_bytes(buf.cos, obj, len(body) + len(trailer(obj))) == body + trailer(obj)
+        assert logged.calls == [(True, [pack])]  # queued to delete until the durable log records it landed
+        for obj, _ in held[:4]:
+            buf.discard(obj)
+        assert buf.wait_idle(5) and buf.cos.exists(pack) and buf.deletes == 0  # one version still lives in it
+        buf.discard(held[4][0])
+        assert buf.wait_idle(5) and not buf.cos.exists(pack) and buf.deletes == 1
+        assert logged.calls[-2:] == [(True, [pack]), (False, [pack])]
+        st = buf.stats()
+        assert st["cos_requests_saved"] == 4 + 4 and st["packs_live"] == 0  # four PUTs, four DELETEs
+    finally:
+        buf.close()
+
+
+def test_versions_of_different_runs_never_share_a_pack(tmp_path: Path) -> None:
+    clock = Clock()
+    buf = _buffer(tmp_path, clock)
+    try:
+        held = [_hold(buf, f"r-{i % 2}/o{i}", 2000, p=0)[0] for i in range(6)]
+        buf.paused.clear()
+        for obj in held:
+            buf.submit(obj)
+        buf.paused.set()
+        assert buf.wait_idle(5)
+        by_run: dict[str, set[str]] = {}
+        for obj in held:
+            assert obj.pack is not None
+            by_run.setdefault(obj.key.split("/")[0], set()).add(obj.pack[0])
+        assert len(by_run["r-0"]) == len(by_run["r-1"]) == 1 and by_run["r-0"] != by_run["r-1"]
+    finally:
+        buf.close()
+
+
+def test_an_uploader_lingers_so_versions_put_together_travel_together(tmp_path: Path) -> None:
+    clock = Clock()
+    buf = _buffer(tmp_path, clock, pack_linger_s=0.5)
+    try:
+        first, _ = _hold(buf, "first", 1000, p=0)
+        buf.submit(first)  # due now; goes up 0.5 s (on the buffer's clock) later
+        assert not buf.wait_idle(0.2) and not first.uploaded
+        clock.t += 0.3
+        second, _ = _hold(buf, "second", 1000, p=0)
+        buf.submit(second)
+        buf.poke()
+        assert not buf.wait_idle(0.2)
+        clock.t += 0.3
+        buf.poke()
+        assert buf.wait_idle(5)
+        assert first.pack is not None and second.pack is not None and first.pack[0] == second.pack[0]
+        assert buf.cos.stats.puts == 1
+    finally:
+        buf.close()

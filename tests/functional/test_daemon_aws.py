@@ -158,7 +158,10 @@ def test_serve_daemon_aws_puts_gets_and_survives_a_killed_function(moto_endpoint
             for k, v in objs.items():
                 assert c.get(k) == v
             assert store.daemon.wait_uploads(30)
-            assert {f"run-1/{cos_object_key('sion', k, 1)}" for k in objs} <= _keys(s3, "run-1/")
+            copies = {k: store.daemon.cos_copy(k) for k in objs}
+            assert copies["coded"] == (cos_object_key("sion", "coded", 1), 0)  # large: an object of its own
+            assert {f"run-1/{c[0]}" for c in copies.values() if c is not None} <= _keys(s3, "run-1/")
+            assert None not in copies.values()
             assert {kind for _, kind, _ in bridge.calls} == {"Event"} and all(s == 202 for _, _, s in bridge.calls)
             # the function processes reach the same S3: each seals its insertion log there when it goes idle
             snapshots = {f"run-1/{snapshot_key('sion', f'sion-{i}')}" for i in range(count)}

@@ -86,3 +86,49 @@ def test_a_version_round_trips_through_its_record() -> None:
     assert back.meta() == obj.meta() and back.head() == obj.head()
     assert back.stripes[0].places == obj.stripes[0].places and back.alloc == obj.alloc
     assert back.state == "ready"
+
+
+def test_a_pack_record_places_its_live_versions_and_settles_its_delete() -> None:
+    img = replay([_put("a"), _put("b"), _put("c"), {"o": "dq", "c": ["P"]}, {"o": "free", "k": ["c"]},
+                  {"o": "pk", "c": "P", "kv": [["a", 1, 0], ["b", 1, 60], ["c", 1, 120], ["zz"]]}])
+    live = {k: m for k, _, m in img.versions()}
+    assert live["a"]["pack"] == ["P", 0] and live["b"]["pack"] == ["P", 60] and live["a"]["uploaded"]
+    assert img.deletes == set()  # it landed with live versions: not to delete
+    back = version_from_record("b", 1, live["b"])
+    assert back.pack == ("P", 60)
+
+
+def test_a_pack_none_of_whose_versions_lives_stays_to_delete() -> None:
+    img = replay([_put("a"), {"o": "dq", "c": ["P"]}, {"o": "free", "k": ["a"]},
+                  {"o": "pk", "c": "P", "kv": [["a", 1, 0]]}])
+    assert img.deletes == {"P"} and img.count() == 1
+    img.apply({"o": "dd", "c": ["P", "other"]})
+    assert img.deletes == set() and img.count() == 0
+
+
+def test_pending_deletes_and_packs_survive_compaction(tmp_path: Path) -> None:
+    path = str(tmp_path / "t.log")
+    lg = DurableLog(path, compact_factor=2, compact_min=8)
+    lg.open()
+    for i in range(30):
+        lg.append(_put(f"k{i}"))
+    lg.append({"o": "dq", "c": ["P", "Q", "sion/k3/1"]})
+    lg.append({"o": "pk", "c": "P", "kv": [["k1", 1, 0], ["k2", 1, 64]]})
+    lg.append({"o": "dd", "c": ["Q"]})
+    for i in range(10, 30):
+        lg.append({"o": "free", "k": [f"k{i}"]})
+    lg.compact()
+    lg.close()
+    img = DurableLog(path).open()
+    live = {k: m for k, _, m in img.versions()}
+    assert img.deletes == {"sion/k3/1"}
+    assert live["k1"]["pack"] == ["P", 0] and live["k2"]["pack"] == ["P", 64] and live["k2"]["uploaded"]
+    assert "pack" not in live["k3"] and len(live) == 10
+
+
+def test_a_packed_chunk_is_read_at_its_pack_offset() -> None:
+    obj = ObjectVersion("x", 1, size=10, stripes=[Stripe(2, 1, 5, 10, 5, [1, 2, 3], [None] * 3, 0)],
+                        cos_key="sion/objects/k-x/00000001")
+    assert obj.cos_range(0, 2) == ("sion/objects/k-x/00000001", 10)
+    obj.pack = ("sion/objects/k-~pack-1/00000000", 4000)
+    assert obj.cos_range(0, 2) == ("sion/objects/k-~pack-1/00000000", 4010)
