@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from storage_functions.exceptions import BufferTooSmall, ObjectTooLarge, ProtocolError, StorageError, StoreError
-from storage_functions.protocol import Op, Status, error_for, recv_exact, recv_frame, send_frame, tune_socket
+from storage_functions.protocol import (Op, Status, error_for, frame_bytes, recv_exact, recv_frame, send_frame,
+                                        tune_socket)
 
 from ._erasure import Codec, StripeInfo
 from ._stream import DONE, FrameReader, GetStream, StripeReceiver, open_get, read_head, read_inline
@@ -199,13 +200,16 @@ class StoreClient:
             meta["alloc"] = [list(a) for a in alloc]
         if expires_at_ms is not None:
             meta["expires_at_ms"] = int(expires_at_ms)
-        send_frame(sock, Op.PUT, key=key, meta=meta)
+        head = frame_bytes(Op.PUT, key=key, meta=meta)  # goes out with the first stripe: one send
         coded = False
         for info, frags in stripes:
             coded = info.coded
             crcs = [zlib.crc32(f) for f in frags]
             send_frame(sock, Op.STRIPE, meta={"d": info.d, "p": info.p, "fs": info.fs, "ol": info.ol,
-                                              "crcs": crcs}, payload=list(frags))
+                                              "crcs": crcs}, payload=list(frags), before=head)
+            head = b""
+        if head:  # no stripes (an empty object)
+            sock.sendall(head)
         return len(plan), coded
 
     #: PUTs ``put_many`` sends ahead of the replies it has read: their replies (a few dozen

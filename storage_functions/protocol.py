@@ -181,11 +181,12 @@ def frame_bytes(op: int, *, status: int = 0, reqid: int = 0, key: str = "", meta
 
 def send_frame(sock: socket.socket, op: int, *, status: int = 0, reqid: int = 0, key: str = "",
                meta: dict[str, Any] | None = None, crc: int = 0, a: int = 0, b: int = 0,
-               payload: Any = None, paylen: int | None = None) -> None:
+               payload: Any = None, paylen: int | None = None, before: bytes = b"") -> None:
     """Send one frame. ``payload`` is bytes-like or a list of bytes-like
     pieces (sent with one ``sendmsg`` when small, else piece by piece);
     with ``paylen`` and no payload only the header goes out and the caller
-    streams the payload itself."""
+    streams the payload itself. ``before``: whole frames (``frame_bytes``)
+    that go out first in the same ``sendmsg``."""
     kb = key.encode() if key else b""
     mb = json.dumps(meta, separators=(",", ":")).encode() if meta else b""
     pieces: list[Any]
@@ -198,9 +199,9 @@ def send_frame(sock: socket.socket, op: int, *, status: int = 0, reqid: int = 0,
     n = paylen if paylen is not None else sum(len(p) for p in pieces)
     head = pack_header(op, status=status, reqid=reqid, key=kb, meta=mb, crc=crc, a=a, b=b, paylen=n)
     if not pieces:
-        sock.sendall(head)
+        sock.sendall(before + head if before else head)
     else:
-        sendmsg_all(sock, [head, *pieces])
+        sendmsg_all(sock, [before, head, *pieces])
 
 
 def sendmsg_all(sock: socket.socket, pieces: list[Any]) -> None:

@@ -120,11 +120,12 @@ class FunctionHandle:
         self._send(req)
 
     def request_put_stream(self, key: str, block: int, offset: int, crc: int, length: int,
-                           write: Callable[[socket.socket], None], on_reply: ReplyCallback, *,
-                           large: bool = True) -> None:
+                           write: Callable[[socket.socket], None] | None, on_reply: ReplyCallback, *,
+                           large: bool = True, payload: Any = None) -> None:
         """PUT whose payload ``write(sock)`` streams (from the client socket)
-        while holding the large connection; waits for the function to be
-        connected first (the bytes have nowhere else to go)."""
+        while holding the large connection, or is ``payload`` (bytes in hand: sent
+        with its header in one ``sendmsg``, so the function wakes once); waits for
+        the function to be connected first (the bytes have nowhere else to go)."""
         deadline = time.monotonic() + self._invoke_timeout * 2
         with self.cond:
             self.last_used = time.monotonic()
@@ -140,10 +141,14 @@ class FunctionHandle:
         with conn.wlock:
             conn.pending[reqid] = self._wrap(self._ranked(on_reply))
             try:
-                send_frame(conn.sock, Op.PUT, reqid=reqid, key=key, crc=crc, a=block, b=offset, paylen=length)
+                if write is None:
+                    send_frame(conn.sock, Op.PUT, reqid=reqid, key=key, crc=crc, a=block, b=offset, payload=payload)
+                else:
+                    send_frame(conn.sock, Op.PUT, reqid=reqid, key=key, crc=crc, a=block, b=offset, paylen=length)
             except OSError:
                 conn.closed = True
-            write(conn.sock)  # never raises for the function side; see Daemon._stream_chunk
+            if write is not None:
+                write(conn.sock)  # never raises for the function side; see Daemon._stream_chunk
         if conn.closed:
             self._conn_lost(conn)
 

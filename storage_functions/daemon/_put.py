@@ -14,7 +14,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ..exceptions import ObjectTooLarge, ProtocolError, StorageError, StoreError
-from ..protocol import Frame, Op, drain, recv_frame
+from ..protocol import Frame, Op, drain, recv_frame, recv_into
 from ._checks import alloc_chunks, meta_int, stripe_places, stripe_shape
 from ._collect import NullSock, Waiter
 from ._objects import ObjectVersion, chunk_key, trailer
@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 __all__ = ["PutPath"]
 
 _STRIPE_META = 64 << 10  # a STRIPE's meta: d, p, sizes and one CRC per chunk
+#: a chunk up to this size is received whole before it goes to its function with its header
+#: in one send (the function wakes once); larger ones stream through as they arrive
+_WHOLE_CHUNK = 64 << 10
 
 
 def _pad(fsock: socket.socket, n: int) -> None:
@@ -193,19 +196,26 @@ class PutPath:
                     _pad(fsock, left)
                 raise
 
+        payload = None
+        if ring is None and cl <= min(len(view), _WHOLE_CHUNK):  # small: whole first, then one send
+            payload = view[:cl]
+            recv_into(sock, payload)
+            fh.write(payload)
         waiter.add()
         if place is None:  # its function was lost since placement (or the version freed): buffer only
-            write(NullSock())  # type: ignore[arg-type]
+            if payload is None:
+                write(NullSock())  # type: ignore[arg-type]
             waiter.fail(s, i)
             return
         fn, block, off = place
         ckey = chunk_key(obj.key, obj.version, s, i)
         try:
-            self._handle(fn).request_put_stream(ckey, block, off, st.crcs[i], cl, write,
+            self._handle(fn).request_put_stream(ckey, block, off, st.crcs[i], cl, write if payload is None else None,
                                                 waiter.callback(s, i, self._acked(obj, s, i, place)),
-                                                large=cl >= self.config.large_threshold)
+                                                large=cl >= self.config.large_threshold, payload=payload)
         except TimeoutError:
-            write(NullSock())  # type: ignore[arg-type]  # keep the client stream in step; the chunk is retried
+            if payload is None:
+                write(NullSock())  # type: ignore[arg-type]  # keep the client stream in step; the chunk is retried
             waiter.fail(s, i)
 
     def _planned(self, obj: ObjectVersion, s: int, i: int) -> Place:
