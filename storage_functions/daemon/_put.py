@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import socket
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..exceptions import ObjectTooLarge, ProtocolError, StorageError, StoreError
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from ._functions import FunctionHandle
     from ._store_events import Event, Instruction
 
-__all__ = ["PutPath"]
+__all__ = ["PutPath", "PendingPut"]
 
 _STRIPE_META = 64 << 10  # a STRIPE's meta: d, p, sizes and one CRC per chunk
 #: a chunk up to this size is received whole before it goes to its function with its header
@@ -47,8 +48,20 @@ def _pad(fsock: socket.socket, n: int) -> None:
         pass
 
 
+@dataclass(slots=True)
+class PendingPut:
+    """A PUT whose chunks went out (``PutPath._put_send``), waiting for its functions'
+    replies; ``PutPath._put_finish`` completes it."""
+
+    key: str
+    obj: ObjectVersion
+    size: int
+    waiter: Waiter
+
+
 class PutPath:
-    """PUT: ``_put`` is called by a client connection's thread (``_session``)."""
+    """PUT: ``_put`` (or ``_put_send`` then ``_put_finish``, which let a client's
+    pipelined PUTs overlap) is called by a client connection's thread (``_session``)."""
 
     config: DaemonConfig
     counters: dict[str, int]
@@ -65,6 +78,12 @@ class PutPath:
              refuse: StorageError | None = None) -> dict[str, Any]:
         """Store a PUT's stripes; ``refuse`` (or a size over the maximum) reads
         and drops them and raises it, touching nothing."""
+        return self._put_finish(self._put_send(sock, f, scratch, refuse))
+
+    def _put_send(self, sock: socket.socket, f: Frame, scratch: bytearray,
+                  refuse: StorageError | None = None) -> PendingPut:
+        """Read a PUT's stripes and send each chunk to its function and to the buffer;
+        the functions' replies are awaited by :meth:`_put_finish`."""
         what = f"PUT {f.key!r}"
         size = meta_int(f.meta, "size", what, default=0)
         n = meta_int(f.meta, "n", what, default=0, hi=max(1, size))
@@ -126,7 +145,13 @@ class PutPath:
             fh.abort()
             self._abandon(obj)
             raise
-        failed = waiter.wait(self.config.put_timeout_s)
+        return PendingPut(f.key, obj, size, waiter)
+
+    def _put_finish(self, p: PendingPut) -> dict[str, Any]:
+        """Wait for the functions' replies to a sent PUT, store again the chunks that
+        failed, and make the version readable; the reply's meta (or StoreError)."""
+        obj, size = p.obj, p.size
+        failed = p.waiter.wait(self.config.put_timeout_s)
         if failed:
             failed = self._retry_chunks(obj, failed)
         if failed and obj.alloc is not None:
@@ -138,7 +163,7 @@ class PutPath:
         if failed:
             self.buffer.drop(obj)
             self._abandon(obj)
-            raise StoreError(f"PUT {f.key!r}: {len(failed)} chunk(s) could not be stored in any function")
+            raise StoreError(f"PUT {p.key!r}: {len(failed)} chunk(s) could not be stored in any function")
         self._do(PutReady(obj=obj, now=time.monotonic()))  # readable, and handed to the uploader
         self.count("puts")
         return {"version": obj.version, "size": size}

@@ -11,7 +11,11 @@ proxy); STAT is the store token's only. A client may pipeline GETs (the
 replies come in request order, ``_lanes``); any other request is answered
 once every GET before it was. Every declared length is bounded by
 what its frame type may carry (``CLIENT_META_LIMITS``, payloads only on
-STRIPE and COS_PUT). The COS proxy (COS_PUT/GET/DEL) reads and writes the
+STRIPE and COS_PUT). A client may pipeline PUTs too: while the next request
+is already waiting on the socket, a PUT whose chunks went out is not waited
+for (up to ``PUT_WINDOW`` of them), so the functions store a window of chunks
+at once; the replies go out in request order before anything else is
+answered or the session would block. The COS proxy (COS_PUT/GET/DEL) reads and writes the
 SDK's own COS objects for clients, so tasks hold no COS credentials.
 
 Not here: what PUT, GET and free do (``_server``), function connections
@@ -23,6 +27,7 @@ from __future__ import annotations
 import logging
 import socket
 import time
+from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from ..auth import cos_in_scope, in_scope, token_scope
@@ -33,11 +38,13 @@ from ..protocol import (HELLO_LIMIT, META_LIMIT, Frame, Op, Status, drain, frame
 from ._checks import meta_keys
 from ._lanes import Lanes
 from ._outbox import Outbox
+from ..readiness import readable
 
 if TYPE_CHECKING:
+    from ._put import PendingPut
     from ._server import Daemon
 
-__all__ = ["serve_connection", "ClientSession", "CLIENT_META_LIMITS"]
+__all__ = ["serve_connection", "ClientSession", "CLIENT_META_LIMITS", "PUT_WINDOW"]
 
 log = logging.getLogger("storage_functions.daemon")
 
@@ -50,6 +57,8 @@ CLIENT_META_LIMITS: dict[int, int] = {
     Op.COS_PUT: _SMALL, Op.COS_GET: _SMALL, Op.COS_DEL: _SMALL,
 }
 _SCRATCH = 1 << 20
+#: PUTs of one connection whose functions' replies may be outstanding at once
+PUT_WINDOW = 32
 
 
 def _reply_error(sock: socket.socket, reqid: int, status: int, message: str) -> None:
@@ -131,12 +140,14 @@ class ClientSession:
         self.daemon = daemon
         self.sock = sock
         self.scope = scope
+        self._puts: deque[tuple[int, PendingPut]] = deque()  # sent, not yet answered (request order)
 
     def serve(self) -> None:
         out = Outbox(self.sock)
         try:
             self._loop(out, Lanes(out, max_bytes=self.daemon.config.get_pipeline_bytes))
         finally:
+            self._finish_puts(reply=False)  # the connection is gone: the versions still become readable
             out.close()
 
     def _loop(self, out: Outbox, lanes: Lanes) -> None:
@@ -149,12 +160,15 @@ class ClientSession:
                 f = recv_frame(sock, head, max_meta=CLIENT_META_LIMITS)
             except ProtocolError as exc:
                 d.count("bad_frames")
+                self._finish_puts()
                 lanes.open(0).send_last([frame_bytes(Op.REPLY, status=Status.PROTOCOL, payload=str(exc).encode())],
                                         copy=False)
                 return
             if f is None:
                 return
-            if f.op != Op.GET:  # answered on this thread: after every GET before it (GETs may be pipelined)
+            if f.op != Op.PUT:  # every PUT before it is answered first
+                self._finish_puts()
+            if f.op != Op.GET and not self._puts:  # answered on this thread: after every GET before it
                 lanes.wait_closed(wait)
                 out.wait_idle(wait)
             try:
@@ -162,6 +176,7 @@ class ClientSession:
                     raise ProtocolError(f"op {f.op} carries no payload, but the frame declares {f.paylen} bytes")
                 self._dispatch(f, out, lanes, scratch)
             except StorageError as exc:
+                self._finish_puts()
                 lanes.open(0).send_last([frame_bytes(Op.REPLY, reqid=f.reqid, status=status_for(exc),
                                                      payload=str(exc).encode())], copy=False)
                 if isinstance(exc, ProtocolError):
@@ -171,8 +186,14 @@ class ClientSession:
     def _dispatch(self, f: Frame, out: Outbox, lanes: Lanes, scratch: bytearray) -> None:
         sock, d = self.sock, self.daemon
         if f.op == Op.PUT:
-            meta = d._put(sock, f, scratch, refuse=self._refusal(f.key, "PUT"))
-            send_frame(sock, Op.REPLY, reqid=f.reqid, meta=meta)
+            try:
+                p = d._put_send(sock, f, scratch, refuse=self._refusal(f.key, "PUT"))
+            except BaseException:
+                self._finish_puts()  # their replies go before this one's error
+                raise
+            self._puts.append((f.reqid, p))
+            if len(self._puts) >= PUT_WINDOW or not readable([sock], 0):
+                self._finish_puts()
         elif f.op == Op.GET:
             self._own(f.key, "GET")
             d._get(sock, lanes, f)
@@ -200,6 +221,23 @@ class ClientSession:
             self._cos(f, out, scratch)
         else:
             raise ProtocolError(f"unexpected op {f.op} from a client")
+
+    def _finish_puts(self, *, reply: bool = True) -> None:
+        """Complete the PUTs sent and not yet answered, and answer each in turn
+        (``reply=False``, or once the socket fails: complete them only)."""
+        d = self.daemon
+        while self._puts:
+            reqid, p = self._puts.popleft()
+            try:
+                meta = d._put_finish(p)
+                frame = frame_bytes(Op.REPLY, reqid=reqid, meta=meta)
+            except StorageError as exc:
+                frame = frame_bytes(Op.REPLY, reqid=reqid, status=status_for(exc), payload=str(exc).encode())
+            if reply:
+                try:
+                    self.sock.sendall(frame)
+                except OSError:
+                    reply = False
 
     # -- scope --------------------------------------------------------------------
     def _refusal(self, key: str, what: str) -> AuthError | None:

@@ -27,13 +27,13 @@ def stack(tmp_path: Path) -> Iterator[tuple[MetadataServer, LocalStore, list[tup
         with LocalStore(str(tmp_path), config=DaemonConfig(placement="metadata", group_size=2, max_functions=2,
                                                            function_memory_mb=128)) as st:
             seen: list[tuple[str, dict[str, Any]]] = []
-            real = st.daemon._put
+            real = st.daemon._put_send
 
             def spy(sock: Any, f: Any, scratch: Any, refuse: Any = None) -> Any:   # the daemon's own PUT path
                 seen.append((f.key, dict(f.meta)))
                 return real(sock, f, scratch, refuse=refuse)
 
-            st.daemon._put = spy  # type: ignore[method-assign]
+            st.daemon._put_send = spy  # type: ignore[method-assign]
             yield server, st, seen
     finally:
         server.close()
