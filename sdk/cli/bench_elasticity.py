@@ -157,6 +157,9 @@ def run(args: argparse.Namespace) -> int:
                 rows.append({"phase": ph.index, "objects": len(ph.names), "mib": ph.bytes / MiB,
                              "seconds": time.time() - p0})
         t1 = time.time()
+        # the replay's invocations seal their insertion logs as they return: wait for that, so
+        # that their COS PUTs are in their records (their billed time still counts up to t1)
+        settle_s = _settle(stack.platform, 30.0)
         stat_after = _store_stats(stack.endpoints) or {}
         cost = run_cost(t0=t0, t1=t1, billing={}, before=snap_before, after=StoreSnapshot(stack, stat_after),
                         platform=stack.platform, objects=objects, peak_live_bytes=peak_live,
@@ -169,12 +172,13 @@ def run(args: argparse.Namespace) -> int:
     peak, mean = step_stats(sampler.samples, t1)
     doc = {"phases": rows, "object_mib": args.object_mb, "function_mb": args.function_mb, "gap_s": args.gap_s,
            "reads": reads,
-           "wall_s": round(t1 - t0, 3), "hit_ratio": round(hit_ratio(stat_before, stat_after, reads), 4),
+           "wall_s": round(t1 - t0, 3), "settle_s": round(settle_s, 3), "hit_ratio": round(hit_ratio(stat_before, stat_after, reads), 4),
            "functions_peak": peak, "functions_mean": round(mean, 3),
            "cost_usd_per_hour": cost["per_hour"]["storage_usd"],
            "static_cost_usd_per_hour": cost["static_pool"]["usd_per_hour"],
            "always_on_cost_usd_per_hour": cost["always_on"]["usd_per_hour"],
            "overhead": cost["overhead"], "function_mbps": args.function_mbps,
+           **_cos_per_object(cost, len(objects)),
            "gc": {"interval_s": args.gc_interval_s, "active": args.gc_active, "degraded": args.gc_degraded,
                   "rounds": gc.get("rounds", 0), "released_functions": counters.get("gc_released_functions", 0),
                   "emptied_functions": counters.get("gc_emptied_functions", 0),
@@ -184,6 +188,26 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(doc))
     return 0
+
+
+def _settle(platform: Any, timeout_s: float) -> float:
+    """Wait until no storage-function invocation is running (each returns ``idle_s`` after
+    its last request, sealing its log), at most ``timeout_s``; the seconds it took."""
+    t = time.monotonic()
+    while any(i.state == "busy" for i in platform.instances()) and time.monotonic() - t < timeout_s:
+        time.sleep(0.05)  # polling the platform's instance table: there is no event to wait on
+    return time.monotonic() - t
+
+
+def _cos_per_object(cost: dict[str, Any], objects: int) -> dict[str, Any]:
+    """COS requests of the replay per object written, all of them and the storage functions'
+    own (their insertion-log seals): what the workload's data needs beside what the log adds."""
+    cr = cost["lines"]["cos_requests"]
+    fn = int(cr.get("function_puts", 0)) + int(cr.get("function_gets", 0))
+    n = max(1, objects)
+    return {"cos_requests": int(cr["puts"]) + int(cr["gets"]), "cos_requests_functions": fn,
+            "cos_requests_per_object": round((int(cr["puts"]) + int(cr["gets"])) / n, 3),
+            "cos_requests_functions_per_object": round(fn / n, 3)}
 
 
 def _bursts(stack: Any, run: Any, args: argparse.Namespace) -> dict[str, Any]:
@@ -313,6 +337,9 @@ def _print(doc: dict[str, Any]) -> None:
           f"({doc['function_mb']} MB each)")
     print(f"storage per hour at this rate: funcsion ${doc['cost_usd_per_hour']:.4f}, static warm pool "
           f"${doc['static_cost_usd_per_hour']:.4f}, always-on ${doc['always_on_cost_usd_per_hour']:.4f}")
+    print(f"COS requests: {doc['cos_requests']} for {sum(r['objects'] for r in doc['phases'])} objects "
+          f"({doc['cos_requests_per_object']} per object), {doc['cos_requests_functions']} of them the storage "
+          f"functions' insertion-log seals ({doc['cos_requests_functions_per_object']} per object)")
     g = doc["gc"]
     print(f"GC window: {g['rounds']} rounds of {g['interval_s']} s (M={g['active']}, N={g['degraded']}); "
           f"{g['released_functions']} functions released ({g['emptied_functions']} emptied by frees), "

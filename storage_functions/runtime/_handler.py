@@ -170,6 +170,7 @@ class _Invocation:
         self.stopping = threading.Event()
         self.errors: list[str] = []
         self._cos: Any = None
+        self._cos_base = (0, 0, 0)  # the COS adapter's counters when this invocation took it
         self._wlocks: dict[int, threading.Lock] = {}
         self._pool: ThreadPoolExecutor | None = None
         self._throttle = _Throttle(float(event.get("bandwidth_mbps", 0) or 0))
@@ -251,9 +252,11 @@ class _Invocation:
         ``metrics``): a warm-up or not, requests served, and its own COS requests (the
         insertion log's PUTs)."""
         cos = self._cos.stats if self._cos is not None else None
+        b = self._cos_base  # the adapter is the instance's: its counters run over every invocation
         return {"warmup": int(bool(self.event.get("warmup"))), "served": self.served,
-                "cos_puts": cos.puts if cos is not None else 0, "cos_gets": cos.gets if cos is not None else 0,
-                "cos_lists": cos.lists if cos is not None else 0}
+                "cos_puts": cos.puts - b[0] if cos is not None else 0,
+                "cos_gets": cos.gets - b[1] if cos is not None else 0,
+                "cos_lists": cos.lists - b[2] if cos is not None else 0}
 
     def _serve_guarded(self, sock: socket.socket, small: bool) -> None:
         try:
@@ -491,4 +494,6 @@ class _Invocation:
 
                     st.cos = (str(url), open_cos(str(url)))
                 self._cos = st.cos[1]
+                c = self._cos.stats
+                self._cos_base = (c.puts, c.gets, c.lists)
         return self._cos

@@ -83,3 +83,24 @@ def test_a_warm_up_that_served_requests_is_billed_as_io(store: LocalStore) -> No
     invs = [i for i in platform_invocations(store.platform, time.time()) if i.function == h.name and
             i.started_at >= t0 - 1]
     assert invs and not any(i.warmup for i in invs if not i.in_flight)
+
+
+def test_each_invocation_reports_its_own_log_puts_and_they_are_the_puts_in_cos(store: LocalStore) -> None:
+    """A warm instance keeps its COS adapter between invocations: each invocation's record counts
+    the PUTs it made, not the adapter's running total, so that over two invocations of every
+    function the records add up to the log objects the functions wrote to COS."""
+    t0 = time.time()
+    with StoreClient(store.address, store.token) as c:
+        for r in range(2):  # a coded object: a chunk on every function of the group; its invocation ends
+            c.put(f"r-3/obj{r}", os.urandom(3 << 20))
+            wait_for(lambda: not any(i.state == "busy" for i in store.platform.instances()))
+    fns = {n for n in (r.function_name for r in store.platform.records() if r.started_at >= t0)}
+    assert len(fns) >= 6
+    recs = [r for r in store.platform.records() if r.started_at >= t0 - 1 and r.metrics.get("cos_puts")]
+    by_fn: dict[str, int] = {}
+    for r in recs:
+        by_fn[r.function_name] = by_fn.get(r.function_name, 0) + 1
+    assert max(by_fn.values()) >= 2  # some function sealed in both invocations
+    nodes = [k for k in store.cos.list(f"{store.config.cos_prefix}/functions/") if "/log/" in k]
+    # each seal wrote its node and the function's snapshot
+    assert sum(int(r.metrics["cos_puts"]) for r in store.platform.records()) == 2 * len(nodes)
