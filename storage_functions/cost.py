@@ -13,7 +13,8 @@ Lines, each with its counts and USD:
 - ``recovery``: COS reads made to refill lost function memory (functions lost and
   chunks recovered are counted beside it; refilling invocations are I/O);
 - ``cos_requests``: PUT/LIST and GET requests to COS (the daemon's adapter and the
-  storage functions' own insertion-log PUTs; DELETE is free);
+  storage functions' own insertion-log PUTs, also counted apart as ``function_puts`` and
+  ``function_gets``; DELETE is free);
 - ``cos_storage``: GB-months of COS copies (bytes x seconds held).
 
 ``overhead`` is SION's (Sec. 6.1.1): warm-ups + recovery over the pay-per-access
@@ -201,7 +202,7 @@ def cost_account(m: CostInputs) -> dict[str, Any]:
         "recovery": _line(m.recovery_cos_gets * S3_GET_USD, cos_gets=m.recovery_cos_gets,
                           functions_lost=m.functions_lost, chunks_recovered=m.chunks_recovered),
         "cos_requests": _line(puts * S3_PUT_USD + gets * S3_GET_USD, puts=puts, gets=gets,
-                              deletes=m.cos_deletes),
+                              deletes=m.cos_deletes, function_puts=fn_puts, function_gets=fn_gets),
         "cos_storage": _line(gb_months * S3_GB_MONTH_USD, gb_months=gb_months),
     }
     total = sum(v["usd"] for v in lines.values())

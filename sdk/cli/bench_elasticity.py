@@ -12,7 +12,8 @@ Then a burst: one object read by ``--burst`` concurrent clients at once (a broad
 64 tasks), ``--burst-rounds`` times with cache functions and without, interleaved:
 ``burst_get_p99_us`` (with; nearest-rank p99 of every GET of every round) and
 ``burst_get_p99_us_no_cache``; ``burst_first_p99_us`` is the first burst with cache functions
-(their copies still loading from COS). Function bandwidth is modelled (``--function-mbps``,
+(their copies still loading from COS, the cache functions being invoked), ``burst_later_p99_us``
+and ``burst_later_p99_us_no_cache`` the rounds after the first of each mode. Function bandwidth is modelled (``--function-mbps``,
 default 50: INFINICACHE's measured figure for a 128 MB Lambda) for downloads and GET replies;
 without it a 2-core machine cannot show what spreading a burst over functions buys.
 ``--json`` prints one JSON object last."""
@@ -132,6 +133,10 @@ def run(args: argparse.Namespace) -> int:
     with Stack(cfg, metadata_port=0, daemon_port=0, daemon=daemon) as stack, \
             stack.client() as driver:
         run = driver.start_run(driver.register_workflow(json.dumps(wds)), max_concurrency=1)
+        # the stack's own start warms its first group (cold starts): let that end before the replay's
+        # window opens, so that the window holds the replay's invocations only (a static pool is warm
+        # before its workload too)
+        _settle(stack.platform, 60.0)
         stat_before = _store_stats(stack.endpoints) or {}
         snap_before = StoreSnapshot(stack, stat_before)
         t0 = time.time()
@@ -157,6 +162,9 @@ def run(args: argparse.Namespace) -> int:
                 rows.append({"phase": ph.index, "objects": len(ph.names), "mib": ph.bytes / MiB,
                              "seconds": time.time() - p0})
         t1 = time.time()
+        # the replay's invocations seal their insertion logs as they return: wait for that, so
+        # that their COS PUTs are in their records (their billed time still counts up to t1)
+        settle_s = _settle(stack.platform, 30.0)
         stat_after = _store_stats(stack.endpoints) or {}
         cost = run_cost(t0=t0, t1=t1, billing={}, before=snap_before, after=StoreSnapshot(stack, stat_after),
                         platform=stack.platform, objects=objects, peak_live_bytes=peak_live,
@@ -169,12 +177,17 @@ def run(args: argparse.Namespace) -> int:
     peak, mean = step_stats(sampler.samples, t1)
     doc = {"phases": rows, "object_mib": args.object_mb, "function_mb": args.function_mb, "gap_s": args.gap_s,
            "reads": reads,
-           "wall_s": round(t1 - t0, 3), "hit_ratio": round(hit_ratio(stat_before, stat_after, reads), 4),
+           "wall_s": round(t1 - t0, 3), "settle_s": round(settle_s, 3), "hit_ratio": round(hit_ratio(stat_before, stat_after, reads), 4),
+           # reads the daemon answered from its persistent buffer (read-after-write while the upload
+           # waits): neither function memory nor COS, so outside the hit ratio's hits
+           "buffer_read_ratio": round(_delta(stat_before, stat_after, "buffer_hits") / max(1, reads), 4),
+           "cos_read_ratio": round(_delta(stat_before, stat_after, "cos_fallbacks") / max(1, reads), 4),
            "functions_peak": peak, "functions_mean": round(mean, 3),
            "cost_usd_per_hour": cost["per_hour"]["storage_usd"],
            "static_cost_usd_per_hour": cost["static_pool"]["usd_per_hour"],
            "always_on_cost_usd_per_hour": cost["always_on"]["usd_per_hour"],
            "overhead": cost["overhead"], "function_mbps": args.function_mbps,
+           **_cos_per_object(cost, len(objects)),
            "gc": {"interval_s": args.gc_interval_s, "active": args.gc_active, "degraded": args.gc_degraded,
                   "rounds": gc.get("rounds", 0), "released_functions": counters.get("gc_released_functions", 0),
                   "emptied_functions": counters.get("gc_emptied_functions", 0),
@@ -184,6 +197,31 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(doc))
     return 0
+
+
+def _delta(before: dict[str, Any], after: dict[str, Any], name: str) -> int:
+    return max(0, int(after.get(name, 0)) - int(before.get(name, 0)))
+
+
+def _settle(platform: Any, timeout_s: float) -> float:
+    """Wait until no storage-function instance is starting and no invocation is running (each
+    returns ``idle_s`` after its last request, sealing its log), at most ``timeout_s``; the
+    seconds it took."""
+    t = time.monotonic()
+    while any(i.state in ("starting", "busy") for i in platform.instances()) and time.monotonic() - t < timeout_s:
+        time.sleep(0.05)  # polling the platform's instance table: there is no event to wait on
+    return time.monotonic() - t
+
+
+def _cos_per_object(cost: dict[str, Any], objects: int) -> dict[str, Any]:
+    """COS requests of the replay per object written, all of them and the storage functions'
+    own (their insertion-log seals): what the workload's data needs beside what the log adds."""
+    cr = cost["lines"]["cos_requests"]
+    fn = int(cr.get("function_puts", 0)) + int(cr.get("function_gets", 0))
+    n = max(1, objects)
+    return {"cos_requests": int(cr["puts"]) + int(cr["gets"]), "cos_requests_functions": fn,
+            "cos_requests_per_object": round((int(cr["puts"]) + int(cr["gets"])) / n, 3),
+            "cos_requests_functions_per_object": round(fn / n, 3)}
 
 
 def _bursts(stack: Any, run: Any, args: argparse.Namespace) -> dict[str, Any]:
@@ -205,6 +243,7 @@ def _bursts(stack: Any, run: Any, args: argparse.Namespace) -> dict[str, Any]:
     d.wait_warm(d.prewarm(d.config.max_functions), 60)
     key = f"{run.run_id}/burst_hot"
     lat: dict[str, list[float]] = {"no_cache": [], "cache": []}
+    later: dict[str, list[float]] = {"no_cache": [], "cache": []}  # the rounds after the first
     first = 0.0
     clients = _Clients(stack.endpoints, key, args.burst, min(args.burst, 8))
     try:
@@ -213,7 +252,9 @@ def _bursts(stack: Any, run: Any, args: argparse.Namespace) -> dict[str, Any]:
                 d.cache_functions.on = mode == "cache"
                 got = clients.burst()
                 lat[mode] += got
-                if r == 0 and mode == "cache":
+                if r:
+                    later[mode] += got
+                elif mode == "cache":
                     first = p99(got)
     finally:
         clients.close()
@@ -222,6 +263,8 @@ def _bursts(stack: Any, run: Any, args: argparse.Namespace) -> dict[str, Any]:
             "cache_depth": args.cache_depth,
             "burst_get_p99_us": round(p99(lat["cache"]) * 1e6), "burst_get_p99_us_no_cache":
             round(p99(lat["no_cache"]) * 1e6), "burst_first_p99_us": round(first * 1e6),
+            "burst_later_p99_us": round(p99(later["cache"]) * 1e6),
+            "burst_later_p99_us_no_cache": round(p99(later["no_cache"]) * 1e6),
             "burst_get_p50_us": round(sorted(lat["cache"])[len(lat["cache"]) // 2] * 1e6),
             "burst_get_p50_us_no_cache": round(sorted(lat["no_cache"])[len(lat["no_cache"]) // 2] * 1e6),
             "cache": {**d.cache_functions.router.stats(), "cache_loads": d.counters.get("cache_loads", 0)}}
@@ -308,11 +351,15 @@ def _print(doc: dict[str, Any]) -> None:
     print(f"{'phase':>5} {'objects':>7} {'MiB':>7} {'s':>7}")
     for r in doc["phases"]:
         print(f"{r['phase']:>5} {r['objects']:>7} {r['mib']:>7.0f} {r['seconds']:>7.2f}")
-    print(f"{doc['reads']} reads in {doc['wall_s']:.1f} s, hit ratio {doc['hit_ratio']:.1%}; storage functions "
+    print(f"{doc['reads']} reads in {doc['wall_s']:.1f} s, hit ratio {doc['hit_ratio']:.1%} (from the daemon's buffer "
+          f"{doc['buffer_read_ratio']:.1%}, from COS {doc['cos_read_ratio']:.1%}); storage functions "
           f"holding data: peak {doc['functions_peak']}, mean {doc['functions_mean']:.1f} "
           f"({doc['function_mb']} MB each)")
     print(f"storage per hour at this rate: funcsion ${doc['cost_usd_per_hour']:.4f}, static warm pool "
           f"${doc['static_cost_usd_per_hour']:.4f}, always-on ${doc['always_on_cost_usd_per_hour']:.4f}")
+    print(f"COS requests: {doc['cos_requests']} for {sum(r['objects'] for r in doc['phases'])} objects "
+          f"({doc['cos_requests_per_object']} per object), {doc['cos_requests_functions']} of them the storage "
+          f"functions' insertion-log seals ({doc['cos_requests_functions_per_object']} per object)")
     g = doc["gc"]
     print(f"GC window: {g['rounds']} rounds of {g['interval_s']} s (M={g['active']}, N={g['degraded']}); "
           f"{g['released_functions']} functions released ({g['emptied_functions']} emptied by frees), "
@@ -322,4 +369,8 @@ def _print(doc: dict[str, Any]) -> None:
               f"p99 {doc['burst_get_p99_us'] / 1000:.1f} ms with cache functions (first burst "
               f"{doc['burst_first_p99_us'] / 1000:.1f} ms), {doc['burst_get_p99_us_no_cache'] / 1000:.1f} ms "
               f"without; {doc['cache']['cache_copies']} copies")
+        if doc["burst_rounds"] > 1:
+            print(f"  rounds after the first (copies loaded, cache functions invoked): p99 "
+                  f"{doc['burst_later_p99_us'] / 1000:.1f} ms with, {doc['burst_later_p99_us_no_cache'] / 1000:.1f} ms "
+                  f"without")
     print("\n".join(format_cost(doc["cost"])))

@@ -50,7 +50,7 @@ from typing import Any
 from ..protocol import Op, Status, recv_frame, recv_into, send_frame, tune_socket, drain
 from ..readiness import readable
 from ._demand import DemandCache, evict_for, load, read_cos_chunk
-from ._log import LogState, consistent, log_key, snapshot_key
+from ._log import SNAPSHOT_EVERY, LogState, consistent, log_key, snapshot_key
 from ._memory import BlockMemory, MemoryFull
 
 __all__ = ["handler", "leave_at", "FunctionState", "reset_state", "CACHE_BASE"]
@@ -170,11 +170,14 @@ class _Invocation:
         self.stopping = threading.Event()
         self.errors: list[str] = []
         self._cos: Any = None
+        self._cos_base = (0, 0, 0)  # the COS adapter's counters when this invocation took it
         self._wlocks: dict[int, threading.Lock] = {}
         self._pool: ThreadPoolExecutor | None = None
         self._throttle = _Throttle(float(event.get("bandwidth_mbps", 0) or 0))
         self._send_throttle = _Throttle(float(event.get("send_mbps", 0) or 0))
         self.lost = self._check_term(state)
+        lg = state.log
+        self._log_counts = (lg.seals, lg.snapshots, lg.deferred)
 
     def _check_term(self, st: FunctionState) -> bool:
         """SION's consistency check: is this instance the one the daemon last heard from?
@@ -248,12 +251,17 @@ class _Invocation:
 
     def metrics(self) -> dict[str, int]:
         """What this invocation did, for the cost account (the platform records a result's
-        ``metrics``): a warm-up or not, requests served, and its own COS requests (the
-        insertion log's PUTs)."""
+        ``metrics``): a warm-up or not, requests served, its own COS requests (the
+        insertion log's PUTs) and its seals (nodes written, snapshots among them, and seals
+        that wrote nothing: deletes alone)."""
         cos = self._cos.stats if self._cos is not None else None
+        b = self._cos_base  # the adapter is the instance's: its counters run over every invocation
+        lg, (seals, snaps, deferred) = self.state.log, self._log_counts
         return {"warmup": int(bool(self.event.get("warmup"))), "served": self.served,
-                "cos_puts": cos.puts if cos is not None else 0, "cos_gets": cos.gets if cos is not None else 0,
-                "cos_lists": cos.lists if cos is not None else 0}
+                "cos_puts": cos.puts - b[0] if cos is not None else 0,
+                "cos_gets": cos.gets - b[1] if cos is not None else 0,
+                "cos_lists": cos.lists - b[2] if cos is not None else 0, "seals": lg.seals - seals,
+                "snapshots": lg.snapshots - snaps, "seals_deferred": lg.deferred - deferred}
 
     def _serve_guarded(self, sock: socket.socket, small: bool) -> None:
         try:
@@ -456,14 +464,19 @@ class _Invocation:
 
     # -- persistence --------------------------------------------------------
     def _seal(self) -> None:
+        """Seal the insertion log (``_log``: a node when a chunk stored since the last one is
+        still in memory, a snapshot every ``snapshot_every`` terms) and write it to COS."""
         st = self.state
+
+        def chunks() -> list[list[Any]]:
+            with st.memory._lock:
+                return [[e.key, e.block, e.offset, e.length, e.crc] for e in st.memory.index.values()
+                        if e.key not in st.cached]
+
         with st.lock:
             if not st.log.ops:
                 return
-            with st.memory._lock:
-                chunks = [[e.key, e.block, e.offset, e.length, e.crc] for e in st.memory.index.values()
-                          if e.key not in st.cached]
-            sealed = st.log.seal(chunks)
+            sealed = st.log.seal(chunks, int(self.event.get("snapshot_every", SNAPSHOT_EVERY) or SNAPSHOT_EVERY))
         if sealed is None:
             return
         node, snap = sealed
@@ -474,7 +487,10 @@ class _Invocation:
         for attempt in range(3):
             try:
                 cos.put(log_key(prefix, st.name, node["term"]), json.dumps(node).encode())
-                cos.put(snapshot_key(prefix, st.name), json.dumps(snap).encode())
+                if snap is not None:
+                    cos.put(snapshot_key(prefix, st.name), json.dumps(snap).encode())
+                elif node["term"] == 1:  # a new chain: an earlier chain's snapshot would not lead to it
+                    cos.delete(snapshot_key(prefix, st.name))
                 return
             except Exception as exc:  # noqa: BLE001 - COS errors vary by backend
                 if attempt == 2:
@@ -491,4 +507,6 @@ class _Invocation:
 
                     st.cos = (str(url), open_cos(str(url)))
                 self._cos = st.cos[1]
+                c = self._cos.stats
+                self._cos_base = (c.puts, c.gets, c.lists)
         return self._cos

@@ -4,9 +4,10 @@ an invocation makes (Sec. 5.5.1) and replaying a manifest (snapshot + later
 nodes) checked along the hash chain. Pure: the COS reads are the caller's
 (``storage_functions.daemon._manifest``).
 
-Per invocation that stored or deleted anything, the function seals one
-*insertion-log node* and one *snapshot* and writes both to COS before it
-leaves (JSON, UTF-8)::
+Per invocation that left a chunk in memory that no sealed node lists, the
+function seals one *insertion-log node* and writes it to COS before it leaves,
+and every ``snapshot_every`` terms (and at the first seal of an instance that
+continues a chain) a *snapshot* too (JSON, UTF-8)::
 
     {prefix}/functions/{name}/log/{term:010d}.json
     {"format": "sion-insertion-log/1", "function": name, "term": 7,
@@ -21,7 +22,22 @@ leaves (JSON, UTF-8)::
      "chunks": [[chunk_key, block, offset, length, crc32], ...]}
 
 ``term`` counts sealed nodes; ``diff_rank`` counts every PUT since term 1
-(deleted chunks included), as in the paper. A chunk key is
+(deleted chunks included), as in the paper.
+
+What a seal must guarantee (Sec. 5.5.1): before an invocation returns, every
+chunk it stored that is still in memory is listed by a node in COS, so that a
+lost instance's chunks can be read back from the log. What it need not write
+(:func:`coalesce`, the seal policy): a chunk stored and deleted within one node
+(nothing to recover: its object was freed; only its ``diff_rank`` count
+stays), and a node of deletes alone (they are carried into the next node that
+stores something; meanwhile recovery, which joins the log with the daemon's
+table of live objects, never restores a freed chunk the log still lists). A
+snapshot only shortens recovery's reading (the nodes after it), so it is
+written every ``snapshot_every`` terms instead of at every seal, and at the
+first seal of an instance that continues a chain, which replaces whatever
+snapshot a lost instance left (its chain would not lead to the new instance's
+nodes); a new chain's first node deletes the snapshot key instead (DELETE is
+free; recovery then reads the chain from term 1). A chunk key is
 ``"{version}/{stripe}/{index}/{object key}"``; the chunk bytes live in COS in
 the daemon's object record for that key and version (see
 ``storage_functions.daemon._buffer``), not in the log. Recovery = latest
@@ -39,12 +55,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..exceptions import ManifestError
 
-__all__ = ["LogState", "ManifestError", "consistent", "node_hash", "log_key", "replay", "snapshot_key"]
+__all__ = ["LogState", "ManifestError", "coalesce", "consistent", "node_hash", "log_key", "replay", "snapshot_key",
+           "SNAPSHOT_EVERY"]
+
+#: a snapshot every this many terms (recovery reads the snapshot and at most this many nodes less one)
+SNAPSHOT_EVERY = 16
 
 
 def node_hash(node: dict[str, Any]) -> str:
@@ -112,19 +133,39 @@ def replay(snapshot: dict[str, Any] | None, nodes: list[dict[str, Any]], want_te
     return chunks
 
 
+def coalesce(ops: list[list[Any]]) -> list[list[Any]]:
+    """The ops of an unsealed node with the same effect on a replay: the last op of each
+    chunk key, in the order of those last ops (a put or a delete only touches its own key,
+    so a chunk stored then deleted leaves its delete alone, and one deleted then stored
+    again its put)."""
+    last: dict[str, list[Any]] = {}
+    for op in ops:
+        key = str(op[1])
+        last.pop(key, None)  # re-inserted: the order is that of the last ops
+        last[key] = op
+    return list(last.values())
+
+
 @dataclass
 class LogState:
-    """Term, hash chain and the ops of the current (unsealed) node."""
+    """Term, hash chain and the ops of the current (unsealed) node; ``snap_term`` is the
+    term of the last snapshot this instance wrote (-1: none yet)."""
 
     name: str
     term: int = 0
     hash: str = ""
     diff_rank: int = 0
     ops: list[list[Any]] = field(default_factory=list)
+    snap_term: int = -1
+    seals: int = 0  # nodes sealed by this instance
+    snapshots: int = 0  # snapshots among them
+    deferred: int = 0  # seals that wrote nothing: the node would have held deletes alone
 
     def adopt(self, term: int, hash_: str, diff_rank: int) -> None:
-        """Continue the chain the daemon knows (a new instance after a loss)."""
+        """Continue the chain the daemon knows (a new instance after a loss); its first
+        seal writes a snapshot (the lost instance's may lead elsewhere)."""
         self.term, self.hash, self.diff_rank = term, hash_, max(self.diff_rank, diff_rank)
+        self.snap_term = -1
 
     def record_put(self, key: str, block: int, offset: int, length: int, crc: int) -> None:
         self.ops.append(["put", key, block, offset, length, crc])
@@ -133,10 +174,20 @@ class LogState:
     def record_del(self, key: str) -> None:
         self.ops.append(["del", key])
 
-    def seal(self, chunks: list[list[Any]]) -> tuple[dict[str, Any], dict[str, Any]] | None:
-        """Close the current node; returns (node, snapshot) or None when the
-        invocation changed nothing."""
+    def seal(self, chunks: list[list[Any]] | Callable[[], list[list[Any]]],
+             snapshot_every: int = SNAPSHOT_EVERY) -> tuple[dict[str, Any], dict[str, Any] | None] | None:
+        """Close the current node: returns (node, snapshot or None), or None when there is
+        nothing to write: no op, or (coalesced) deletes alone, which stay pending for the
+        next node. ``chunks`` (or a callable giving them, asked only when a snapshot is
+        due) lists what memory holds; a snapshot is due when ``snapshot_every`` terms
+        passed since this instance's last one (1: at every seal) and at its first seal,
+        unless that seal starts a new chain (term 1: nothing before it to skip; the
+        caller deletes any snapshot an earlier chain under the name left, for free)."""
         if not self.ops:
+            return None
+        self.ops = coalesce(self.ops)
+        if not any(op[0] == "put" for op in self.ops):
+            self.deferred += 1
             return None
         node: dict[str, Any] = {
             "format": "sion-insertion-log/1", "function": self.name, "term": self.term + 1,
@@ -144,6 +195,14 @@ class LogState:
         }
         node["hash"] = node_hash(node)
         self.term, self.hash, self.ops = node["term"], node["hash"], []
+        self.seals += 1
+        if self.snap_term < 0 and self.term == 1:
+            self.snap_term = 0  # a new chain: recovery reads it from term 1, as from an empty snapshot
+        if self.snap_term >= 0 and self.term - self.snap_term < max(1, snapshot_every):
+            return node, None
+        self.snap_term = self.term
+        self.snapshots += 1
         snap = {"format": "sion-snapshot/1", "function": self.name, "term": self.term,
-                "hash": self.hash, "diff_rank": self.diff_rank, "chunks": chunks}
+                "hash": self.hash, "diff_rank": self.diff_rank,
+                "chunks": chunks() if callable(chunks) else chunks}
         return node, snap

@@ -40,10 +40,10 @@ def test_insertion_log_chains_hashes_and_counts_puts() -> None:
     lg = LogState("sion-0")
     assert lg.seal([]) is None
     lg.record_put("1/0/0/k", 0, 0, 10, 123)
-    node1, snap1 = lg.seal([["1/0/0/k", 0, 0, 10, 123]])  # type: ignore[misc]
+    node1, snap1 = lg.seal([["1/0/0/k", 0, 0, 10, 123]], snapshot_every=1)  # type: ignore[misc]
     lg.record_del("1/0/0/k")
     lg.record_put("1/0/1/k", 0, 10, 10, 5)
-    node2, snap2 = lg.seal([])  # type: ignore[misc]
+    node2, snap2 = lg.seal([], snapshot_every=1)  # type: ignore[misc]
     assert (node1["term"], node2["term"]) == (1, 2)
     assert node2["prev"] == node1["hash"] == node_hash(node1)
     assert node2["diff_rank"] == 2 and snap2["term"] == 2 and snap2["hash"] == node2["hash"]
