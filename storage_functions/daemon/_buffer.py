@@ -424,8 +424,10 @@ class PersistentBuffer:
         due = self.policy.due(self.clock(), minp, held.expires_at)
         with self._cond:
             self._outstanding += 1
+            first = self._q.next_due()
             self._q.push(held, due)
-            self._cond.notify()
+            if first is None or due < first:  # else an uploader already waits for an earlier one
+                self._cond.notify()
 
     def poke(self) -> None:
         """Wake the uploaders to look at the clock again (an injected clock moved)."""
