@@ -1,7 +1,9 @@
 """Cache functions for GET bursts (SION Sec. 5.3.3 "Auto-scaling under GETs",
 TestAndPlace of Fig. 5): when the function holding a chunk already has
-``depth`` requests in flight (its queue is full), the chunk's GET goes to a
-*cache function* instead, which loads the chunk from its COS copy into its
+``depth`` requests in flight (its queue is full) and the chunk itself is hot
+(``depth`` GETs of it are in flight: a burst, not one client's windowed read
+of a large object, whose chunks each have one GET out), the chunk's GET goes
+to a *cache function* instead, which loads the chunk from its COS copy into its
 demand cache (``runtime._demand``) and serves it, and serves the next GETs of
 that chunk from memory. A burst of GETs of one hot object (a broadcast read by
 64 tasks) thus spreads over up to ``1 + copies`` functions per chunk instead
@@ -48,15 +50,20 @@ class BurstRouter:
         self.per_fn: dict[int, int] = {}  # cache function -> chunks it caches
         self.routed = 0  # GETs sent to a cache function
         self.opened = 0  # (chunk, cache function) pairs opened
+        self.pending: dict[ChunkId, int] = {}  # GETs of a chunk in flight (routed here, not yet done)
         self._lock = threading.Lock()
 
     def route(self, cid: ChunkId, primary: int, load: Callable[[int], int], holders: frozenset[int],
               pool: Iterable[int], warm: Callable[[int], bool] = lambda fn: True) -> int:
         """The function to ask for chunk ``cid`` held by ``primary``: ``load(fn)`` its requests
         in flight, ``holders`` the functions holding a chunk of the stripe (never a cache
-        function for it), ``pool`` the functions that may become one."""
+        function for it), ``pool`` the functions that may become one. The GET counts as in
+        flight for ``cid`` until :meth:`done`."""
         depth = self.config.depth
-        if self.config.copies == 0 or load(primary) < depth:
+        with self._lock:
+            hot = self.pending.get(cid, 0) >= depth
+            self.pending[cid] = self.pending.get(cid, 0) + 1
+        if self.config.copies == 0 or not hot or load(primary) < depth:
             return primary
         with self._lock:
             mine = self.copies.get(cid, [])
@@ -78,6 +85,15 @@ class BurstRouter:
                     return primary
             self.routed += 1
             return fn
+
+    def done(self, cid: ChunkId) -> None:
+        """A GET of ``cid`` that :meth:`route` placed has its reply (or failed)."""
+        with self._lock:
+            n = self.pending.get(cid, 0) - 1
+            if n > 0:
+                self.pending[cid] = n
+            else:
+                self.pending.pop(cid, None)
 
     def is_copy(self, cid: ChunkId, fn: int) -> bool:
         with self._lock:

@@ -49,15 +49,20 @@ class CacheFunctions:
             return d.handles[fn], None, cb
         cid = (obj.key, obj.version, s, i)
         holders = frozenset(pl[0] for pl in st.places if pl is not None)
-        to = self.router.route(cid, fn, self._load, holders, range(d.config.max_functions), self._warm)
+        router = self.router
+        to = router.route(cid, fn, self._load, holders, range(d.config.max_functions), self._warm)
         if to == fn:
-            return d.handles[fn], None, cb
+            def direct(f: Frame | None, sock: socket.socket | None) -> None:
+                router.done(cid)
+                cb(f, sock)
+            return d.handles[fn], None, direct
         d.count("cache_gets")
         d.reads.note(fn, chunk_key(obj.key, obj.version, s, i))  # read where it lives (the GC window's marks)
 
         def reply(f: Frame | None, sock: socket.socket | None) -> None:
+            router.done(cid)
             if f is None or f.status != Status.OK:
-                self.router.dropped(cid, to)
+                router.dropped(cid, to)
             elif f.b == 1:
                 d.count("cache_loads")  # this GET's chunk came from COS into the cache function
             cb(f, sock)

@@ -24,7 +24,9 @@ def test_a_gets_goes_to_its_function_until_the_queue_is_full() -> None:
     r = BurstRouter(BurstConfig(depth=2, copies=2))
     load = {0: 1}
     assert r.route(CID, 0, lambda fn: load.get(fn, 0), frozenset({0, 1, 2}), range(8)) == 0
-    load[0] = 2  # full: a cache function, never one holding a chunk of the stripe
+    load[0] = 2  # full, but one GET of the chunk is out: not hot yet
+    assert r.route(CID, 0, lambda fn: load.get(fn, 0), frozenset({0, 1, 2}), range(8)) == 0
+    # full and hot (two GETs of it out): a cache function, never one holding a chunk of the stripe
     assert r.route(CID, 0, lambda fn: load.get(fn, 0), frozenset({0, 1, 2}), range(8)) == 3
     load[3] = 1
     assert r.route(CID, 0, lambda fn: load.get(fn, 0), frozenset({0, 1, 2}), range(8)) == 3  # not full yet
@@ -36,10 +38,23 @@ def test_a_gets_goes_to_its_function_until_the_queue_is_full() -> None:
     load[0] = 9
     assert r.route(CID, 0, lambda fn: load.get(fn, 0), frozenset({0, 1, 2}), range(8)) == 3
     assert r.stats() == {"cache_chunks": 1, "cache_copies": 2, "cache_routed": 4, "cache_opened": 2}
+    for _ in range(7):
+        r.done(CID)
+    assert r.pending == {}
+
+
+def test_one_clients_read_of_a_large_object_never_leaves_a_busy_function() -> None:
+    """A windowed GET asks a function for several chunks of one object at once (one of each
+    stripe): its queue is full, but no chunk is hot, so no cache function loads from COS."""
+    r = BurstRouter(BurstConfig(depth=2, copies=4))
+    for s in range(7):
+        assert r.route(("r/big", 1, s, 0), 0, lambda fn: 3, frozenset({0, 1}), range(8)) == 0
+    assert r.stats()["cache_opened"] == 0 and len(r.pending) == 7
 
 
 def test_warm_functions_are_preferred_and_failed_ones_dropped() -> None:
     r = BurstRouter(BurstConfig(depth=1, copies=1))
+    assert r.route(CID, 0, lambda f: 1 if f == 0 else 0, frozenset({0}), range(6)) == 0  # the first: not hot
     fn = r.route(CID, 0, lambda f: 1 if f == 0 else 0, frozenset({0}), range(6), warm=lambda f: f == 4)
     assert fn == 4 and r.is_copy(CID, 4)
     r.dropped(CID, 4)
@@ -51,6 +66,7 @@ def test_no_copies_means_no_cache_functions_and_a_freed_version_deletes_its_copi
     assert off.route(CID, 0, lambda f: 99, frozenset({0}), range(6)) == 0
     r = BurstRouter(BurstConfig(depth=1, copies=2))
     for i in range(2):
+        r.route(("r/hot", 1, 0, i), 0, lambda f: 1 if f == 0 else 0, frozenset({0}), range(6))  # not hot yet
         r.route(("r/hot", 1, 0, i), 0, lambda f: 1 if f == 0 else 0, frozenset({0}), range(6))
     # the second chunk's copy goes to another function (the fewest chunks cached first)
     assert r.forget("r/hot", 1) == {1: ["1/0/0/r/hot"], 2: ["1/0/1/r/hot"]}
