@@ -1,5 +1,6 @@
 """Slice packing under random traffic: slices, packed chunks and whole-block chunks of
-several pools (lifetime keys, ``Solo`` objects) and owners, freed in random order. Extents
+several pools (lifetime keys, ``Solo`` objects) and owners, filling the holes freed entries
+leave or not, freed in random order. Extents
 never overlap, a block is held exactly while an entry is in it, runs and ``Solo`` objects
 share no block, ``new_blocks`` predicts what ``allocate`` takes, and nothing is left."""
 
@@ -32,9 +33,10 @@ def test_random_packing_never_overlaps_and_frees_everything(data: st.DataObject)
             if key == "solo":                   # one object per block: a key of its own (names are write-once)
                 key = Solo(f"object{step}")
             size = data.draw(st.integers(min_value=1, max_value=4 * BLOCK))
+            holes = data.draw(st.booleans())
             before = a.free_blocks
-            need = a.new_blocks(size, owner, key)
-            p = a.allocate(size, owner, key)
+            need = a.new_blocks(size, owner, key, holes=holes)
+            p = a.allocate(size, owner, key, holes=holes)
             if p is not None:
                 assert before - a.free_blocks == need, (size, key)
                 live.append((owner, p))
