@@ -48,9 +48,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="runs of each workflow alone per policy, interleaved; the median MB-s counts (default 3)")
     p.add_argument("--block-size", type=int, default=0,
                    help="the stack's block size in bytes (default: the config's, 1 MiB)")
-    p.add_argument("--admission-cap", type=int, default=10,
+    p.add_argument("--admission-cap", type=int, default=0,
                    help="the most jobs given to the live admission controller per policy and budget "
-                        "(default 10: 16 concurrent jobs ran the local platform out of descriptors for select())")
+                        "(default 0: no cap, jobs until their expected peaks add up past the budget)")
 
 
 def _workflows(spec: str) -> dict[str, Path]:
@@ -74,6 +74,8 @@ def run(args: argparse.Namespace) -> int:
     wfs = _workflows(args.workflows)
     if args.repeat < 1:
         raise InvalidRequest(f"--repeat must be at least 1, got {args.repeat}")
+    if args.admission_cap < 0:
+        raise InvalidRequest(f"--admission-cap must be 0 (no cap) or more, got {args.admission_cap}")
     if args.block_size < 0 or args.block_size & (args.block_size - 1):
         raise InvalidRequest(f"--block-size must be a power of two in bytes (e.g. 65536), got {args.block_size}")
     repeat = 1 if args.quick else args.repeat
@@ -197,7 +199,7 @@ def _reserve(d: dict[str, Any]) -> dict[str, Any]:
 
 def _admit(expected: list[tuple[str, int]], budget: int, cap: int, go: Any) -> dict[str, Any]:
     """The live admission controller under ``budget`` bytes: jobs cycling over the workflows
-    (``_study.admission_jobs``: until one must wait, at most ``cap``) run concurrently, each
+    (``_study.admission_jobs``: until one must wait, at most ``cap`` when positive) run concurrently, each
     waiting for its expected peak to fit. How many ran at once, the physical peak they held
     together (their series summed on one clock; pocket: what it allocated, not its
     reservation) against the budget, and every job's leaked bytes."""
@@ -215,7 +217,7 @@ def _admit(expected: list[tuple[str, int]], budget: int, cap: int, go: Any) -> d
         [[[float(t) + float(d["started"]) - t0, *rest] for t, *rest in d["memory"].get("alloc_series",
                                                                                        d["memory"]["series"])]
          for d in reps], 2 if reps[0].get("policy") == "oracle" else 1)), default=0)   # oracle: bytes held
-    return {"budget_bytes": budget, "jobs": len(jobs), "capped": len(jobs) == cap and
+    return {"budget_bytes": budget, "jobs": len(jobs), "capped": cap > 0 and len(jobs) == cap and
             sum(p for _, p in jobs) <= budget, "max_concurrent": adm.max_running,
             "expected_peak_bytes": adm.peak_held_bytes, "order": [n for n, _ in jobs],
             "measured_peak_bytes": physical, "wall_s": r["wall_s"],

@@ -124,15 +124,16 @@ def reserved_series(peak_bytes: int, wall_s: float) -> list[list[float]]:
     return [[0.0, peak_bytes, peak_bytes], [round(max(wall_s, 0.0), 4), 0, 0]]
 
 
-def admission_jobs(peaks: Sequence[tuple[str, int]], budget_bytes: int, cap: int) -> list[tuple[str, int]]:
+def admission_jobs(peaks: Sequence[tuple[str, int]], budget_bytes: int, cap: int = 0) -> list[tuple[str, int]]:
     """The jobs given to the live admission controller: the workflows in turn (name, expected
     peak) until their expected peaks add up past the budget (so at least one job must wait),
-    at most ``cap`` jobs; none when a peak is not positive."""
-    if not peaks or min(p for _, p in peaks) <= 0 or cap <= 0:
+    at most ``cap`` jobs when ``cap`` is positive (0: no cap); none when a peak is not
+    positive or ``cap`` is negative."""
+    if not peaks or min(p for _, p in peaks) <= 0 or cap < 0:
         return []
     out: list[tuple[str, int]] = []
     total = 0
-    while total <= budget_bytes and len(out) < cap:
+    while total <= budget_bytes and (not cap or len(out) < cap):
         job = peaks[len(out) % len(peaks)]
         out.append(job)
         total += job[1]

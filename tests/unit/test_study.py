@@ -72,6 +72,8 @@ def test_the_admission_controller_gets_jobs_until_one_must_wait() -> None:
     assert jobs == [("a", 100), ("b", 50), ("a", 100), ("b", 50), ("a", 100)]   # 400 > 300: the fifth waits
     assert len(_study.admission_jobs([("a", 1)], 10**9, cap=7)) == 7
     assert _study.admission_jobs([("a", 0)], 300, cap=10) == []
+    assert len(_study.admission_jobs([("a", 10), ("b", 20)], 1000)) == 68         # no cap: 1020 > 1000
+    assert _study.admission_jobs([("a", 10)], 1000, cap=-1) == []
 
 
 def test_a_pocket_report_is_charged_as_its_reservation_and_keeps_what_it_allocated() -> None:
