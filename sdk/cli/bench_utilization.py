@@ -4,7 +4,8 @@ stack. Runs word count, gg compile and video, each alone and then all at once, u
 in the funcstore runs, as the paper sets it) and ``oracle``, and reports the physical
 memory-time product (MB-s of what the storage functions held; pocket: its measured peak
 reserved from the run's start to its end, ``sdk.local._study``) per policy and workflow,
-funcstore's reductions, the jobs that ran concurrently within a 200/400 MB budget under the
+funcstore's reductions, its distance to the oracle split into blocks held per byte held and
+bytes held against the oracle's (``decomposition``), the jobs that ran concurrently within a 200/400 MB budget under the
 live admission controller (``sdk.local._admission``: jobs wait until their expected peak,
 the policy's median peak alone, fits), the concurrent set's completion
 time under funcstore, pocket and jiffy with the stack's memory budget at 20/60/100% of the
@@ -289,6 +290,8 @@ def _figures(wfs: dict[str, Path], policies: dict[str, str], alone: dict[str, di
                                    "leaked_bytes": alone[pol][n]["memory"]["leaked_bytes"]} for pol in policies}
                          | {"reductions": _study.reductions({pol: per_wf[pol][n] for pol in policies})}
                          for n in wfs},
+        "decomposition": {"all": _study.decompose([alone["funcstore"][n] for n in wfs], [alone["oracle"][n] for n in wfs]),
+                          **{n: _study.decompose([alone["funcstore"][n]], [alone["oracle"][n]]) for n in wfs}},
         "max_jobs_200mb": {pol: _study.max_jobs(peaks[pol], 200 * MB) for pol in policies},
         "max_jobs_400mb": {pol: _study.max_jobs(peaks[pol], 400 * MB) for pol in policies},
         "storage_cost": cost,
@@ -356,6 +359,9 @@ def _print_table(r: dict[str, Any]) -> None:
         print(f"{spec:<11} {row}  {r['mb_s'][pol]:>13.3f}   {r['storage_cost'][pol]['total_usd']:.3g}")
     print(f"funcstore: {_pct(r['reduction_vs_pocket'])} below pocket, {_pct(r['reduction_vs_jiffy'])} below jiffy, "
           f"{_pct(r['over_oracle'])} over the oracle; cost {_pct(r['cost_vs_pocket'])} of pocket's")
+    dec = r["decomposition"]["all"]
+    print(f"over the oracle = blocks held / bytes held {dec['blocks']} x bytes held / the oracle's {dec['held']} - 1 "
+          f"(objects' bytes held: {dec['held_objects']}x the oracle's)")
     if "concurrent" in r:
         c = r["concurrent"]
         print(f"all concurrently: {_pct(c['reduction_vs_pocket'])} below pocket, "

@@ -29,6 +29,7 @@ __all__ = [
     "POLICIES",
     "S3_GET_USD",
     "admission_jobs",
+    "decompose",
     "S3_PUT_USD",
     "lease_ms",
     "max_jobs",
@@ -79,6 +80,36 @@ def reductions(mb_s: Mapping[str, float]) -> dict[str, float | None]:
     return {"reduction_vs_pocket": None if p is None else round(1 - p, 4),
             "reduction_vs_jiffy": None if j is None else round(1 - j, 4),
             "over_oracle": None if o is None else round(o - 1, 4)}
+
+
+def _held_mb_s(report: Mapping[str, Any]) -> float:
+    """Bytes x seconds of a report's objects in function memory, written to freed (MiB-s):
+    the logical bytes held, no parity, no block rounding."""
+    total = 0.0
+    for o in report["objects"].values():
+        if o.get("tier") == "memory" and o.get("written_at") is not None and o.get("freed_at") is not None:
+            total += float(o["size"]) * max(float(o["freed_at"]) - float(o["written_at"]), 0.0)
+    return total / MB
+
+
+def decompose(funcstore: Sequence[Mapping[str, Any]], oracle: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
+    """funcstore's memory-time over the oracle's, as the product of two physical factors:
+    ``blocks`` (blocks held / bytes held by the storage functions, funcstore's rounding and
+    fragmentation) times ``held`` (funcstore's bytes held / the oracle's, both physical:
+    deferred commit, which frees at the last reader's commit instead of its read, and the
+    runs' own timing), so ``blocks * held - 1 == over_oracle``; ``held_objects`` is the
+    ``held`` factor from the reports' object tables (logical bytes, written to freed).
+    ``funcstore`` and ``oracle``: the run reports (dicts) summed over, e.g. one per workflow."""
+    f_alloc = sum(float(d["memory"]["mb_s"]) for d in funcstore)
+    f_live = sum(float(d["memory"]["live_mb_s"]) for d in funcstore)
+    o_live = sum(float(d["memory"]["mb_s"]) for d in oracle)      # the oracle's MB-s are its bytes held
+    f_obj, o_obj = sum(_held_mb_s(d) for d in funcstore), sum(_held_mb_s(d) for d in oracle)
+
+    def ratio(a: float, b: float) -> float | None:
+        return round(a / b, 4) if b else None
+
+    return {"blocks": ratio(f_alloc, f_live), "held": ratio(f_live, o_live), "held_objects": ratio(f_obj, o_obj),
+            "over_oracle": None if not o_live else round(f_alloc / o_live - 1, 4)}
 
 
 def storage_cost(mb_s: float, invocations: int, cos_puts: int, cos_gets: int) -> dict[str, float]:
