@@ -155,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
                 both[pol] = concurrently(pol)
             both["jiffy"] = with_lease(concurrently)
             budget = _budget_sweep(stack, both, {p: policies[p] for p in ("funcstore", "pocket", "jiffy")},
-                                   concurrently)
+                                   lambda spec: with_lease(concurrently) if spec.startswith("jiffy") else concurrently(spec))
             for pol in policies:
                 expected = [(n, int(alone[pol][n]["memory"]["peak_bytes"])) for n in wfs]
                 for mb in (200, 400):
