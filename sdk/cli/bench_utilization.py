@@ -160,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
                 expected = [(n, int(alone[pol][n]["memory"]["peak_bytes"])) for n in wfs]
                 for mb in (200, 400):
                     admitted.setdefault(pol, {})[f"{mb}mb"] = _admit(
-                        expected, mb * MB, args.admission_cap,
+                        stack.handler.state, expected, mb * MB, args.admission_cap,
                         lambda jobs, adm, pk, pol=pol: with_lease(lambda s: concurrently(s, jobs, adm, pk))
                         if pol == "jiffy" else concurrently(policies[pol], jobs, adm, pk))
     result = _figures(wfs, policies, alone, both, leases, time.monotonic() - t0, cfg.block_size, repeat)
@@ -198,12 +198,15 @@ def _reserve(d: dict[str, Any]) -> dict[str, Any]:
     return d
 
 
-def _admit(expected: list[tuple[str, int]], budget: int, cap: int, go: Any) -> dict[str, Any]:
+def _admit(state: Any, expected: list[tuple[str, int]], budget: int, cap: int, go: Any) -> dict[str, Any]:
     """The live admission controller under ``budget`` bytes: jobs cycling over the workflows
-    (``_study.admission_jobs``: until one must wait, at most ``cap`` when positive) run concurrently, each
-    waiting for its expected peak to fit. How many ran at once, the physical peak they held
-    together (their series summed on one clock; pocket: what it allocated, not its
-    reservation) against the budget, and every job's leaked bytes."""
+    (``_study.admission_jobs``: until one must wait, at most ``cap`` when positive) run
+    concurrently, each waiting for its expected peak to fit, with the stack's memory budget
+    (the metadata server's ``memory_budget``) at the same bytes, so jobs that outgrow their
+    expected peak (many at once on a loaded machine stretch their lifetimes) overflow to COS
+    instead of past the budget (FuncStore Fig. 11). How many ran at once, the physical peak
+    they held together (their series summed on one clock; pocket: what it allocated, not its
+    reservation) against the budget, the objects that overflowed, and every job's leaked bytes."""
     from sdk.local import _study
     from sdk.local._admission import Admission
 
@@ -211,7 +214,12 @@ def _admit(expected: list[tuple[str, int]], budget: int, cap: int, go: Any) -> d
     if not jobs:
         return {"jobs": 0, "max_concurrent": 0}
     adm = Admission(budget)
-    r = go([n for n, _ in jobs], adm, [p for _, p in jobs])
+    saved, spilled = state.memory_budget, int(state.counters.get("spilled_to_cos", 0))
+    state.memory_budget = budget
+    try:
+        r = go([n for n, _ in jobs], adm, [p for _, p in jobs])
+    finally:
+        state.memory_budget = saved
     reps = r["reports"]
     t0 = min(float(d["started"]) for d in reps)       # a job that waited starts later: on one clock
     physical = max((v for _, v in _study.summed_series(
@@ -222,6 +230,7 @@ def _admit(expected: list[tuple[str, int]], budget: int, cap: int, go: Any) -> d
             sum(p for _, p in jobs) <= budget, "max_concurrent": adm.max_running,
             "expected_peak_bytes": adm.peak_held_bytes, "order": [n for n, _ in jobs],
             "measured_peak_bytes": physical, "wall_s": r["wall_s"],
+            "spilled_to_cos": int(state.counters.get("spilled_to_cos", 0)) - spilled,
             "leaked_bytes": [d["memory"]["leaked_bytes"] for d in reps]}
 
 
