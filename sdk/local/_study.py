@@ -1,5 +1,6 @@
 """The utilization study's figures (FuncStore Sec. V-C), pure: jiffy's lease from observed
-object lifetimes, memory-time reductions, Pocket's reservation, storage cost at AWS prices,
+object lifetimes, memory-time reductions and funcstore's distance to the oracle split into
+its factors (``decompose``), Pocket's reservation, storage cost at AWS prices,
 the budget's job count and the jobs the live admission controller is given, and the
 allocated-memory series of several runs summed over time. The runs themselves are made by
 ``sdk.cli.bench_utilization``; nothing here does I/O.
