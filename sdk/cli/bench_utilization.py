@@ -160,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
                 expected = [(n, int(alone[pol][n]["memory"]["peak_bytes"])) for n in wfs]
                 for mb in (200, 400):
                     admitted.setdefault(pol, {})[f"{mb}mb"] = _admit(
-                        stack.handler.state, expected, mb * MB, args.admission_cap,
+                        stack.handler.state, pol, expected, mb * MB, args.admission_cap,
                         lambda jobs, adm, pk, pol=pol: with_lease(lambda s: concurrently(s, jobs, adm, pk))
                         if pol == "jiffy" else concurrently(policies[pol], jobs, adm, pk))
     result = _figures(wfs, policies, alone, both, leases, time.monotonic() - t0, cfg.block_size, repeat)
@@ -198,13 +198,15 @@ def _reserve(d: dict[str, Any]) -> dict[str, Any]:
     return d
 
 
-def _admit(state: Any, expected: list[tuple[str, int]], budget: int, cap: int, go: Any) -> dict[str, Any]:
+def _admit(state: Any, reps_policy: str, expected: list[tuple[str, int]], budget: int, cap: int,
+           go: Any) -> dict[str, Any]:
     """The live admission controller under ``budget`` bytes: jobs cycling over the workflows
     (``_study.admission_jobs``: until one must wait, at most ``cap`` when positive) run
     concurrently, each waiting for its expected peak to fit, with the stack's memory budget
     (the metadata server's ``memory_budget``) at the same bytes, so jobs that outgrow their
     expected peak (many at once on a loaded machine stretch their lifetimes) overflow to COS
-    instead of past the budget (FuncStore Fig. 11). How many ran at once, the physical peak
+    instead of past the budget (FuncStore Fig. 11; not under ``oracle``, whose peaks are bytes
+    held while the stack's budget counts blocks). How many ran at once, the physical peak
     they held together (their series summed on one clock; pocket: what it allocated, not its
     reservation) against the budget, the objects that overflowed, and every job's leaked bytes."""
     from sdk.local import _study
@@ -215,7 +217,8 @@ def _admit(state: Any, expected: list[tuple[str, int]], budget: int, cap: int, g
         return {"jobs": 0, "max_concurrent": 0}
     adm = Admission(budget)
     saved, spilled = state.memory_budget, int(state.counters.get("spilled_to_cos", 0))
-    state.memory_budget = budget
+    if reps_policy != "oracle":      # the oracle's peaks are bytes held; the stack's budget counts blocks
+        state.memory_budget = budget
     try:
         r = go([n for n, _ in jobs], adm, [p for _, p in jobs])
     finally:
