@@ -1,5 +1,6 @@
 """The utilization study's figures (FuncStore Sec. V-C), pure: jiffy's lease from observed
-object lifetimes, memory-time reductions, Pocket's reservation, storage cost at AWS prices,
+object lifetimes, memory-time reductions and funcstore's distance to the oracle split into
+its factors (``decompose``), Pocket's reservation, storage cost at AWS prices,
 the budget's job count and the jobs the live admission controller is given, and the
 allocated-memory series of several runs summed over time. The runs themselves are made by
 ``sdk.cli.bench_utilization``; nothing here does I/O.
@@ -29,6 +30,7 @@ __all__ = [
     "POLICIES",
     "S3_GET_USD",
     "admission_jobs",
+    "decompose",
     "S3_PUT_USD",
     "lease_ms",
     "max_jobs",
@@ -81,6 +83,36 @@ def reductions(mb_s: Mapping[str, float]) -> dict[str, float | None]:
             "over_oracle": None if o is None else round(o - 1, 4)}
 
 
+def _held_mb_s(report: Mapping[str, Any]) -> float:
+    """Bytes x seconds of a report's objects in function memory, written to freed (MiB-s):
+    the logical bytes held, no parity, no block rounding."""
+    total = 0.0
+    for o in report["objects"].values():
+        if o.get("tier") == "memory" and o.get("written_at") is not None and o.get("freed_at") is not None:
+            total += float(o["size"]) * max(float(o["freed_at"]) - float(o["written_at"]), 0.0)
+    return total / MB
+
+
+def decompose(funcstore: Sequence[Mapping[str, Any]], oracle: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
+    """funcstore's memory-time over the oracle's, as the product of two physical factors:
+    ``blocks`` (blocks held / bytes held by the storage functions, funcstore's rounding and
+    fragmentation) times ``held`` (funcstore's bytes held / the oracle's, both physical:
+    deferred commit, which frees at the last reader's commit instead of its read, and the
+    runs' own timing), so ``blocks * held - 1 == over_oracle``; ``held_objects`` is the
+    ``held`` factor from the reports' object tables (logical bytes, written to freed).
+    ``funcstore`` and ``oracle``: the run reports (dicts) summed over, e.g. one per workflow."""
+    f_alloc = sum(float(d["memory"]["mb_s"]) for d in funcstore)
+    f_live = sum(float(d["memory"]["live_mb_s"]) for d in funcstore)
+    o_live = sum(float(d["memory"]["mb_s"]) for d in oracle)      # the oracle's MB-s are its bytes held
+    f_obj, o_obj = sum(_held_mb_s(d) for d in funcstore), sum(_held_mb_s(d) for d in oracle)
+
+    def ratio(a: float, b: float) -> float | None:
+        return round(a / b, 4) if b else None
+
+    return {"blocks": ratio(f_alloc, f_live), "held": ratio(f_live, o_live), "held_objects": ratio(f_obj, o_obj),
+            "over_oracle": None if not o_live else round(f_alloc / o_live - 1, 4)}
+
+
 def storage_cost(mb_s: float, invocations: int, cos_puts: int, cos_gets: int) -> dict[str, float]:
     """AWS cost of keeping the data: Lambda GB-s of the memory held, the storage functions'
     invocations, S3 PUTs and GETs (USD)."""
@@ -124,15 +156,16 @@ def reserved_series(peak_bytes: int, wall_s: float) -> list[list[float]]:
     return [[0.0, peak_bytes, peak_bytes], [round(max(wall_s, 0.0), 4), 0, 0]]
 
 
-def admission_jobs(peaks: Sequence[tuple[str, int]], budget_bytes: int, cap: int) -> list[tuple[str, int]]:
+def admission_jobs(peaks: Sequence[tuple[str, int]], budget_bytes: int, cap: int = 0) -> list[tuple[str, int]]:
     """The jobs given to the live admission controller: the workflows in turn (name, expected
     peak) until their expected peaks add up past the budget (so at least one job must wait),
-    at most ``cap`` jobs; none when a peak is not positive."""
-    if not peaks or min(p for _, p in peaks) <= 0 or cap <= 0:
+    at most ``cap`` jobs when ``cap`` is positive (0: no cap); none when a peak is not
+    positive or ``cap`` is negative."""
+    if not peaks or min(p for _, p in peaks) <= 0 or cap < 0:
         return []
     out: list[tuple[str, int]] = []
     total = 0
-    while total <= budget_bytes and len(out) < cap:
+    while total <= budget_bytes and (not cap or len(out) < cap):
         job = peaks[len(out) % len(peaks)]
         out.append(job)
         total += job[1]

@@ -28,6 +28,9 @@ def test_the_study_on_word_count_reports_every_policy_and_writes_its_picture(tmp
     assert all(v > 0 for v in r["mb_s"].values())
     # which policy holds less is the benchmark's finding, not a behaviour to pin (README)
     assert r["reduction_vs_pocket"] == pytest.approx(1 - r["mb_s"]["funcstore"] / r["mb_s"]["pocket"], abs=1e-3)
+    dec = r["decomposition"]["all"]                   # over the oracle = blocks per byte held x bytes held vs its
+    assert dec["blocks"] >= 1 and dec["blocks"] * dec["held"] - 1 == pytest.approx(r["over_oracle"], abs=2e-3)
+    assert dec["blocks"] == pytest.approx(r["mb_s"]["funcstore"] / r["live_mb_s"]["funcstore"], rel=2e-3)
     wc = r["per_workflow"]["wordcount"]
     assert all(wc[pol]["leaked_bytes"] == 0 for pol in r["mb_s"])
     pocket = wc["pocket"]                             # Pocket reserves its physical peak for the whole run
@@ -51,7 +54,8 @@ def test_an_unknown_workflow_is_one_line_naming_the_choices(tmp_path: Path) -> N
 
 
 @pytest.mark.parametrize(("args", "why"), [(["--repeat", "0"], "--repeat must be at least 1, got 0"),
-                                           (["--block-size", "1000"], "--block-size must be a power of two")])
+                                           (["--block-size", "1000"], "--block-size must be a power of two"),
+                                           (["--admission-cap", "-1"], "--admission-cap must be 0 (no cap) or more")])
 def test_a_bad_repeat_or_block_size_is_one_line(tmp_path: Path, args: list[str], why: str) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     p = subprocess.run([sys.executable, "-m", "sdk.cli", "bench", "utilization", *args, "--out", str(tmp_path)],

@@ -392,3 +392,52 @@ def test_a_chunk_after_an_exactly_full_block_starts_a_block_of_its_own():
     p = a.allocate(200, "r", 0)
     assert all(e.length == 50 and e.offset == 0 and e.block == 1 for e in p.extents), p.extents
     a.validate()
+
+
+
+def test_a_freed_span_of_a_held_block_is_filled_before_a_new_block():
+    """Holes: an entry freed while its block is still held leaves a hole; the next entry
+    that fits one goes there (the tightest fit) instead of taking a free block, so a block
+    pinned by a long-lived entry does not hold dead bytes beside it. A hole that reaches
+    the block's offset gives its bytes back to the rest; the block frees with its last entry."""
+    a = Allocator(block_size=100)
+    a.register("s0", 4)
+    e1, e2, e3 = (a.allocate(30, "r", 0) for _ in range(3))           # 0-30, 30-60, 60-90 of block 0
+    a.free(e1)
+    a.free(e2)                                                          # one hole 0-60, merged
+    blk = a.used[("s0", 0)]
+    assert blk.holes == [(0, 60)] and blk.fragment == 60 and blk.offset == 90
+    big = a.allocate(50, "r", 3)                                       # does not fit the rest (10): the hole
+    assert (big.extents[0].block, big.extents[0].offset) == (0, 0) and a.allocated_bytes == 100
+    assert a.new_blocks(10, "r", 0) == 0 and a.new_blocks(11, "r", 0) == 1
+    a.validate()
+    a.free(e3)                                                          # merged with 50-60, it reaches the offset
+    assert blk.offset == 50 and blk.holes == [] and blk.fragment == 0
+    a.validate()
+    a.free(big)
+    assert a.allocated_bytes == 0 and not a.holed and not a.pools
+    a.validate()
+
+
+def test_a_chunk_fills_a_hole_of_its_function_and_solo_blocks_share_none():
+    """A packed chunk takes the tightest hole on its function before running on into free
+    blocks; ``holes=False`` (the oracle) and ``Solo`` keys never reuse a freed span."""
+    a = Allocator(block_size=100, data_chunks=2, parity_chunks=1)
+    for i in range(3):
+        a.register(f"s{i}", 6)
+    first = a.allocate(120, "r", 1)                                    # chunks of 60 at 0 of block 0
+    second = a.allocate(30, "r", 1)                                    # a slice behind the chunk on s0
+    assert (second.extents[0].function, second.extents[0].block, second.extents[0].offset) == ("s0", 0, 60)
+    a.free(first)                                                       # s1, s2 free; s0 keeps a hole 0-60
+    assert a.allocated_bytes == 100 and a.used[("s0", 0)].holes == [(0, 60)]
+    assert a.new_blocks(110, "r", 1, holes=False) == 3 and a.new_blocks(110, "r", 1) == 2
+    again = a.allocate(110, "r", 1)                                    # chunks of 55: s0's in the hole
+    assert {(e.function, e.block, e.offset) for e in again.extents if e.function == "s0"} == {("s0", 0, 0)}
+    a.validate()
+    solo = a.allocate(3, "r", Solo("x"))
+    assert solo.extents[0].block != 0
+    a.free(second)
+    a.free(again)
+    a.free(solo)
+    assert a.allocated_bytes == 0 and not a.holed
+    a.validate()

@@ -3,6 +3,8 @@ count and summed memory series."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from sdk.local import _study
@@ -72,6 +74,8 @@ def test_the_admission_controller_gets_jobs_until_one_must_wait() -> None:
     assert jobs == [("a", 100), ("b", 50), ("a", 100), ("b", 50), ("a", 100)]   # 400 > 300: the fifth waits
     assert len(_study.admission_jobs([("a", 1)], 10**9, cap=7)) == 7
     assert _study.admission_jobs([("a", 0)], 300, cap=10) == []
+    assert len(_study.admission_jobs([("a", 10), ("b", 20)], 1000)) == 68         # no cap: 1020 > 1000
+    assert _study.admission_jobs([("a", 10)], 1000, cap=-1) == []
 
 
 def test_a_pocket_report_is_charged_as_its_reservation_and_keeps_what_it_allocated() -> None:
@@ -85,3 +89,17 @@ def test_a_pocket_report_is_charged_as_its_reservation_and_keeps_what_it_allocat
     assert _reserve(d)["memory"]["mb_s"] == 8.0                  # once only
     other = {"policy": "funcstore", "wall_s": 2.0, "memory": {"mb_s": 1.5, "peak_bytes": 4 << 20, "series": series}}
     assert _reserve(other)["memory"] == {"mb_s": 1.5, "peak_bytes": 4 << 20, "series": series}
+
+
+def test_over_the_oracle_is_blocks_per_byte_held_times_bytes_held_against_the_oracle() -> None:
+    def rep(mb_s: float, live: float, objects: dict[str, tuple[int, float, float]]) -> dict[str, Any]:
+        return {"memory": {"mb_s": mb_s, "live_mb_s": live},
+                "objects": {n: {"size": sz, "written_at": w, "freed_at": f, "tier": "memory"}
+                            for n, (sz, w, f) in objects.items()}}
+
+    f = rep(30.0, 20.0, {"a": (1 << 20, 0.0, 2.0), "b": (1 << 20, 1.0, 2.0), "c": (5, 0.0, None)})
+    o = rep(16.0, 16.0, {"a": (1 << 20, 0.0, 1.5), "b": (1 << 20, 1.0, 1.5)})
+    d = _study.decompose([f], [o])
+    assert d == {"blocks": 1.5, "held": 1.25, "held_objects": 1.5, "over_oracle": 0.875}
+    assert abs(d["blocks"] * d["held"] - 1 - d["over_oracle"]) < 1e-9
+    assert _study.decompose([f], [rep(0.0, 0.0, {})])["over_oracle"] is None
