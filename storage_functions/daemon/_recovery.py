@@ -346,6 +346,7 @@ class Recovery:
                 self._done(c, ok=False)
 
         d.handles[fn].request(Op.PUT, c.ckey, replied, a=block, b=off, crc=st.crcs[c.index], payload=data,
+                              meta={"restore": 1},  # never over a live entry (its place was reused)
                               large=st.cl >= d.config.large_threshold)
 
     def _landed(self, c: LostChunk) -> None:

@@ -258,5 +258,6 @@ class DurableTable:
                 done.set()
 
         d.handles[fn].request(Op.PUT, ckey, replied, a=block, b=off, crc=st.crcs[i], payload=data,
+                              meta={"restore": 1},  # never over a live entry (its place was reused)
                               large=st.cl >= d.config.large_threshold)
         done.wait(d.config.put_timeout_s)

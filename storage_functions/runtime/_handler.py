@@ -365,8 +365,8 @@ class _Invocation:
             offset = 0
         else:
             block, offset = f.a, f.b
-        try:
-            entry, views = mem.reserve(f.key, block, offset, length, f.crc)
+        try:  # never over a live entry: a chunk whose place was reused is dead (Overlap)
+            entry, views = mem.reserve(f.key, block, offset, length, f.crc, supersede=cache)
         except (MemoryFull, ValueError) as exc:
             if cache:
                 with st.lock:
@@ -383,12 +383,13 @@ class _Invocation:
         mem = self.state.memory
         if f.op == Op.PUT:
             try:
+                supersede = not (f.meta and f.meta.get("restore"))  # a recovery's push: never over live data
                 try:
-                    entry, views = mem.reserve(f.key, f.a, f.b, f.paylen, f.crc)
+                    entry, views = mem.reserve(f.key, f.a, f.b, f.paylen, f.crc, supersede=supersede)
                 except MemoryFull:  # demand-cached chunks go before regular data
                     if not evict_for(self.state, f.paylen + mem.block_size):
                         raise
-                    entry, views = mem.reserve(f.key, f.a, f.b, f.paylen, f.crc)
+                    entry, views = mem.reserve(f.key, f.a, f.b, f.paylen, f.crc, supersede=supersede)
             except (MemoryFull, ValueError) as exc:
                 drain(sock, f.paylen)
                 send_frame(sock, Op.REPLY, status=Status.FULL, reqid=f.reqid, a=mem.used(),
@@ -401,7 +402,10 @@ class _Invocation:
                 mem.abort(entry)
                 raise
             mem.commit(entry)
+            gone = mem.take_superseded() if mem.superseded else []
             with self.state.lock:
+                for k in gone:  # dead chunks this PUT's place was reused from (freed, the drop not here yet)
+                    self.state.log.record_del(k)
                 self.state.log.record_put(f.key, f.a, f.b, f.paylen, f.crc)
                 rank = self.state.log.diff_rank
             send_frame(sock, Op.REPLY, reqid=f.reqid, a=mem.used(), b=rank)

@@ -8,18 +8,30 @@ An entry starts at ``(block, offset)`` and, when longer than the rest of that
 block, continues at offset 0 of ``block+1``, ``block+2``, ... The memory
 never moves data; entries are written with ``recv_into`` straight into the
 block and served from memoryviews of it.
+
+Entries never overlap: the allocator reuses the space of a freed entry (a hole,
+or a whole block) once the metadata server freed it, which can be before this
+function heard of the drop. A PUT at such a place supersedes the older entries
+it overlaps (they are dead: the allocator placed new data there), which
+``reserve`` reports; a recovery there is refused (``Overlap``): the chunk it
+would restore is the dead one.
 """
 
 from __future__ import annotations
 
+import bisect
 import threading
 from dataclasses import dataclass
 
-__all__ = ["Entry", "BlockMemory", "MemoryFull"]
+__all__ = ["Entry", "BlockMemory", "MemoryFull", "Overlap"]
 
 
 class MemoryFull(Exception):
     pass
+
+
+class Overlap(ValueError):
+    """A reservation that would overlap a committed entry, where it may not supersede it."""
 
 
 @dataclass(slots=True)
@@ -49,19 +61,30 @@ class BlockMemory:
         self.blocks: dict[int, bytearray] = {}
         self.refs: dict[int, int] = {}
         self.index: dict[str, Entry] = {}
+        self._spans: dict[int, list[tuple[int, int, str]]] = {}  # block -> committed (start, end, key), sorted
+        self.superseded: list[str] = []  # keys a PUT's reservation dropped, until ``take_superseded``
         self._lock = threading.Lock()
 
     def used(self) -> int:
         return len(self.blocks) * self.block_size
 
-    def reserve(self, key: str, block: int, offset: int, length: int, crc: int) -> tuple[Entry, list[memoryview]]:
+    def reserve(self, key: str, block: int, offset: int, length: int, crc: int, *,
+                supersede: bool = True) -> tuple[Entry, list[memoryview]]:
         """Allocate the blocks ``key`` will occupy and return views to fill.
-        The entry becomes visible only on :meth:`commit`."""
+        The entry becomes visible only on :meth:`commit`. Committed entries of other
+        keys it overlaps are dropped (``superseded`` lists them), or with
+        ``supersede=False`` it raises :class:`Overlap`."""
         if offset < 0 or block < 0 or (offset >= self.block_size and length):
             raise ValueError(f"bad placement block={block} offset={offset} for block size {self.block_size}")
         entry = Entry(key, block, offset, length, crc)
         spans = entry.spans(self.block_size)
         with self._lock:
+            older = self._overlapping(key, spans)
+            if older and not supersede:
+                raise Overlap(f"{key}: block {block} offset {offset} holds {older[0]} (live there now)")
+            for k in older:
+                self._release(self.index.pop(k))
+                self.superseded.append(k)
             new = sum(1 for b, _, _ in spans if b not in self.blocks)
             if self.used() + new * self.block_size > self.capacity:
                 raise MemoryFull(f"{key}: {new} more blocks exceed capacity {self.capacity}")
@@ -74,12 +97,33 @@ class BlockMemory:
                 views.append(memoryview(buf)[off:off + n])
         return entry, views
 
+    def take_superseded(self) -> list[str]:
+        """The keys reservations dropped since the last call (for the insertion log)."""
+        with self._lock:
+            out, self.superseded = self.superseded, []
+            return out
+
+    def _overlapping(self, key: str, spans: list[tuple[int, int, int]]) -> list[str]:
+        out: list[str] = []
+        for b, off, n in spans:
+            row = self._spans.get(b)
+            if not row:
+                continue
+            i = bisect.bisect_left(row, (off + n,)) - 1  # the last span starting before this one ends
+            while i >= 0 and row[i][1] > off:
+                if row[i][2] != key and row[i][2] not in out:
+                    out.append(row[i][2])
+                i -= 1
+        return out
+
     def commit(self, entry: Entry) -> None:
         with self._lock:
             old = self.index.get(entry.key)
             self.index[entry.key] = entry
             if old is not None:
                 self._release(old)
+            for b, off, n in entry.spans(self.block_size):
+                bisect.insort(self._spans.setdefault(b, []), (off, off + n, entry.key))
 
     def fill(self, entry: Entry, views: list[memoryview], data: bytes) -> None:
         """Copy ``data`` (the entry's bytes, in hand) into the views :meth:`reserve`
@@ -110,7 +154,14 @@ class BlockMemory:
             return True
 
     def _release(self, entry: Entry) -> None:
-        for b, _, _ in entry.spans(self.block_size):
+        for b, off, n in entry.spans(self.block_size):
+            row = self._spans.get(b)
+            if row is not None:
+                i = bisect.bisect_left(row, (off, off + n, entry.key))
+                if i < len(row) and row[i] == (off, off + n, entry.key):
+                    del row[i]
+                    if not row:
+                        del self._spans[b]
             left = self.refs.get(b, 0) - 1
             if left <= 0:
                 self.refs.pop(b, None)

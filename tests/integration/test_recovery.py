@@ -88,9 +88,10 @@ def test_recovery_never_resurrects_a_freed_object(stack: Stack) -> None:
 
 def test_word_count_under_storage_chaos_is_right_and_recovers(stack: Stack) -> None:
     """`funcsion run --kill-storage-rate 0.2`: instances holding chunks are SIGKILLed during the
-    run; no handler sees an error, the output is right, nothing leaks, chunks were recovered. 16 mappers
-    and 8 reducers: with warm task workers the default 4 x 2 run ends in ~0.3 s, two or three chaos
-    rounds, which often found nothing to kill; this one holds data for a few seconds."""
+    run; no handler sees an error, the output is right, nothing leaks, chunks were recovered. 32 mappers
+    and 16 reducers, half the instances holding chunks killed each 100 ms round: with warm task workers
+    and packed uploads the default 4 x 2 run ends in ~0.3 s and 16 x 8 in about a second, whose chaos
+    rounds often found nothing to recover; this one holds data for a few seconds."""
     from dataclasses import replace
 
     from pydoc_data.topics import topics
@@ -99,8 +100,8 @@ def test_word_count_under_storage_chaos_is_right_and_recovers(stack: Stack) -> N
     from sdk.local._run import run_workflow
     from tests.integration.test_wordcount_e2e import WC, expected_counts, output
 
-    report = run_workflow(WC, config=replace(stack.config, kill_storage_rate=0.2), stack=stack,
-                          params={"mappers": 16, "reducers": 8}, options=ExecutorOptions(progress=False, seed=7))
+    report = run_workflow(WC, config=replace(stack.config, kill_storage_rate=0.5), stack=stack,
+                          params={"mappers": 32, "reducers": 16}, options=ExecutorOptions(progress=False, seed=7))
     assert report.status == "succeeded", report.error
     assert all(t["attempts"] == 1 and not t["errors"] for t in report.tasks.values()), report.tasks
     text = "\n\n".join(topics[k] for k in sorted(topics))

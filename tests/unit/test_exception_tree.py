@@ -24,6 +24,7 @@ INTERNAL = {
     "sdk.deploy.sfn_local.HandlerError",         # a simulated Lambda function error under moto
     "storage_functions.cos._retry.RetryExhausted",  # COS and the invoker raise their own error from it
     "storage_functions.runtime._memory.MemoryFull",  # the storage function replies with a status
+    "storage_functions.runtime._memory.Overlap",  # the storage function replies FULL (a dead chunk)
     "storage_functions.daemon._placement.PoolExhausted",  # the daemon scales out or refuses the PUT
     "storage_functions.daemon._placement.BadPlacement",   # the daemon refuses the PUT with a StoreError
     "wds._templates.TemplateError",              # wds._parse turns it into an Issue at its JSON path

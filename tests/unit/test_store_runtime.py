@@ -61,3 +61,27 @@ def test_versions_and_trailer() -> None:
     raw = trailer(b)
     n, magic = struct.unpack("!I4s", raw[-8:])
     assert magic == b"SION" and json.loads(raw[-8 - n:-8])["version"] == 2
+
+
+def test_a_put_over_a_dead_entry_supersedes_it_and_a_recovery_there_is_refused() -> None:
+    """The allocator reuses a freed entry's space (a hole) before the function heard of the
+    drop: the new PUT wins and reports the dead key; restoring the dead chunk is refused."""
+    from storage_functions.runtime._memory import BlockMemory, Overlap
+
+    mem = BlockMemory(4096, 1 << 20)
+    for key, off in (("old", 0), ("next", 1000)):
+        e, views = mem.reserve(key, 0, off, 1000, 0)
+        mem.fill(e, views, bytes([len(key)]) * 1000)
+    e, views = mem.reserve("new", 0, 500, 400, 0)  # inside "old"'s freed space
+    mem.fill(e, views, b"n" * 400)
+    assert mem.take_superseded() == ["old"] and mem.get("old") is None and mem.take_superseded() == []
+    assert bytes(mem.get("next")[1][0]) == bytes([4]) * 1000  # the neighbour is untouched
+    with pytest.raises(Overlap, match="new"):
+        mem.reserve("old", 0, 0, 1000, 0, supersede=False)  # a recovery of the dead chunk
+    assert bytes(mem.get("new")[1][0]) == b"n" * 400
+    e, views = mem.reserve("fresh", 0, 2000, 100, 0, supersede=False)  # free space: fine
+    mem.fill(e, views, b"f" * 100)
+    mem.delete("new")
+    e, views = mem.reserve("old", 0, 0, 1000, 0, supersede=False)  # the place is free again
+    mem.abort(e)
+    assert sorted(mem.index) == ["fresh", "next"] and mem.used() == 4096
