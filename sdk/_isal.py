@@ -14,6 +14,7 @@ those two pieces, a memoryview of the caller's buffer and no copy, and only
 the p parities are new memory. The output is byte for byte pyeclib's: the
 encoder checks that against pyeclib when it is built (and is not used when
 the check fails or the library is missing; callers fall back to pyeclib).
+Any contiguous buffer is read in place, read-only ones included.
 Not thread-safe to build; ``encode`` is safe from any thread (ctypes releases
 the GIL during the call).
 """
@@ -21,11 +22,11 @@ the GIL during the call).
 from __future__ import annotations
 
 import ctypes
-import glob
-import os
 import struct
 import zlib
 from typing import Any
+
+from storage_functions.checksum import buffer_address, load_isal
 
 __all__ = ["IsalEncoder", "load_encoder", "Piece"]
 
@@ -34,35 +35,6 @@ Piece = bytes | bytearray | memoryview
 _META = struct.Struct("<IIIQ")  # idx, size (fs), frag_backend_metadata_size, orig_data_size
 _META_LEN = 59  # liberasurecode's packed fragment_metadata_t
 _HEADER = 80
-
-
-def _library() -> Any:
-    """ISA-L as pyeclib's wheel ships it (``pyeclib.libs/libisal*``), else the system's; None if neither."""
-    try:
-        import pyeclib
-    except ImportError:
-        return None
-    libdir = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(pyeclib.__file__))), "pyeclib.libs")
-    names = sorted(glob.glob(os.path.join(libdir, "libisal*.so*"))) + ["libisal.so.2", "libisal.so"]
-    for name in names:
-        try:
-            return ctypes.CDLL(name)
-        except OSError:
-            continue
-    return None
-
-
-def _address(buf: Any) -> tuple[int, Any] | None:
-    """(address of ``buf``'s first byte, what keeps it valid) without a copy, or None
-    (a read-only buffer that is not ``bytes``)."""
-    if isinstance(buf, bytes):
-        keep: Any = ctypes.c_char_p(buf)
-        return ctypes.cast(keep, ctypes.c_void_p).value or 0, keep
-    try:
-        keep = (ctypes.c_char * len(memoryview(buf).cast("B"))).from_buffer(buf)
-    except (TypeError, ValueError):
-        return None
-    return ctypes.addressof(keep), keep
 
 
 class IsalEncoder:
@@ -88,12 +60,15 @@ class IsalEncoder:
 
     def encode(self, buf: Any, start: int, n: int) -> tuple[int, list[list[Piece]]] | None:
         """(fs, chunks) for the stripe ``buf[start:start+n]``: chunk ``i`` as its pieces
-        (header, payload[, zero padding]); None when ``buf`` has no address to read
-        in place (the caller encodes another way)."""
-        got = _address(buf)
-        if got is None:
+        (header, payload[, zero padding]); None when ``buf`` is not one contiguous
+        buffer (the caller encodes another way)."""
+        try:
+            with buffer_address(buf) as (base, _):
+                return self._encode_at(buf, base, start, n)
+        except BufferError:
             return None
-        base, keep = got
+
+    def _encode_at(self, buf: Any, base: int, start: int, n: int) -> tuple[int, list[list[Piece]]]:
         d, p = self.d, self.p
         fs = -(-n // d)
         view = memoryview(buf).cast("B")
@@ -119,7 +94,7 @@ class IsalEncoder:
         pbufs = [(ctypes.c_char * fs).from_buffer(b, _HEADER) for b in parity]
         pptrs = (ctypes.c_void_p * p)(*[ctypes.addressof(b) for b in pbufs])
         self.lib.ec_encode_data(fs, d, p, self._tables, ptrs, pptrs)
-        del pbufs, padded, keep  # the exports end: the bytearrays may be used freely
+        del pbufs, padded  # the exports end: the bytearrays may be used freely
         for j, b in enumerate(parity):
             b[:_HEADER] = self.header(d + j, fs, n)
             chunks.append([b])
@@ -130,7 +105,7 @@ def load_encoder(d: int, p: int, driver: Any) -> IsalEncoder | None:
     """An encoder for ``driver`` (a pyeclib ``isa_l_rs_vand`` ECDriver of the same d+p)
     whose output was checked byte for byte against the driver's; None when ISA-L is not
     loadable or the output differs (a pyeclib/liberasurecode whose format this does not know)."""
-    lib = _library()
+    lib = load_isal()
     if lib is None:
         return None
     try:

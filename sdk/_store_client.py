@@ -18,10 +18,10 @@ from __future__ import annotations
 import socket
 import threading
 import time
-import zlib
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
+from storage_functions.checksum import crc32
 from storage_functions.exceptions import BufferTooSmall, ObjectTooLarge, ProtocolError, StorageError, StoreError
 from storage_functions.protocol import Op, Status, error_for, recv_exact, recv_frame, send_frame, tune_socket
 
@@ -494,10 +494,10 @@ def _connection_lost(exc: BaseException) -> bool:
 
 
 def _crc(pieces: list[Any]) -> int:
-    """CRC-32 of a chunk sent as ``pieces`` back to back."""
+    """CRC-32 of a chunk sent as ``pieces`` back to back (ISA-L's for large pieces: ``checksum``)."""
     crc = 0
     for piece in pieces:
-        crc = zlib.crc32(piece, crc)
+        crc = crc32(piece, crc)
     return crc
 
 

@@ -148,14 +148,18 @@ def test_isal_encoder_matches_pyeclib(d: int, p: int, n: int) -> None:
         assert fs == -(-n // d)
 
 
-def test_isal_encoder_declines_read_only_views() -> None:
+def test_isal_encoder_reads_read_only_views_in_place_and_declines_strided_ones() -> None:
     from pyeclib.ec_iface import ECDriver
 
     from sdk._isal import load_encoder
 
-    enc = load_encoder(4, 2, ECDriver(k=4, m=2, ec_type="isa_l_rs_vand"))
+    drv = ECDriver(k=4, m=2, ec_type="isa_l_rs_vand")
+    enc = load_encoder(4, 2, drv)
     assert enc is not None
-    assert enc.encode(memoryview(bytes(8192)), 0, 8192) is None
+    data = os.urandom(3 * 8192)
+    got = enc.encode(memoryview(data)[8192:], 0, 8192)
+    assert got is not None and [b"".join(bytes(x) for x in c) for c in got[1]] == drv.encode(data[8192:16384])
+    assert enc.encode(memoryview(data)[::2], 0, 8192) is None
 
 
 def test_codec_pieces_are_the_joined_chunks_and_read_only_views_still_encode() -> None:
