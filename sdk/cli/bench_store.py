@@ -13,8 +13,9 @@ server) and a raw loopback socket copy, in one run. Prints a table;
      "ec": {"65536": {"encode_us" (pyeclib), "encode_inplace_us" (the PUT's encoder),
                       "decode_us", "raw_xfer_us"}, ...},
      (per size also "put_cpu_us": CPU time (us) of this process -- client, daemon and its
-      write-behind upload -- per PUT: the storage functions' own processes not counted;
-      steadier than the latencies on a loaded machine)
+      write-behind upload -- per PUT, and "put_functions_cpu_us": the storage functions'
+      processes' per PUT; "get_into_cpu_us", "get_into_functions_cpu_us" the same per
+      get_into; steadier than the latencies on a loaded machine)
      "redis": "found at /usr/bin/redis-server" | "absent: ...",
      "write_behind": {"uploads", "uploads_skipped", "uploads_skipped_share", "cos_requests_saved", ...}, ...}
 
@@ -108,23 +109,43 @@ def _bench_store(sizes: list[int], base: int, d: int, p: int,
             c.get(f"warm-{size}")
             st.daemon.wait_uploads(120)
             assert c.get(f"warm-{size}") == data
-            cpu = time.process_time()
+            cpu, fcpu = time.process_time(), _functions_cpu(st)
             puts = [_timed(lambda i: c.put(f"b-{size}-{i}", data), i) for i in range(n)]
             st.daemon.wait_uploads(300)  # GETs from function memory, not the buffer
             cpu = time.process_time() - cpu  # this process: client, daemon and its write-behind
+            fcpu = _functions_cpu(st) - fcpu
             gets = [_timed(lambda i: c.get(f"b-{size}-{i % n}"), i) for i in range(n)]
             res[size] = _summ("", size, puts, gets)
             res[size]["put_cpu_us"] = round(cpu / n * 1e6, 1)
+            res[size]["put_functions_cpu_us"] = round(fcpu / n * 1e6, 1)
             buf = bytearray(size)  # reused, like the raw socket's: no page faults, no copy out
+            cpu, fcpu = time.process_time(), _functions_cpu(st)
             into = [_timed(lambda i: c.get_into(f"b-{size}-{i % n}", buf), i) for i in range(n)]
+            cpu, fcpu = time.process_time() - cpu, _functions_cpu(st) - fcpu
             assert buf == data
             res[size].update({"get_into_p50_us": round(_pct(into, 0.5) * 1e6, 1),
-                              "get_into_mbps": round(size / statistics.median(into) / 1e6, 1)})
+                              "get_into_mbps": round(size / statistics.median(into) / 1e6, 1),
+                              "get_into_cpu_us": round(cpu / n * 1e6, 1),
+                              "get_into_functions_cpu_us": round(fcpu / n * 1e6, 1)})
             c.free([f"b-{size}-{i}" for i in range(n)] + [f"warm-{size}"])
         st.daemon.wait_uploads(60)
         if write_behind is not None:
             write_behind.update(st.daemon.buffer.stats())
     return res
+
+
+def _functions_cpu(st: Any) -> float:
+    """CPU seconds (user + system) the storage functions' processes have used so far."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for info in st.platform.instances():
+        try:
+            with open(f"/proc/{info.pid}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / tick
 
 
 # -- Redis ----------------------------------------------------------------------

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-STORE = {"put_p50_us", "get_p50_us", "get_mbps", "put_mbps", "get_into_p50_us", "get_into_mbps", "raw_mbps"}
+STORE = {"put_p50_us", "get_p50_us", "get_mbps", "put_mbps", "get_into_p50_us", "get_into_mbps", "raw_mbps",
+         "put_cpu_us", "put_functions_cpu_us", "get_into_cpu_us", "get_into_functions_cpu_us"}
 
 
 @pytest.mark.slow
