@@ -21,7 +21,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-from ._isal import IsalEncoder, Piece, load_encoder
+from ._isal import HEADER_BYTES, IsalEncoder, Piece, load_encoder
 
 __all__ = ["Codec", "StripeInfo", "DEFAULT_D", "DEFAULT_P", "DEFAULT_THRESHOLD", "DEFAULT_STRIPE"]
 
@@ -127,7 +127,7 @@ class Codec:
         if got is None:
             return None
         fs, chunks = got
-        return StripeInfo(self.d, self.p, fs, n, fs + 80), chunks
+        return StripeInfo(self.d, self.p, fs, n, fs + HEADER_BYTES), chunks
 
     def stripes_from(self, read: Callable[[int], Any] | Any, size: int, *,
                      prefix: bytes | bytearray | memoryview = b"") -> Iterator[tuple[StripeInfo, list[Piece]]]:

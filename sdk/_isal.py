@@ -28,13 +28,15 @@ from typing import Any
 
 from storage_functions.checksum import buffer_address, load_isal
 
-__all__ = ["IsalEncoder", "load_encoder", "Piece"]
+__all__ = ["IsalEncoder", "load_encoder", "Piece", "HEADER_BYTES"]
 
 Piece = bytes | bytearray | memoryview
 
 _META = struct.Struct("<IIIQ")  # idx, size (fs), frag_backend_metadata_size, orig_data_size
 _META_LEN = 59  # liberasurecode's packed fragment_metadata_t
 _HEADER = 80
+#: liberasurecode's fragment header: a chunk is this many bytes more than its payload
+HEADER_BYTES = _HEADER
 
 
 class IsalEncoder:
