@@ -21,6 +21,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
+from ._isal import HEADER_BYTES, IsalEncoder, Piece, load_encoder
+
 __all__ = ["Codec", "StripeInfo", "DEFAULT_D", "DEFAULT_P", "DEFAULT_THRESHOLD", "DEFAULT_STRIPE"]
 
 DEFAULT_D = 10
@@ -58,6 +60,7 @@ class Codec:
         self.stripe_size = stripe_size
         self.ec_type = ec_type
         self._local = threading.local()
+        self._isal: IsalEncoder | bool = ec_type == "isa_l_rs_vand"  # True: not tried yet; False: never
 
     @property
     def driver(self):  # type: ignore[no-untyped-def]
@@ -87,21 +90,47 @@ class Codec:
         to end); ``size`` for an uncoded slice."""
         return sum(st.cl for st in self.layout(size))
 
-    def stripes(self, data: bytes | bytearray | memoryview) -> Iterator[tuple[StripeInfo, list[bytes | memoryview]]]:
+    def stripes(self, data: bytes | bytearray | memoryview) -> Iterator[tuple[StripeInfo, list[Piece]]]:
         """Yield (info, chunks) per stripe, encoding lazily so the caller can
-        send stripe k while stripe k+1 is not yet encoded."""
+        send stripe k while stripe k+1 is not yet encoded. Each chunk is one
+        buffer (joined from :meth:`stripe_pieces`' pieces: a copy; senders use those)."""
+        for info, chunks in self.stripe_pieces(data):
+            yield info, [c[0] if len(c) == 1 else b"".join(c) for c in chunks]
+
+    def stripe_pieces(self, data: bytes | bytearray | memoryview) -> Iterator[tuple[StripeInfo, list[list[Piece]]]]:
+        """Like :meth:`stripes`, each chunk as the pieces it is sent as, back to back:
+        a data chunk encoded in place is its 80-byte header and a memoryview of
+        ``data`` (``data`` must not change until the pieces were sent)."""
         view = memoryview(data).cast("B")
         size = len(view)
         plan = self.plan(size)
         if not self.coded(size):
-            yield StripeInfo(1, 0, size, size, size), [view]
+            yield StripeInfo(1, 0, size, size, size), [[view]]
             return
         whole = isinstance(data, bytes) and len(plan) == 1
         for start, n in plan:
-            yield self._encode(data if whole and isinstance(data, bytes) else bytes(view[start:start + n]))
+            fast = self._fast_encode(data, start, n)
+            if fast is not None:
+                yield fast
+                continue
+            info, frags = self._encode(data if whole and isinstance(data, bytes) else bytes(view[start:start + n]))
+            yield info, [[f] for f in frags]
+
+    def _fast_encode(self, buf: Any, start: int, n: int) -> tuple[StripeInfo, list[list[Piece]]] | None:
+        """ISA-L in place (see ``_isal``), or None: pyeclib does it."""
+        enc = self._isal
+        if enc is True:
+            enc = self._isal = load_encoder(self.d, self.p, self.driver) or False
+        if not isinstance(enc, IsalEncoder) or n < enc.MIN_STRIPE:
+            return None
+        got = enc.encode(buf, start, n)
+        if got is None:
+            return None
+        fs, chunks = got
+        return StripeInfo(self.d, self.p, fs, n, fs + HEADER_BYTES), chunks
 
     def stripes_from(self, read: Callable[[int], Any] | Any, size: int, *,
-                     prefix: bytes | bytearray | memoryview = b"") -> Iterator[tuple[StripeInfo, list[bytes | memoryview]]]:
+                     prefix: bytes | bytearray | memoryview = b"") -> Iterator[tuple[StripeInfo, list[Piece]]]:
         """Like :meth:`stripes` for the object ``prefix + <size bytes from
         read>``, pulling each stripe's bytes only when that stripe is encoded,
         so memory holds one stripe (and its chunks), not the object.
@@ -109,6 +138,12 @@ class Codec:
         retried) or a readable file object. The stripes, chunks and plan are
         byte for byte those of ``stripes(prefix + data)``. Reads exactly
         ``size`` bytes; a source that ends sooner raises ValueError."""
+        for info, chunks in self.stripe_pieces_from(read, size, prefix=prefix):
+            yield info, [c[0] if len(c) == 1 else b"".join(c) for c in chunks]
+
+    def stripe_pieces_from(self, read: Callable[[int], Any] | Any, size: int, *,
+                           prefix: bytes | bytearray | memoryview = b"") -> Iterator[tuple[StripeInfo, list[list[Piece]]]]:
+        """:meth:`stripes_from` with each chunk as its pieces (see :meth:`stripe_pieces`)."""
         if size < 0:
             raise ValueError(f"size must be >= 0, got {size}")
         if not callable(read):
@@ -118,17 +153,22 @@ class Codec:
         plan = self.plan(total)
         if not self.coded(total):
             body = _read_exactly(read, size, 0, size)
-            yield StripeInfo(1, 0, total, total, total), [pre + body if pre else body]
+            yield StripeInfo(1, 0, total, total, total), [[pre + body if pre else body]]
             return
         done = 0  # bytes taken from ``read`` so far
         for start, n in plan:
             head = pre[start:start + n]  # the part of the prefix in this stripe (usually none)
             body = _read_exactly(read, n - len(head), done, size)
             done += len(body)
-            out = self._encode(head + body if head else body)
+            stripe = head + body if head else body
+            out = self._fast_encode(stripe, 0, n) or self._encode_pieces(stripe)
             del body  # not alive while the next stripe is read
             yield out
             del out
+
+    def _encode_pieces(self, stripe: bytes) -> tuple[StripeInfo, list[list[Piece]]]:
+        info, frags = self._encode(stripe)
+        return info, [[f] for f in frags]
 
     def _encode(self, stripe: bytes) -> tuple[StripeInfo, list[bytes | memoryview]]:
         frags = self.driver.encode(stripe)

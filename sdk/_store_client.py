@@ -18,10 +18,10 @@ from __future__ import annotations
 import socket
 import threading
 import time
-import zlib
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
+from storage_functions.checksum import crc32
 from storage_functions.exceptions import BufferTooSmall, ObjectTooLarge, ProtocolError, StorageError, StoreError
 from storage_functions.protocol import (Op, Status, error_for, frame_bytes, recv_exact, recv_frame, send_frame,
                                         tune_socket)
@@ -160,8 +160,8 @@ class StoreClient:
         in the PUT's meta for the daemon's write-behind."""
         size = len(memoryview(data).cast("B")) if not isinstance(data, (bytes, bytearray)) else len(data)
         self._check_size(key, size)
-        return self._call(self._put, key, self.codec.stripes(data), size, alloc,  # type: ignore[no-any-return]
-                          expires_at_ms, again=lambda: (key, self.codec.stripes(data), size, alloc, expires_at_ms))
+        return self._call(self._put, key, self.codec.stripe_pieces(data), size, alloc,  # type: ignore[no-any-return]
+                          expires_at_ms, again=lambda: (key, self.codec.stripe_pieces(data), size, alloc, expires_at_ms))
 
     def put_stream(self, key: str, read: Callable[[int], Any] | Any, size: int, *,
                    prefix: bytes | bytearray | memoryview = b"", alloc: Alloc | None = None,
@@ -176,7 +176,7 @@ class StoreClient:
         and its connection closed)."""
         total = len(prefix) + size
         self._check_size(key, total)
-        stripes = self.codec.stripes_from(read, size, prefix=prefix)
+        stripes = self.codec.stripe_pieces_from(read, size, prefix=prefix)
         first = [next(stripes)]  # the first read happens before a connection is taken
         return self._call(self._put, key, _then(first, stripes), total, alloc,  # type: ignore[no-any-return]
                           expires_at_ms, again=False)  # the source cannot be read again
@@ -193,7 +193,8 @@ class StoreClient:
 
     def _send_put(self, sock: socket.socket, key: str, stripes: Iterator[tuple[StripeInfo, list[Any]]], size: int,
                   alloc: Alloc | None, expires_at_ms: int | None = None) -> tuple[int, bool]:
-        """Send a PUT and its stripes; (stripes, coded). The reply is the caller's to read."""
+        """Send a PUT and its stripes; (stripes, coded). The reply is the caller's to read. A
+        chunk is one buffer, or a list of the pieces it is sent as (``Codec.stripe_pieces``)."""
         plan = self.codec.plan(size)
         meta: dict[str, Any] = {"n": len(plan), "size": size}
         if alloc is not None:
@@ -204,9 +205,10 @@ class StoreClient:
         coded = False
         for info, frags in stripes:
             coded = info.coded
-            crcs = [zlib.crc32(f) for f in frags]
+            pieces = [c if isinstance(c, list) else [c] for c in frags]
+            crcs = [_crc(c) for c in pieces]
             send_frame(sock, Op.STRIPE, meta={"d": info.d, "p": info.p, "fs": info.fs, "ol": info.ol,
-                                              "crcs": crcs}, payload=list(frags), before=head)
+                                              "crcs": crcs}, payload=[x for c in pieces for x in c], before=head)
             head = b""
         if head:  # no stripes (an empty object)
             sock.sendall(head)
@@ -259,7 +261,7 @@ class StoreClient:
 
         for i, size in todo:
             key, data, alloc = items[i]
-            n, coded = self._send_put(sock, key, self.codec.stripes(data), size, alloc, expires.get(key))
+            n, coded = self._send_put(sock, key, self.codec.stripe_pieces(data), size, alloc, expires.get(key))
             sent.append((i, size, n, coded))
             while len(sent) - done >= self.PIPELINE_WINDOW:
                 read_one()
@@ -493,6 +495,14 @@ class StoreClient:
 def _connection_lost(exc: BaseException) -> bool:
     """The daemon's end of the connection went away (reset, or closed mid-reply)."""
     return isinstance(exc, ConnectionError) or (isinstance(exc, ProtocolError) and "closed the connection" in str(exc))
+
+
+def _crc(pieces: list[Any]) -> int:
+    """CRC-32 of a chunk sent as ``pieces`` back to back (ISA-L's for large pieces: ``checksum``)."""
+    crc = 0
+    for piece in pieces:
+        crc = crc32(piece, crc)
+    return crc
 
 
 def _then(first: list[Any], rest: Iterator[Any]) -> Iterator[Any]:

@@ -10,10 +10,12 @@ server) and a raw loopback socket copy, in one run. Prints a table;
                         buffer, as the raw copy receives), and the ratios "get_vs_redis",
                         "put_vs_redis" (p50 over Redis's), "get_vs_raw", "get_into_vs_raw",
                         "put_vs_raw" (MB/s over the raw socket's)}, ...},
-     "ec": {"65536": {"encode_us", "decode_us", "raw_xfer_us"}, ...},
+     "ec": {"65536": {"encode_us" (pyeclib), "encode_inplace_us" (the PUT's encoder),
+                      "decode_us", "raw_xfer_us"}, ...},
      (per size also "put_cpu_us": CPU time (us) of this process -- client, daemon and its
-      write-behind upload -- per PUT: the storage functions' own processes not counted;
-      steadier than the latencies on a loaded machine)
+      write-behind upload -- per PUT, and "put_functions_cpu_us": the storage functions'
+      processes' per PUT; "get_into_cpu_us", "get_into_functions_cpu_us" the same per
+      get_into; steadier than the latencies on a loaded machine)
      "redis": "found at /usr/bin/redis-server" | "absent: ...",
      "write_behind": {"uploads", "uploads_skipped", "uploads_skipped_share", "cos_requests_saved", ...}, ...}
 
@@ -107,23 +109,43 @@ def _bench_store(sizes: list[int], base: int, d: int, p: int,
             c.get(f"warm-{size}")
             st.daemon.wait_uploads(120)
             assert c.get(f"warm-{size}") == data
-            cpu = time.process_time()
+            cpu, fcpu = time.process_time(), _functions_cpu(st)
             puts = [_timed(lambda i: c.put(f"b-{size}-{i}", data), i) for i in range(n)]
             st.daemon.wait_uploads(300)  # GETs from function memory, not the buffer
             cpu = time.process_time() - cpu  # this process: client, daemon and its write-behind
+            fcpu = _functions_cpu(st) - fcpu
             gets = [_timed(lambda i: c.get(f"b-{size}-{i % n}"), i) for i in range(n)]
             res[size] = _summ("", size, puts, gets)
             res[size]["put_cpu_us"] = round(cpu / n * 1e6, 1)
+            res[size]["put_functions_cpu_us"] = round(fcpu / n * 1e6, 1)
             buf = bytearray(size)  # reused, like the raw socket's: no page faults, no copy out
+            cpu, fcpu = time.process_time(), _functions_cpu(st)
             into = [_timed(lambda i: c.get_into(f"b-{size}-{i % n}", buf), i) for i in range(n)]
+            cpu, fcpu = time.process_time() - cpu, _functions_cpu(st) - fcpu
             assert buf == data
             res[size].update({"get_into_p50_us": round(_pct(into, 0.5) * 1e6, 1),
-                              "get_into_mbps": round(size / statistics.median(into) / 1e6, 1)})
+                              "get_into_mbps": round(size / statistics.median(into) / 1e6, 1),
+                              "get_into_cpu_us": round(cpu / n * 1e6, 1),
+                              "get_into_functions_cpu_us": round(fcpu / n * 1e6, 1)})
             c.free([f"b-{size}-{i}" for i in range(n)] + [f"warm-{size}"])
         st.daemon.wait_uploads(60)
         if write_behind is not None:
             write_behind.update(st.daemon.buffer.stats())
     return res
+
+
+def _functions_cpu(st: Any) -> float:
+    """CPU seconds (user + system) the storage functions' processes have used so far."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for info in st.platform.instances():
+        try:
+            with open(f"/proc/{info.pid}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / tick
 
 
 # -- Redis ----------------------------------------------------------------------
@@ -260,16 +282,20 @@ def _bench_raw(sizes: list[int], base: int) -> dict[int, dict[str, float]]:
 def _bench_ec(raw: dict[int, dict[str, float]], d: int, p: int) -> dict[str, dict[str, float]]:
     from pyeclib.ec_iface import ECDriver
 
+    from sdk._erasure import Codec
+
     drv = ECDriver(k=d, m=p, ec_type="isa_l_rs_vand")
     mbps = max((v["raw_mbps"] for v in raw.values()), default=1000.0)
     out: dict[str, dict[str, float]] = {}
     for size in (16 * 1024, 65536, 256 * 1024, MiB, 4 * MiB):
         data = os.urandom(size)
         enc = min(_timed(drv.encode, data) for _ in range(5))
+        codec = Codec(d, p, threshold=0, stripe_size=size)  # what a PUT runs: in place where it can (``_isal``)
+        inplace = min(_timed(lambda: list(codec.stripe_pieces(data))) for _ in range(5))
         frags = drv.encode(data)
         dec = min(_timed(drv.decode, frags[p:]) for _ in range(5))
-        out[str(size)] = {"encode_us": round(enc * 1e6, 1), "decode_us": round(dec * 1e6, 1),
-                          "raw_xfer_us": round(size / (mbps * 1e6) * 1e6, 1)}
+        out[str(size)] = {"encode_us": round(enc * 1e6, 1), "encode_inplace_us": round(inplace * 1e6, 1),
+                          "decode_us": round(dec * 1e6, 1), "raw_xfer_us": round(size / (mbps * 1e6) * 1e6, 1)}
     return out
 
 
@@ -326,5 +352,6 @@ def _print_table(doc: dict[str, Any], sizes: list[int]) -> None:
         sys.stdout.write("  ".join(x.rjust(w) for x, w in zip(r, widths)) + "\n")
     sys.stdout.write(f"redis: {doc['redis']}; s3: {doc['s3']}; code {doc['code']}\n")
     sys.stdout.write("EC cost (us) vs raw transfer: " + ", ".join(
-        f"{_fmt_size(int(k))}: enc {v['encode_us']} dec {v['decode_us']} xfer {v['raw_xfer_us']}"
+        f"{_fmt_size(int(k))}: enc {v['encode_us']} in place {v['encode_inplace_us']} "
+        f"dec {v['decode_us']} xfer {v['raw_xfer_us']}"
         for k, v in doc["ec"].items()) + "\n")

@@ -44,9 +44,9 @@ import socket
 import threading
 import time
 import uuid
-import zlib
 from typing import Any
 
+from ..checksum import crc32
 from ..protocol import Op, Status, recv_frame, recv_into, send_frame, tune_socket, drain
 from ..readiness import readable
 from ._demand import DemandCache, evict_for, load, read_cos_chunk
@@ -429,7 +429,7 @@ class _Invocation:
             if self.verify:
                 crc = 0
                 for v in views:
-                    crc = zlib.crc32(v, crc)
+                    crc = crc32(v, crc)  # ISA-L's for a large chunk (``checksum``): 4-5x zlib's speed
                 if crc != entry.crc:
                     send_frame(sock, Op.REPLY, status=Status.CORRUPT, reqid=f.reqid, a=mem.used(),
                                payload=f"chunk {f.key}: crc {crc:08x} != {entry.crc:08x}".encode())

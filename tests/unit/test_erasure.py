@@ -125,3 +125,50 @@ def test_stripes_from_reads_exactly_size_bytes() -> None:
     (info, frags), = list(codec.stripes_from(src.read, 4, prefix=b"p"))
     assert bytes(frags[0]) == b"p0123" and info.ol == 5
     assert src.read() == b"456789"
+
+
+# -- the in-place ISA-L encoder: byte for byte pyeclib's ---------------------------------
+@pytest.mark.parametrize("d,p", [(10, 2), (4, 2), (3, 1)])
+@pytest.mark.parametrize("n", [4096, 4097, 123457, (1 << 20) + 3, 8065970])
+def test_isal_encoder_matches_pyeclib(d: int, p: int, n: int) -> None:
+    from pyeclib.ec_iface import ECDriver
+
+    from sdk._isal import load_encoder
+
+    drv = ECDriver(k=d, m=p, ec_type="isa_l_rs_vand")
+    enc = load_encoder(d, p, drv)
+    assert enc is not None, "ISA-L (shipped with pyeclib) should load here"
+    data = os.urandom(n + 11)
+    for buf in (data, bytearray(data), memoryview(bytearray(data))):  # in place, at an offset
+        got = enc.encode(buf, 11, n)
+        assert got is not None
+        fs, chunks = got
+        assert [b"".join(bytes(x) for x in c) for c in chunks] == drv.encode(data[11:11 + n])
+        assert len(chunks[0]) == 2 and isinstance(chunks[0][1], memoryview)  # header + a view: no copy
+        assert fs == -(-n // d)
+
+
+def test_isal_encoder_reads_read_only_views_in_place_and_declines_strided_ones() -> None:
+    from pyeclib.ec_iface import ECDriver
+
+    from sdk._isal import load_encoder
+
+    drv = ECDriver(k=4, m=2, ec_type="isa_l_rs_vand")
+    enc = load_encoder(4, 2, drv)
+    assert enc is not None
+    data = os.urandom(3 * 8192)
+    got = enc.encode(memoryview(data)[8192:], 0, 8192)
+    assert got is not None and [b"".join(bytes(x) for x in c) for c in got[1]] == drv.encode(data[8192:16384])
+    assert enc.encode(memoryview(data)[::2], 0, 8192) is None
+
+
+def test_codec_pieces_are_the_joined_chunks_and_read_only_views_still_encode() -> None:
+    codec = Codec(10, 2, threshold=1 << 20, stripe_size=1 << 20)
+    data = os.urandom(3 * (1 << 20) + 7)
+    want = [(info, [bytes(f) for f in frags]) for info, frags in codec.stripes(data)]
+    for src in (data, memoryview(data), bytearray(data)):
+        got = [(info, [b"".join(bytes(x) for x in c) for c in chunks]) for info, chunks in codec.stripe_pieces(src)]
+        assert got == want
+    from sdk._isal import IsalEncoder
+
+    assert isinstance(codec._isal, IsalEncoder)  # the in-place encoder was used, not pyeclib's

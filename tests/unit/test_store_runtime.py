@@ -36,6 +36,22 @@ def test_block_memory_writes_in_place_and_frees_blocks() -> None:
         m.reserve("big", 0, 0, 5000, 0)
 
 
+def test_page_sized_blocks_are_populated_mappings_and_outlive_their_views() -> None:
+    import mmap
+
+    m = BlockMemory(1 << 16, 1 << 20)
+    e, views = m.reserve("a", 0, 100, 1 << 16, 7)
+    assert isinstance(m.blocks[0], mmap.mmap) and bytes(m.blocks[1]) == bytes(1 << 16)  # zeroed
+    payload = bytes(range(256)) * 256
+    views[0][:] = payload[:len(views[0])]
+    views[1][:] = payload[len(views[0]):]
+    m.commit(e)
+    got = m.get("a")
+    assert got is not None and b"".join(bytes(v) for v in got[1]) == payload
+    assert m.delete("a") and m.used() == 0
+    assert b"".join(bytes(v) for v in got[1]) == payload  # a reply still sending from it keeps it mapped
+
+
 def test_insertion_log_chains_hashes_and_counts_puts() -> None:
     lg = LogState("sion-0")
     assert lg.seal([]) is None
