@@ -60,8 +60,8 @@ class PendingPut:
 
 
 class PutPath:
-    """PUT: ``_put`` (or ``_put_send`` then ``_put_finish``, which let a client's
-    pipelined PUTs overlap) is called by a client connection's thread (``_session``)."""
+    """PUT: ``_put_send`` then ``_put_finish`` (apart, so that a client's pipelined
+    PUTs overlap), called by a client connection's thread (``_session``)."""
 
     config: DaemonConfig
     counters: dict[str, int]
@@ -74,16 +74,11 @@ class PutPath:
 
         def count(self, name: str, n: int = 1) -> None: ...
 
-    def _put(self, sock: socket.socket, f: Frame, scratch: bytearray,
-             refuse: StorageError | None = None) -> dict[str, Any]:
-        """Store a PUT's stripes; ``refuse`` (or a size over the maximum) reads
-        and drops them and raises it, touching nothing."""
-        return self._put_finish(self._put_send(sock, f, scratch, refuse))
-
     def _put_send(self, sock: socket.socket, f: Frame, scratch: bytearray,
                   refuse: StorageError | None = None) -> PendingPut:
         """Read a PUT's stripes and send each chunk to its function and to the buffer;
-        the functions' replies are awaited by :meth:`_put_finish`."""
+        the functions' replies are awaited by :meth:`_put_finish`. ``refuse`` (or a size
+        over the maximum) reads and drops them and raises it, touching nothing."""
         what = f"PUT {f.key!r}"
         size = meta_int(f.meta, "size", what, default=0)
         n = meta_int(f.meta, "n", what, default=0, hi=max(1, size))

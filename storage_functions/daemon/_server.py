@@ -3,7 +3,7 @@ for SDK clients and storage functions, the function pool, free, warm-ups,
 stats and the admin operations; it stamps events with the time, feeds them to
 the pure ``StoreState`` (``_state``: objects, placements, counts, ledger,
 recovery progress) under one lock, and carries out the instructions it
-returns (``_do``). The PUT path is ``_put``, the GET path ``_get``; a
+returns (``_do``). The PUT path is ``_put``, the GET path ``_get`` (modules); a
 connection's handshake, token scope and request dispatch (``_session``), what
 a request may declare (``_checks``), placement policy (``_placement``),
 function connections (``_functions``), the buffer (``_buffer``), a GET's
