@@ -284,13 +284,7 @@ class Allocator:
             if len(on) > OPEN_PER_FUNCTION:
                 del on[max(on, key=lambda i: on[i].offset)]
             return
-        if fns is None:
-            return
-        held = fns.get(b.function)
-        if held is not None and held.pop(b.index, None) is not None and not held:
-            del fns[b.function]
-            if not fns:
-                del self.open[b.owner]
+        _unindex(self.open, b)
 
     def _best_open(self, size: int, owner: Hashable, key: Hashable, function: str | None) -> _Block | None:
         """The owner's open block (on ``function``, or anywhere) with ``size`` bytes of room
@@ -382,14 +376,7 @@ class Allocator:
         if b.holes and _shareable(b.pool) and (b.function, b.index) in self.used:
             self.holed.setdefault(b.owner, {}).setdefault(b.function, {})[b.index] = b
             return
-        fns = self.holed.get(b.owner)
-        if fns is None:
-            return
-        on = fns.get(b.function)
-        if on is not None and on.pop(b.index, None) is not None and not on:
-            del fns[b.function]
-            if not fns:
-                del self.holed[b.owner]
+        _unindex(self.holed, b)
 
     def _put_in(self, b: _Block, size: int, key: Hashable, chunk: int = 0) -> Extent:
         """``size`` bytes of pool key ``key`` at ``b``'s offset (a block with room)."""
@@ -581,6 +568,18 @@ class Allocator:
                 for idx, b in on.items():
                     assert self.used.get((fn, idx)) is b and b.owner == owner, b
                     assert self.block_size - b.offset >= self.block_size * MIN_ROOM and _shareable(b.pool), b
+
+
+def _unindex(index: dict[Hashable, dict[str, dict[int, _Block]]], b: _Block) -> None:
+    """Take ``b`` out of an owner -> function -> block index, pruning the levels it empties."""
+    fns = index.get(b.owner)
+    if fns is None:
+        return
+    on = fns.get(b.function)
+    if on is not None and on.pop(b.index, None) is not None and not on:
+        del fns[b.function]
+        if not fns:
+            del index[b.owner]
 
 
 def _shareable(pool: Hashable) -> bool:

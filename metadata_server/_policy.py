@@ -79,6 +79,12 @@ class ReleasePolicy:
         return self.name == "oracle"
 
     @property
+    def fills_holes(self) -> bool:
+        """Whether a freed entry's space in a held block is reused (not the oracle's: it frees
+        an object at its read's lookup, before the reader has the bytes)."""
+        return not self.frees_on_last_read
+
+    @property
     def has_lease(self) -> bool:
         return self.name == "jiffy"
 

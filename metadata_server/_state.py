@@ -550,8 +550,7 @@ class MetadataState:
             except ValueError as exc:
                 raise InvalidRequest(f"put of {name!r} in run {run.run_id}: {exc}", run_id=run.run_id,
                                      object=name) from None
-        holes = not run.policy.frees_on_last_read     # the oracle frees before the reader has the bytes
-        need = a.new_blocks(size, run.run_id, key, chunk_bytes, holes)
+        need = a.new_blocks(size, run.run_id, key, chunk_bytes, run.policy.fills_holes)
         over_run = run.budget_bytes and need and run.alloc_bytes + need * a.block_size > run.budget_bytes
         if over_run or (self.memory_budget is not None and need
                         and a.allocated_bytes + need * a.block_size > self.memory_budget):
@@ -560,7 +559,7 @@ class MetadataState:
             if over_run:
                 return _COS, f"over the run's capacity hint of {run.budget_bytes:,} bytes"
             return _COS, f"over the server's memory budget of {self.memory_budget:,} bytes"
-        placement = a.allocate(size, run.run_id, key, chunk_bytes, holes)
+        placement = a.allocate(size, run.run_id, key, chunk_bytes, run.policy.fills_holes)
         if placement is None:
             run.bump("cos_fallback")
             self._bump("cos_fallback")

@@ -653,14 +653,10 @@ class PersistentBuffer:
                     self.cos.put(pack, body)
                     break
                 except Exception as exc:  # noqa: BLE001 - retry whatever COS raised
-                    with self._cond:
-                        self.retries += 1
-                    log.warning("upload of pack %s failed (%r); retrying in %.2fs", pack, exc, backoff)
-                    with self._cond:
-                        self._cond.wait_for(lambda: self._closing, backoff)
-                        if self._closing:
-                            return []  # still queued to delete: a restart drops it; the versions stay buffered
-                    backoff = min(backoff * 2, self.max_backoff_s)
+                    nxt = self._back_off(f"pack {pack}", exc, backoff)
+                    if nxt is None:
+                        return []  # still queued to delete: a restart drops it; the versions stay buffered
+                    backoff = nxt
         finally:
             for held, m in members:
                 m.release()
@@ -686,6 +682,17 @@ class PersistentBuffer:
                 live.append(obj)
         return live
 
+    def _back_off(self, what: str, exc: Exception, backoff: float) -> float | None:
+        """An upload of ``what`` failed: count it and wait ``backoff`` (a close does not wait it
+        out); the next back-off, or None when the buffer is closing."""
+        with self._cond:
+            self.retries += 1
+        log.warning("upload of %s failed (%r); retrying in %.2fs", what, exc, backoff)
+        with self._cond:
+            if self._cond.wait_for(lambda: self._closing, backoff):
+                return None
+        return min(backoff * 2, self.max_backoff_s)
+
     def _upload(self, held: Held) -> bool:
         """Upload one version; True when its COS copy landed and it is still live."""
         obj = held.obj
@@ -705,14 +712,10 @@ class PersistentBuffer:
                     self.cos.put_file(obj.cos_key, held.path or "", held.base, held.length)
                 break
             except Exception as exc:  # noqa: BLE001 - retry whatever COS raised
-                with self._cond:
-                    self.retries += 1
-                log.warning("upload of %s failed (%r); retrying in %.2fs", obj.cos_key, exc, backoff)
-                with self._cond:  # a close does not wait out the back-off
-                    self._cond.wait_for(lambda: self._closing, backoff)
-                    if self._closing:
-                        return False
-                backoff = min(backoff * 2, self.max_backoff_s)
+                nxt = self._back_off(obj.cos_key, exc, backoff)
+                if nxt is None:
+                    return False
+                backoff = nxt
             finally:
                 with obj.lock:
                     obj.uploading = False

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -16,19 +16,13 @@ from sdk.local._cost import StoreSnapshot, platform_invocations, run_cost
 from storage_functions.cost import window_usage
 from storage_functions.daemon import LocalStore
 from storage_functions.protocol import Op
+from tests._waiting import wait_for
 
 
 @pytest.fixture
 def store() -> Iterator[LocalStore]:
     with LocalStore(function_memory_mb=512, idle_s=0.3) as st:
         yield st
-
-
-def wait_for(cond: Callable[[], bool], timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not cond():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.02)
 
 
 def test_warmups_io_and_the_functions_own_cos_puts_are_counted(store: LocalStore) -> None:

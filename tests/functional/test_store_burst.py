@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from collections.abc import Iterator
 
 import pytest
 
 from sdk._store_client import StoreClient
 from storage_functions.daemon import LocalStore
+from tests._waiting import wait_for
 
 MiB = 1 << 20
 
@@ -62,8 +62,6 @@ def test_a_burst_spreads_over_cache_functions_and_a_free_deletes_their_copies(st
         name = d.handles[min(copies)].name
         assert any(k.endswith("/hot") for k in d.function_memory(name)["entries"])
         c.delete("hot")
-        deadline = time.monotonic() + 10
-        while any(k.endswith("/hot") for k in d.function_memory(name)["entries"]):
-            assert time.monotonic() < deadline, "the cache function kept its copy of a freed object"
-            time.sleep(0.05)
+        wait_for(lambda: not any(k.endswith("/hot") for k in d.function_memory(name)["entries"]), 10,
+                 "the cache function to drop its copy of a freed object")
         assert d.stats()["cache"]["cache_copies"] == 0

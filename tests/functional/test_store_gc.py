@@ -6,8 +6,7 @@ data is read from COS; a function whose chunks were all freed leaves at once."""
 from __future__ import annotations
 
 import os
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -15,19 +14,9 @@ import pytest
 from sdk._erasure import Codec
 from sdk._store_client import StoreClient
 from storage_functions.daemon import LocalStore
+from tests._waiting import wait_for
 
 MiB = 1 << 20
-
-
-def wait_for(cond: Callable[[], Any], timeout_s: float = 30.0, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        got = cond()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 @pytest.fixture

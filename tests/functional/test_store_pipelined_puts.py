@@ -8,7 +8,6 @@ and the PUTs of a peer that hangs up still become readable."""
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,6 +20,7 @@ from storage_functions.daemon import LocalStore
 from storage_functions.daemon import _session
 from storage_functions.exceptions import UnknownKey
 from storage_functions.protocol import Op, Status, send_frame
+from tests._waiting import wait_for
 
 MiB = 1 << 20
 
@@ -77,12 +77,10 @@ def test_puts_of_a_peer_that_hangs_up_still_become_readable(store: LocalStore) -
         for k, v in values.items():
             c._send_put(sock, k, c.codec.stripes(v), len(v), None)
         sock.close()  # no reply read
-        deadline = time.monotonic() + 30
-        while True:  # the daemon finishes what it read; a later client sees every version
-            got = {k: store.daemon.table.latest(k) for k in values}
-            if all(o is not None and o.state == "ready" for o in got.values()):
-                break
-            assert time.monotonic() < deadline, "pipelined PUTs of a closed connection never became readable"
-            time.sleep(0.05)
+        def readable() -> bool:  # the daemon finishes what it read; a later client sees every version
+            got = [store.daemon.table.latest(k) for k in values]
+            return all(o is not None and o.state == "ready" for o in got)
+
+        wait_for(readable, what="the pipelined PUTs of a closed connection to become readable")
         for k, v in values.items():
             assert c.get(k) == v

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -19,6 +19,7 @@ from sdk._config import Config
 from sdk.local._stack import Stack
 from storage_functions.daemon._manifest import parse_chunk_key, read_manifest
 from storage_functions.runtime._log import snapshot_key
+from tests._waiting import wait_for
 
 MiB = 1 << 20
 WDS = {"app": "seal-policy", "workflow_id": 1, "category": "test",
@@ -31,13 +32,6 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     cfg = Config.load(state_dir=str(tmp_path_factory.mktemp("state")), env={})
     with Stack(cfg, metadata_port=0, daemon_port=0, daemon={"idle_s": 0.3}) as st:
         yield st
-
-
-def wait_for(cond: Callable[[], bool], timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not cond():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.02)
 
 
 def settle(st: Stack) -> None:
