@@ -51,6 +51,10 @@ class BurstRouter:
         self.routed = 0  # GETs sent to a cache function
         self.opened = 0  # (chunk, cache function) pairs opened
         self.pending: dict[ChunkId, int] = {}  # GETs of a chunk in flight (routed here, not yet done)
+        # GETs sent to each cache function and not yet done: a function's own queue shows a GET
+        # only once it is issued, and a burst routes dozens before the first is (an invocation
+        # starting holds the function's queue), so it would look idle to all of them
+        self.inflight: dict[int, int] = {}
         self._lock = threading.Lock()
 
     def route(self, cid: ChunkId, primary: int, load: Callable[[int], int], holders: frozenset[int],
@@ -65,35 +69,48 @@ class BurstRouter:
             self.pending[cid] = self.pending.get(cid, 0) + 1
         if self.config.copies == 0 or not hot or load(primary) < depth:
             return primary
+        routed = self.inflight
+
+        def busy(f: int) -> int:  # its queue, or the GETs routed to it, whichever is longer
+            return max(load(f), routed.get(f, 0))
+
         with self._lock:
             mine = self.copies.get(cid, [])
-            free = [fn for fn in mine if load(fn) < depth]
+            free = [fn for fn in mine if busy(fn) < depth]
             if free:
-                fn = min(free, key=load)
+                fn = min(free, key=busy)
             elif len(mine) < self.config.copies:
                 taken = holders | set(mine) | {primary}
                 cands = [fn for fn in pool if fn not in taken]
                 if not cands:
                     return primary
-                fn = min(cands, key=lambda f: (load(f), self.per_fn.get(f, 0), not warm(f), f))
+                fn = min(cands, key=lambda f: (busy(f), self.per_fn.get(f, 0), not warm(f), f))
                 self.copies.setdefault(cid, []).append(fn)
                 self.per_fn[fn] = self.per_fn.get(fn, 0) + 1
                 self.opened += 1
             else:
-                fn = min([primary, *mine], key=load)
+                fn = min([primary, *mine], key=busy)
                 if fn == primary:
                     return primary
             self.routed += 1
+            routed[fn] = routed.get(fn, 0) + 1
             return fn
 
-    def done(self, cid: ChunkId) -> None:
-        """A GET of ``cid`` that :meth:`route` placed has its reply (or failed)."""
+    def done(self, cid: ChunkId, fn: int | None = None) -> None:
+        """A GET of ``cid`` that :meth:`route` placed has its reply (or failed); ``fn``: the
+        cache function it was sent to, None when it went to the chunk's own function."""
         with self._lock:
             n = self.pending.get(cid, 0) - 1
             if n > 0:
                 self.pending[cid] = n
             else:
                 self.pending.pop(cid, None)
+            if fn is not None:
+                k = self.inflight.get(fn, 0) - 1
+                if k > 0:
+                    self.inflight[fn] = k
+                else:
+                    self.inflight.pop(fn, None)
 
     def is_copy(self, cid: ChunkId, fn: int) -> bool:
         with self._lock:

@@ -60,7 +60,7 @@ class CacheFunctions:
         d.reads.note(fn, chunk_key(obj.key, obj.version, s, i))  # read where it lives (the GC window's marks)
 
         def reply(f: Frame | None, sock: socket.socket | None) -> None:
-            router.done(cid)
+            router.done(cid, to)
             if f is None or f.status != Status.OK:
                 router.dropped(cid, to)
             elif f.b == 1:

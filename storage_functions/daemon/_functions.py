@@ -33,10 +33,15 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..protocol import Frame, Op, Status, recv_frame, send_frame
+from ..threads import ThreadCache
 
 __all__ = ["FunctionHandle", "ReplyCallback"]
 
 log = logging.getLogger("storage_functions.daemon")
+
+# the threads that invoke functions: a new thread is started under the function's lock, which
+# every request to it waits for, so a burst of invocations reuses the threads of the last
+_INVOKERS = ThreadCache("sion-invoke", keep=64)
 
 ReplyCallback = Callable[[Frame | None, socket.socket | None], None]
 
@@ -222,8 +227,7 @@ class FunctionHandle:
         # give a warm instance that just said BYE time to return, so the
         # platform reuses it rather than cold-starting another one
         gap = 0.03 - (now - self.last_bye)
-        threading.Thread(target=self._do_invoke, args=(ev, gap), daemon=True,
-                         name=f"invoke-{self.name}").start()
+        _INVOKERS.submit(self._do_invoke, ev, gap)
 
     def _do_invoke(self, ev: dict[str, Any], gap: float) -> None:
         if gap > 0:

@@ -29,6 +29,7 @@ import weakref
 from collections import deque
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
+from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -135,7 +136,7 @@ class LocalPlatform:
         self._instances: dict[int, Instance] = {}
         self._meter = BillingMeter()
         self._records: deque[InvocationRecord] = deque(maxlen=self.config.record_limit)
-        self._async: set[threading.Thread] = set()
+        self._async: set[Future[Any]] = set()  # invocations of invoke_async not yet ended
         self._closed = False
         self._stop = threading.Event()
         self._forkers = ForkServers(self.config.fork_server, self.config.bytecode_dir, self.config.init_timeout_s)
@@ -298,9 +299,20 @@ class LocalPlatform:
         with self._cond:
             self._check_open()
             self._spec(name)
-            self._async.add(thread)
-            thread.start()  # under the lock: shutdown() never sees (and joins) a thread not yet started
+            self._async.add(future)  # shutdown() waits for the future, started or not
+        try:
+            # outside the lock: start() waits until the new thread runs, which under a busy
+            # interpreter lock takes milliseconds, and every other invocation needs the lock
+            thread.start()
+        except RuntimeError as exc:  # no thread to be had: the invocation fails, the caller hears
+            self._async_done(future)
+            future.set_exception(InvocationFailed(f"{name} (request {request_id}): cannot start: {exc}",
+                                                  function_name=name, request_id=request_id, reason="error"))
         return InvocationHandle(name, request_id, future)
+
+    def _async_done(self, future: Future[Any]) -> None:
+        with self._cond:
+            self._async.discard(future)
 
     def _run_async(self, name: str, text: str, request_id: str, future: Future[Any]) -> None:
         try:
@@ -310,8 +322,7 @@ class LocalPlatform:
                 log.warning("async invocation %s of %s failed: %s", request_id, name, exc)
             future.set_exception(exc)
         finally:
-            with self._cond:
-                self._async.discard(threading.current_thread())
+            self._async_done(future)
 
     def _encode(self, name: str, event: Any) -> str:
         try:
@@ -595,9 +606,8 @@ class LocalPlatform:
         close_all(idle)
         give_up = time.monotonic() + timeout_s
         with self._cond:
-            threads = list(self._async)
-        for t in threads:
-            t.join(max(0.0, give_up - time.monotonic()))
+            pending = list(self._async)
+        wait_futures(pending, timeout=max(0.0, give_up - time.monotonic()))
         with self._cond:
             while self._instances and time.monotonic() < give_up:
                 self._cond.wait(max(0.0, give_up - time.monotonic()))

@@ -43,6 +43,23 @@ def test_a_gets_goes_to_its_function_until_the_queue_is_full() -> None:
     assert r.pending == {}
 
 
+def test_a_burst_routed_before_its_gets_reach_a_queue_spreads_over_the_copies() -> None:
+    """A cache function being invoked holds its queue while the invocation starts, so dozens
+    of GETs are routed before its queue shows the first: the router counts what it sent
+    (before, 50 of a burst's 64 GETs of one chunk piled onto the first cache function)."""
+    r = BurstRouter(BurstConfig(depth=2, copies=4))
+    primary_full = lambda fn: 2 if fn == 0 else 0  # noqa: E731 - the queues never show a GET
+    got = [r.route(CID, 0, primary_full, frozenset({0, 1}), range(8)) for _ in range(2 + 4 * 2)]
+    assert got[:2] == [0, 0]  # not hot yet
+    assert sorted(got[2:]) == [2, 2, 3, 3, 4, 4, 5, 5]  # two each, up to depth, on four copies
+    assert r.inflight == {2: 2, 3: 2, 4: 2, 5: 2}
+    more = [r.route(CID, 0, primary_full, frozenset({0, 1}), range(8)) for _ in range(5)]
+    assert more == [0] * 5  # every copy as busy as the chunk's function: the least busy of all, it first
+    for fn in got[2:]:
+        r.done(CID, fn)
+    assert r.inflight == {}
+
+
 def test_one_clients_read_of_a_large_object_never_leaves_a_busy_function() -> None:
     """A windowed GET asks a function for several chunks of one object at once (one of each
     stripe): its queue is full, but no chunk is hot, so no cache function loads from COS."""
