@@ -5,7 +5,10 @@ times and frees them. Measured: the storage functions holding data over time (sa
 the daemon's STAT op: ``functions_peak``, ``functions_mean``), the memory hit ratio, and the
 cost account of the replay (``storage_functions.cost``: storage functions, warm-ups, COS) per
 hour at the replay's rate, beside a static warm pool (INFINICACHE-style) and always-on
-ElastiCache memory for the same workload. The daemon runs SION's sliding-window GC
+ElastiCache memory for the same workload. The phases are paced so that the replay's GETs
+average the rate of the trace SION's cost comparison replays (``--gets-per-hour``, 3,654;
+0 replays them back to back, and then always-on memory is the cheaper: Lambda memory costs
+more per GB-hour while it serves, and back to back it serves all the time). The daemon runs SION's sliding-window GC
 (``--gc-interval-s``; rounds, degraded and released functions are reported).
 
 Then a burst: one object read by ``--burst`` concurrent clients at once (a broadcast read by
@@ -34,6 +37,9 @@ __all__ = ["HELP", "add_arguments", "run"]
 
 HELP = "a shifting working set: functions holding data over time, hit ratio, cost per hour against a static pool"
 MiB = 1 << 20
+#: the average GET rate of the trace SION's cost comparison replays (the first 50 hours of the
+#: IBM container registry's Dallas datacenter, SION Sec. 6.1.1)
+IBM_GETS_PER_HOUR = 3654.0
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -44,8 +50,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reads", type=int, default=2, help="reads of each object in its phase (default 2)")
     p.add_argument("--function-mb", type=int, default=128,
                    help="storage-function memory in MB: small, so the working set outgrows one group (default 128)")
+    p.add_argument("--gets-per-hour", type=float, default=IBM_GETS_PER_HOUR,
+                   help="pace the phases so that the replay's GETs average this rate (default 3654: the IBM "
+                        "container registry trace SION replays, Sec. 6.1.1; 0 = back to back)")
     p.add_argument("--gap-s", type=float, default=0.0,
-                   help="idle seconds between phases, as in a sparser trace (default 0)")
+                   help="idle seconds between phases at least (default 0)")
     p.add_argument("--sample-ms", type=float, default=50.0, help="how often to sample the pool (default 50 ms)")
     p.add_argument("--function-mbps", type=float, default=50.0,
                    help="modelled network bandwidth of one storage function, MB/s (default 50; 0 = unlimited)")
@@ -110,8 +119,8 @@ def run(args: argparse.Namespace) -> int:
     from sdk.local._run import _store_stats
     from sdk.local._stack import Stack
 
-    if args.object_mb <= 0 or args.reads < 1 or args.sample_ms <= 0 or args.gap_s < 0:
-        raise InvalidRequest("--object-mb and --sample-ms must be > 0, --reads >= 1, --gap-s >= 0")
+    if args.object_mb <= 0 or args.reads < 1 or args.sample_ms <= 0 or args.gap_s < 0 or args.gets_per_hour < 0:
+        raise InvalidRequest("--object-mb and --sample-ms must be > 0, --reads >= 1, --gap-s and --gets-per-hour >= 0")
     if args.function_mbps < 0 or args.gc_interval_s < 0 or args.gc_active < 1 or args.gc_degraded < 0 \
             or args.burst < 0 or args.burst_rounds < 1 or args.cache_copies < 1 or args.cache_depth < 1:
         raise InvalidRequest("--function-mbps and --gc-interval-s must be >= 0, --gc-active >= 1, --gc-degraded "
@@ -142,8 +151,8 @@ def run(args: argparse.Namespace) -> int:
         t0 = time.time()
         with _PoolSampler(stack.endpoints, args.sample_ms / 1000.0) as sampler:
             for ph in phases:
-                if ph.index and args.gap_s:
-                    time.sleep(args.gap_s)  # the trace's idle time between phases: nothing to wait for
+                if ph.index:
+                    _pace(t0, reads, args)  # the trace's idle time between phases: nothing to wait for
                 p0 = time.time()
                 for name in ph.names:
                     run.put(name, os.urandom(ph.object_bytes), codec="bytes", adhoc=True)
@@ -161,6 +170,7 @@ def run(args: argparse.Namespace) -> int:
                     live -= ph.object_bytes
                 rows.append({"phase": ph.index, "objects": len(ph.names), "mib": ph.bytes / MiB,
                              "seconds": time.time() - p0})
+            _pace(t0, reads, args, gap=False)  # the trace's time after the last phase's GETs
         t1 = time.time()
         # the replay's invocations seal their insertion logs as they return: wait for that, so
         # that their COS PUTs are in their records (their billed time still counts up to t1)
@@ -176,6 +186,7 @@ def run(args: argparse.Namespace) -> int:
         run.close()
     peak, mean = step_stats(sampler.samples, t1)
     doc = {"phases": rows, "object_mib": args.object_mb, "function_mb": args.function_mb, "gap_s": args.gap_s,
+           "gets_per_hour": args.gets_per_hour,
            "reads": reads,
            "wall_s": round(t1 - t0, 3), "settle_s": round(settle_s, 3), "hit_ratio": round(hit_ratio(stat_before, stat_after, reads), 4),
            # the hits split: from function memory, and from the daemon's persistent buffer
@@ -223,6 +234,16 @@ def _cos_per_object(cost: dict[str, Any], objects: int) -> dict[str, Any]:
     return {"cos_requests": int(cr["puts"]) + int(cr["gets"]), "cos_requests_functions": fn,
             "cos_requests_per_object": round((int(cr["puts"]) + int(cr["gets"])) / n, 3),
             "cos_requests_functions_per_object": round(fn / n, 3)}
+
+
+def _pace(t0: float, reads: int, args: argparse.Namespace, *, gap: bool = True) -> None:
+    """Wait until the replay's ``reads`` GETs so far average ``--gets-per-hour`` since ``t0``
+    (and at least ``--gap-s`` when ``gap``)."""
+    wait = args.gap_s if gap else 0.0
+    if args.gets_per_hour:
+        wait = max(wait, t0 + reads * 3600.0 / args.gets_per_hour - time.time())
+    if wait > 0:
+        time.sleep(wait)
 
 
 def _bursts(stack: Any, run: Any, args: argparse.Namespace) -> dict[str, Any]:

@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 def test_a_small_replay_reports_pool_hit_ratio_and_costs(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     p = subprocess.run([sys.executable, "-m", "sdk.cli", "bench", "elasticity", "--shape", "1,3,1", "--object-mb", "2",
-                        "--burst", "8", "--burst-rounds", "1", "--json"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300, check=False)
+                        "--burst", "8", "--burst-rounds", "1", "--gets-per-hour", "0", "--json"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300, check=False)
     assert p.returncode == 0, p.stderr
     r = json.loads(p.stdout.strip().splitlines()[-1])
     assert r["reads"] == 2 * 5 and [ph["objects"] for ph in r["phases"]] == [1, 3, 1]
@@ -52,3 +52,11 @@ def test_a_bad_shape_is_one_line(tmp_path: Path) -> None:
                        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60, check=False)
     assert p.returncode == 2
     assert "--shape '3,x' must list phases of at least one object" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_a_negative_rate_is_one_line(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    p = subprocess.run([sys.executable, "-m", "sdk.cli", "bench", "elasticity", "--gets-per-hour", "-5"],
+                       capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60, check=False)
+    assert p.returncode == 2
+    assert "--gets-per-hour >= 0" in p.stderr and "Traceback" not in p.stderr
