@@ -128,7 +128,7 @@ class ControlTarget(Protocol):
 
     def drop_run(self, run_id: str) -> int: ...
 
-    def prewarm(self, count: int) -> int: ...
+    def prewarm(self, count: int, first: int = 0) -> int: ...
 
     def release_function(self, name: str) -> bool: ...
 
@@ -280,13 +280,15 @@ class Follower:
         return int(max(end, start))
 
     def _scale_out(self, blocks: int) -> None:
-        """At least ``blocks`` more blocks: whole groups, then warm their functions."""
+        """At least ``blocks`` more blocks: whole groups, then warm their functions (only
+        theirs: the older groups' are warmed by the GC window's schedule, or left to sleep)."""
         c = self.target.config
         per_group = c.group_size * (c.capacity // c.block_size)
-        functions = min(self.groups_registered * c.group_size, c.max_functions)
+        before = functions = min(self.groups_registered * c.group_size, c.max_functions)
         for _ in range(max(1, -(-blocks // per_group))):
             functions = self._register_group()
-        self.target.prewarm(functions)
+        if functions > before:
+            self.target.prewarm(functions, first=before)
 
     # -- faults ----------------------------------------------------------------------
     def _failed(self, exc: BaseException) -> float:

@@ -328,13 +328,14 @@ class Daemon(PutPath, GetPath):
         self.free([k for k in self.table.keys() if (r := run_of(k)) is not None and not keep(r)])  # restored
         return dropped
 
-    def prewarm(self, count: int) -> int:
-        """Start the first ``count`` storage functions now (a warm-up invocation each), so
-        the puts of a run that announced its needs do not wait for cold starts. Returns
-        how many were asked to start (capped at ``max_functions``)."""
-        n = max(0, min(count, self.config.max_functions))
-        for i in range(n):
+    def prewarm(self, count: int, first: int = 0) -> int:
+        """Start storage functions ``first..count-1`` now (a warm-up invocation each that
+        is not up already), so the puts of a run that announced its needs do not wait for
+        cold starts. Returns how many were asked to start (capped at ``max_functions``)."""
+        end = max(0, min(count, self.config.max_functions))
+        for i in range(max(0, first), end):
             self._handle(i).warm()
+        n = max(0, end - max(0, first))
         self.count("prewarmed", n)
         return n
 

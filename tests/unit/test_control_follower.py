@@ -75,6 +75,7 @@ class Recorder:
     freed: list[str] = field(default_factory=list)
     dropped_runs: list[str] = field(default_factory=list)
     prewarmed: list[int] = field(default_factory=list)
+    prewarmed_from: list[int] = field(default_factory=list)
     released: list[str] = field(default_factory=list)
     swept: int = 0
 
@@ -86,9 +87,10 @@ class Recorder:
         self.dropped_runs.append(run_id)
         return 0
 
-    def prewarm(self, count: int) -> int:
+    def prewarm(self, count: int, first: int = 0) -> int:
         self.prewarmed.append(count)
-        return count
+        self.prewarmed_from.append(first)
+        return count - first
 
     def release_function(self, name: str) -> bool:
         self.released.append(name)
@@ -292,12 +294,15 @@ def test_scale_out_registers_whole_groups_up_to_the_pool_and_warms_them(world: W
     core.put(run, "", "in1", 3 * 4 * BS)          # larger than the registered group holds
     assert world.handler.state.lookup(run, "in1")["placement"].tier == "cos"
     f.step()
-    assert f.groups_registered == 2 and world.daemon.prewarmed[-1] == 6
+    # only the new group is warmed: the first group's sleeping functions get no warm-up
+    assert f.groups_registered == 2 and (world.daemon.prewarmed_from[-1], world.daemon.prewarmed[-1]) == (3, 6)
     assert len(world.handler.state.stats()["functions"]) == 6
+    warmed = len(world.daemon.prewarmed)
     core.put(run, "", "in2", 100 * BS)            # past the pool: it stops at max_functions
     f.step()
     f.step()
     assert f.groups_registered == 2 and len(world.handler.state.stats()["functions"]) == 6
+    assert len(world.daemon.prewarmed) == warmed  # no group added: nothing to warm
 
 
 def test_hello_checks_the_block_size_and_withdraws_functions_outside_the_pool(world: World,

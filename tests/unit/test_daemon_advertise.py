@@ -13,6 +13,7 @@ import pytest
 from storage_functions.cos import LocalCOS
 from storage_functions.daemon import Daemon, DaemonConfig
 from storage_functions.daemon._config import split_address
+from tests._waiting import wait_for
 
 
 @pytest.mark.parametrize("text,expected", [
@@ -64,3 +65,17 @@ def test_an_invocation_tells_the_function_the_advertised_address(tmp_path: Path)
     name, event = inv.events[0]
     assert name == "funcsion-storage-0" and event["daemon"] == ["10.0.0.5", 7000]
     assert event["cos_url"] == "s3://bucket/run?endpoint_url=http%3A%2F%2F10.0.0.9%3A4566" and event["secret"]
+
+
+def test_prewarm_from_a_first_function_invokes_only_those(tmp_path: Path) -> None:
+    """A scale-out warms its new group only (``prewarm(count, first)``): the older groups'
+    sleeping functions get no warm-up invocation."""
+    inv = Recorder()
+    d = Daemon(DaemonConfig(function_prefix="sion", buffer_dir=str(tmp_path / "buffer")), inv,
+               cos=LocalCOS(str(tmp_path / "cos")))
+    try:
+        assert d.prewarm(5, first=3) == 2
+        wait_for(lambda: len(inv.events) == 2, 10, "two warm-up invocations")
+    finally:
+        d.stop()
+    assert sorted(name for name, _ in inv.events) == ["sion-3", "sion-4"]
