@@ -1,10 +1,12 @@
-"""Cached threads for work that arrives in bursts: a connection to serve, an invocation to
-wait for. Starting a Python thread waits until the new thread holds the interpreter lock
-once, which on a busy process takes milliseconds; a loop that starts one thread per
-connection then serves a burst of connections one start at a time (the daemon's accept loop
-took ~5 ms per function connection during a GET burst, so 36 cache functions connected
-over ~350 ms). ``ThreadCache`` keeps finished threads waiting for the next job (up to
-``keep`` of them, each for up to ``idle_s``), so a burst after a busy spell finds them ready.
+"""Cached threads for work that arrives in bursts (the daemon's function invocations).
+Starting a Python thread waits until the new thread has run once, which on a busy
+interpreter takes milliseconds. The daemon starts a function's invocation while holding the
+function's lock, which every request to that function waits for; during a GET burst that
+wait let dozens of GETs be routed to a cache function whose queue still looked empty.
+``ThreadCache`` keeps finished threads waiting for the next job (up to ``keep`` of them,
+each for up to ``idle_s``), so a burst after a busy spell mostly finds them ready. (Tried
+for the daemon's connections too, it made no measurable difference there: a burst's
+connections wait for the connecting processes' turn on the CPU, not for thread starts.)
 
 Not a pool with a bound: a job never waits for another to end (connections last as long as
 their peers), a new thread starts when none is idle.

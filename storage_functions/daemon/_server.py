@@ -24,7 +24,6 @@ from typing import Any, Callable, Iterable
 
 from ..exceptions import StoreError, UnknownKey
 from ..protocol import Frame, Op, Status
-from ..threads import ThreadCache
 from ._buffer import PersistentBuffer
 from ._burst_io import CacheFunctions
 from ._collect import Collector
@@ -102,7 +101,6 @@ class Daemon(PutPath, GetPath):
         self._lock = threading.Lock()
         self._counters_lock = threading.Lock()
         self._listener: socket.socket | None = None
-        self._conn_threads = ThreadCache("sion-conn")  # one per connection, kept for the next
         self._threads: list[threading.Thread] = []
         self._clients: set[socket.socket] = set()
         self._gets: set[Collector] = set()
@@ -150,7 +148,6 @@ class Daemon(PutPath, GetPath):
             except OSError:
                 pass
             self._listener.close()
-        self._conn_threads.close()
         for h in list(self.handles):
             h.close()
         with self._lock:
@@ -446,5 +443,6 @@ class Daemon(PutPath, GetPath):
                 sock, _ = self._listener.accept()
             except OSError:
                 return
-            self._conn_threads.submit(serve_connection, self, sock)
+            t = threading.Thread(target=serve_connection, args=(self, sock), daemon=True, name="sion-conn")
+            t.start()
 
