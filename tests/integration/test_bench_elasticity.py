@@ -46,17 +46,13 @@ def test_a_small_replay_reports_pool_hit_ratio_and_costs(tmp_path: Path) -> None
     assert r["burst_later_p99_us"] == r["burst_later_p99_us_no_cache"] == 0   # one round: no later rounds
 
 
-def test_a_bad_shape_is_one_line(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("args", "message"), [
+    (["--shape", "3,x"], "--shape '3,x' must list phases of at least one object"),
+    (["--gets-per-hour", "-5"], "--gets-per-hour >= 0"),
+])
+def test_bad_options_are_one_line(tmp_path: Path, args: list[str], message: str) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    p = subprocess.run([sys.executable, "-m", "sdk.cli", "bench", "elasticity", "--shape", "3,x"],
+    p = subprocess.run([sys.executable, "-m", "sdk.cli", "bench", "elasticity", *args],
                        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60, check=False)
     assert p.returncode == 2
-    assert "--shape '3,x' must list phases of at least one object" in p.stderr and "Traceback" not in p.stderr
-
-
-def test_a_negative_rate_is_one_line(tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    p = subprocess.run([sys.executable, "-m", "sdk.cli", "bench", "elasticity", "--gets-per-hour", "-5"],
-                       capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60, check=False)
-    assert p.returncode == 2
-    assert "--gets-per-hour >= 0" in p.stderr and "Traceback" not in p.stderr
+    assert message in p.stderr and "Traceback" not in p.stderr
