@@ -198,34 +198,49 @@ class _Invocation:
         return True
 
     # -- connection ---------------------------------------------------------
-    def _connect(self, kind: str) -> socket.socket:
+    def _dial(self, kind: str) -> socket.socket:
+        """Connect to the daemon and say HELLO (the welcome is read by :meth:`_welcomed`)."""
         host, port = self.event["daemon"]
         sock = socket.create_connection((host, int(port)), timeout=float(self.event.get("connect_timeout_s", 10)))
-        sock.settimeout(None)
-        tune_socket(sock)
-        st = self.state
-        send_frame(sock, Op.HELLO, meta={
-            "role": "function", "name": st.name, "secret": self.event.get("secret", ""), "conn": kind,
-            "instance": st.instance, "term": st.log.term, "hash": st.log.hash,
-            "diff_rank": st.log.diff_rank, "mem": st.memory.used(), "chunks": len(st.memory.index),
-            "lost": self.lost})
+        try:
+            tune_socket(sock)
+            st = self.state
+            send_frame(sock, Op.HELLO, meta={
+                "role": "function", "name": st.name, "secret": self.event.get("secret", ""), "conn": kind,
+                "instance": st.instance, "term": st.log.term, "hash": st.log.hash,
+                "diff_rank": st.log.diff_rank, "mem": st.memory.used(), "chunks": len(st.memory.index),
+                "lost": self.lost})
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+
+    def _welcomed(self, sock: socket.socket, kind: str) -> None:
         reply = recv_frame(sock)
         if reply is None or reply.status != Status.OK:
-            sock.close()
-            raise ConnectionRefusedError(f"daemon refused function {st.name} ({kind})")
-        return sock
+            raise ConnectionRefusedError(f"daemon refused function {self.state.name} ({kind})")
+        sock.settimeout(None)
+
+    def _connect(self) -> tuple[socket.socket, socket.socket]:
+        """Both connections, dialled before either welcome is awaited."""
+        socks: list[socket.socket] = []
+        try:
+            for kind in ("small", "large"):
+                socks.append(self._dial(kind))
+            for sock, kind in zip(socks, ("small", "large")):
+                self._welcomed(sock, kind)
+        except BaseException:
+            for sock in socks:
+                sock.close()
+            raise
+        return socks[0], socks[1]
 
     def run(self) -> dict[str, Any]:
         try:  # before HELLO: importing boto3 later would stall the requests this instance serves
             self._open_cos()
         except Exception as exc:  # noqa: BLE001 - a bad COS fails the reads that need it, not the invocation
             self.errors.append(f"opening COS: {exc!r}")
-        small = self._connect("small")
-        try:
-            large = self._connect("large")
-        except BaseException:
-            small.close()
-            raise
+        small, large = self._connect()
         worker = threading.Thread(target=self._serve_guarded, args=(large, False), daemon=True,
                                   name=f"{self.state.name}-large")
         worker.start()
