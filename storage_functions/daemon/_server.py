@@ -329,10 +329,10 @@ class Daemon(PutPath, GetPath):
         """Start storage functions ``first..count-1`` now (a warm-up invocation each that
         is not up already), so the puts of a run that announced its needs do not wait for
         cold starts. Returns how many were asked to start (capped at ``max_functions``)."""
-        end = max(0, min(count, self.config.max_functions))
-        for i in range(max(0, first), end):
+        start, end = max(0, first), max(0, min(count, self.config.max_functions))
+        for i in range(start, end):
             self._handle(i).warm()
-        n = max(0, end - max(0, first))
+        n = max(0, end - start)
         self.count("prewarmed", n)
         return n
 

@@ -17,7 +17,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ from sdk._store_client import StoreClient
 from storage_functions.cos import open_cos
 from storage_functions.daemon import cos_object_key
 from storage_functions.exceptions import UnknownKey
+from tests._waiting import wait_for
 
 MiB = 1 << 20
 TOKEN = "restart-test-token-0123456789abcdef"
@@ -64,16 +65,6 @@ def cos_holds(cos: Any, data: bytes) -> bool:
     return any(data in cos.get(k) for k in cos.list("sion/objects/"))
 
 
-def until(what: str, check: Callable[[], Any], timeout_s: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        got = check()
-        if got:
-            return got
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-
-
 @pytest.mark.slow
 def test_kill_9_and_restart_loses_nothing_and_resurrects_nothing(tmp_path: Path) -> None:
     root = tmp_path / "store"
@@ -87,11 +78,11 @@ def test_kill_9_and_restart_loses_nothing_and_resurrects_nothing(tmp_path: Path)
         for k, v in objs.items():
             c.put(k, v)
         c.put("r-1/freed", os.urandom(MiB + 7))  # an object of its own in COS (a small one could share a pack)
-        until("uploads", lambda: c.stats()["pending_uploads"] == 0)
+        wait_for(lambda: c.stats()["pending_uploads"] == 0, 30.0, "uploads", 0.05)
         assert c.free(["r-1/freed"]) == 1
         # COS deletes run on the uploader threads (logged when queued: a restart re-issues one a kill cut
         # off); this one, or its pack's if it shared one, lands before COS goes away
-        until("the freed version's COS delete", lambda: c.stats()["cos_deletes_pending"] == 0)
+        wait_for(lambda: c.stats()["cos_deletes_pending"] == 0, 30.0, "the freed version's COS delete", 0.05)
         # COS becomes unreachable: the next object stays in the persistent buffer
         os.rename(cos_dir, root / "cos.away")
         cos_dir.write_bytes(b"not a directory")
@@ -117,12 +108,12 @@ def test_kill_9_and_restart_loses_nothing_and_resurrects_nothing(tmp_path: Path)
             assert c2.get("r-1/buffered") == buffered
             with pytest.raises(UnknownKey):
                 c2.get("r-1/freed")
-            until("the buffered object's upload", lambda: c2.stats()["pending_uploads"] == 0)
+            wait_for(lambda: c2.stats()["pending_uploads"] == 0, 30.0, "the buffered object's upload", 0.05)
             assert cos.exists(cos_object_key("sion", "r-1/buffered", 1))  # large: an object of its own
             assert cos_holds(cos, small)  # from its buffer segment
             assert not cos.exists(cos_object_key("sion", "r-1/freed", 1))
             # the new functions hold every chunk again: reads come from memory, not COS
-            until("chunks stored again", lambda: c2.stats().get("restored_chunks", 0) >= 4 * 6 // 6)
+            wait_for(lambda: c2.stats().get("restored_chunks", 0) >= 4 * 6 // 6, 30.0, "chunks stored again", 0.05)
             before = c2.stats()["cos_fallbacks"]
             for k, v in objs.items():
                 assert c2.get(k) == v

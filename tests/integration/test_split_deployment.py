@@ -14,7 +14,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +23,7 @@ import pytest
 
 from funcsion_rpc import MetadataClient
 from storage_functions.cos import open_cos
+from tests._waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 WC = ROOT / "examples" / "wordcount" / "wordcount.wds.json"
@@ -78,16 +78,6 @@ def procs() -> Iterator[list[Proc]]:
         p.stop()
 
 
-def _until(what: str, check: Any, timeout_s: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        got = check()
-        if got:
-            return got
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
-
-
 @pytest.mark.slow
 def test_three_processes_run_word_count(tmp_path: Path, procs: list[Proc]) -> None:
     admin_token = "split-admin-token"
@@ -106,7 +96,7 @@ def test_three_processes_run_word_count(tmp_path: Path, procs: list[Proc]) -> No
     assert m_info["address"] == f"127.0.0.1:{md_port}" and "admin_token" not in m_info  # it was given
     admin = MetadataClient(port=md_port, admin_token=admin_token)
     try:
-        _until("the daemon to register its pool", lambda: admin.stats()["functions"])
+        wait_for(lambda: admin.stats()["functions"], 30.0, "the daemon to register its pool", 0.1)
         src = tmp_path / "book.txt"
         src.write_text(TEXT)
         run = subprocess.run(
@@ -124,7 +114,7 @@ def test_three_processes_run_word_count(tmp_path: Path, procs: list[Proc]) -> No
             counts = json.loads(cos.get(f"outputs/{report['run_id']}/word_counts"))
             assert cos.list(f"tier/{report['run_id']}/") == []
         assert counts == dict(Counter(re.findall(r"[a-z0-9']+", TEXT.lower())))
-        _until("every instruction to be acknowledged", lambda: admin.stats()["pending_instructions"] == 0)
+        wait_for(lambda: admin.stats()["pending_instructions"] == 0, 30.0, "every instruction to be acknowledged", 0.1)
     finally:
         admin.close()
     assert "cannot reach the metadata server" in daemon.log.read_text()     # it retried, and said so once
