@@ -92,6 +92,9 @@ class FunctionHandle:
         self.state = "sleeping"  # sleeping | invoking | active
         self.secret = ""
         self.conns: dict[str, _Conn] = {}
+        # the invocation's first HELLO has been acted on (a lost or replaced instance handed to
+        # recovery): requests go to the instance only after that, whichever connection is last
+        self._greeted = False
         self.backlog: list[_Request] = []
         self.pending_deletes: list[str] = []
         self.inflight = 0
@@ -268,6 +271,8 @@ class FunctionHandle:
                 return None
             instance = str(m.get("instance", ""))
             first = not self.conns  # the invocation's first connection: its HELLO speaks for it
+            if first:
+                self._greeted = False
             lost = first and m.get("lost") is True
             changed = first and self.instance is not None and instance != self.instance
             self.instance = instance
@@ -285,7 +290,9 @@ class FunctionHandle:
             self.lost_count += 1
             self._on_lost(self)
         with self.cond:
-            if len(self.conns) == 2 and self.state == "invoking":
+            if first and self.conns.get(kind) is conn:  # still this invocation's connection
+                self._greeted = True
+            if len(self.conns) == 2 and self.state == "invoking" and self._greeted:
                 self.state = "active"
                 backlog, self.backlog = self.backlog, []
                 deletes, self.pending_deletes = self.pending_deletes, []
