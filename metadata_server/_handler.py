@@ -413,15 +413,17 @@ class MetadataHandler:
         return json.dumps(self.state.runs[run_id].summary())
 
     def _grant(self, p: ev.Placed, run_id: str) -> T.PutGrant:
-        readable, expires = False, None
+        readable, expires, readers = False, None, None
         if not p.freed:
             with self.lock:
                 run = self.state.runs.get(run_id)
                 rec = run.objects.get(p.object) if run is not None else None
                 readable = p.existing and rec is not None and rec.state == "readable"  # a retry's write finished
                 expires = expires_at_ms(run, rec) if run is not None else None
+                if rec is not None and not rec.adhoc and rec.declared > 0:
+                    readers = rec.declared  # the HDAG's read count: the daemon readies a broadcast's copies
         return T.PutGrant(p.object, p.size, self._placement(p.placement), p.existing, p.freed,
-                          p.already_committed, readable, expires)
+                          p.already_committed, readable, expires, readers)
 
     def _put_result(self, out: list[ev.Instruction]) -> T.PutResult:
         r = out[0]

@@ -95,7 +95,10 @@ struct PutRequest {
 // expires_at_ms: when the object is predicted to be freed (the put's time plus its predicted
 // lifetime, Unix ms), for a declared object of a run that frees on commit; unset otherwise.
 // The client passes it to the storage daemon with the PUT (a write-behind can skip uploading
-// what will die before its upload is due)
+// what will die before its upload is due);
+// readers: a declared object's read count from the HDAG (unset for ad hoc objects); the client
+// passes it with the PUT, and the daemon loads copies of a many-reader object (a broadcast) into
+// cache functions before its readers arrive
 struct PutGrant {
   1: string object_name,
   2: i64 size,
@@ -105,6 +108,7 @@ struct PutGrant {
   6: bool already_committed,
   7: optional bool readable,
   8: optional i64 expires_at_ms,
+  9: optional i32 readers,
 }
 
 // committed: this put was the function's last declared output and committed its reads

@@ -41,7 +41,7 @@ from storage_functions.exceptions import COSNotFound, NoRoom, StorageError
 from ._codecs import CODECS, CodecError, decode, encode
 from ._cos_io import cos_location, output_key, persist_key, tier_key
 from ._erasure import DEFAULT_D, DEFAULT_P, DEFAULT_THRESHOLD, Codec
-from ._store_client import StoreClient
+from ._store_client import PUT_HINTS, StoreClient
 from ._values import Upload, ValueStream, is_file_like
 from .exceptions import StoreFailure
 
@@ -102,6 +102,12 @@ class Endpoints:
             if getattr(self, k) not in (0, default):      # the defaults go without saying
                 d[k] = getattr(self, k)
         return d
+
+
+def _hints(grant: Any) -> dict[str, int]:
+    """What a put grant says of its object for the daemon (``PUT_HINTS``); a server that
+    predates a hint leaves it unset."""
+    return {k: v for k in PUT_HINTS if (v := getattr(grant, k, None)) is not None}
 
 
 def _checksum(payload: bytes) -> str:
@@ -230,7 +236,7 @@ class Client:
             if g.already_committed:
                 raise AlreadyCommitted(self.function)
         batch: list[tuple[str, bytes, Any]] = []  # in-memory values for the store: one pipelined call
-        expires: dict[str, int] = {}  # store key -> the grant's predicted expiry (Unix ms), passed with the PUT
+        hints: dict[str, dict[str, int]] = {}  # store key -> what its grant says of it, passed with the PUT
         for g in grants:
             if g.freed:
                 continue  # a retry of a write whose object was already read and freed
@@ -238,8 +244,9 @@ class Client:
                                else self._md.lookup(self.run_id, g.object_name).state == "readable"):
                 continue  # the same write reached the store in an earlier attempt
             frame, name = frames[g.object_name], g.object_name
-            if g.expires_at_ms is not None:
-                expires[self._key(name)] = g.expires_at_ms
+            hint = _hints(g)
+            if hint:
+                hints[self._key(name)] = hint
             cos_tier = g.placement is not None and g.placement.tier == "cos"
             if not cos_tier and not isinstance(frame, Upload):
                 batch.append((name, frame, alloc_of(g.placement)))
@@ -253,7 +260,7 @@ class Client:
                 try:
                     self._store.put_stream(self._key(name), frame.read_from_start(), frame.size,
                                            prefix=frame.prefix, alloc=alloc_of(g.placement),
-                                           expires_at_ms=g.expires_at_ms)
+                                           hints=hint)
                 except NoRoom as exc:  # overflow never fails a put: the COS tier takes it
                     self._to_cos(name, frame.read_all(), exc)
                 except StorageError as exc:
@@ -262,7 +269,7 @@ class Client:
                 self._cos_call("persist", name, self._store.cos_put, persist_key(self.run_id, name), data)
         if batch:
             try:
-                stored = self._store.put_many([(self._key(n), f, alloc) for n, f, alloc in batch], expires=expires)
+                stored = self._store.put_many([(self._key(n), f, alloc) for n, f, alloc in batch], hints=hints)
             except StorageError as exc:
                 raise StoreFailure(f"put of {', '.join(repr(n) for n, _, _ in batch)} in run {self.run_id} failed "
                                    f"in the store: {exc}") from exc

@@ -29,7 +29,13 @@ from storage_functions.protocol import (Op, Status, error_for, frame_bytes, recv
 from ._erasure import Codec, StripeInfo
 from ._stream import DONE, FrameReader, GetStream, StripeReceiver, open_get, read_head, read_inline
 
-__all__ = ["StoreClient", "PutResult", "GetStream"]
+__all__ = ["StoreClient", "PutResult", "GetStream", "PUT_HINTS"]
+
+#: What a PUT may tell the daemon of its object, from the metadata server's grant:
+#: ``expires_at_ms``, the predicted expiry (Unix ms) for the write-behind; ``readers``, the
+#: read count from the workflow graph (a many-reader object's copies go to cache functions
+#: before the readers' GETs arrive).
+PUT_HINTS = ("expires_at_ms", "readers")
 
 #: The metadata server's placement of an object: per chunk index (one entry for an
 #: uncoded slice, d+p for a coded object), ``(function, block, offset, length)``: where
@@ -152,20 +158,20 @@ class StoreClient:
 
     # -- operations -------------------------------------------------------------
     def put(self, key: str, data: bytes | bytearray | memoryview, alloc: Alloc | None = None, *,
-            expires_at_ms: int | None = None) -> PutResult:
+            hints: Mapping[str, int] | None = None) -> PutResult:
         """Store ``data`` as a new version of ``key``. ``alloc`` is the metadata
         server's placement (see :data:`Alloc`); a daemon whose placement authority
         is the metadata server refuses a PUT without it, a standalone daemon places
-        chunks itself. ``expires_at_ms``: the grant's predicted expiry (Unix ms), sent
-        in the PUT's meta for the daemon's write-behind."""
+        chunks itself. ``hints``: what the grant says of the object (:data:`PUT_HINTS`),
+        sent in the PUT's meta for the daemon."""
         size = len(memoryview(data).cast("B")) if not isinstance(data, (bytes, bytearray)) else len(data)
         self._check_size(key, size)
         return self._call(self._put, key, self.codec.stripe_pieces(data), size, alloc,  # type: ignore[no-any-return]
-                          expires_at_ms, again=lambda: (key, self.codec.stripe_pieces(data), size, alloc, expires_at_ms))
+                          hints, again=lambda: (key, self.codec.stripe_pieces(data), size, alloc, hints))
 
     def put_stream(self, key: str, read: Callable[[int], Any] | Any, size: int, *,
                    prefix: bytes | bytearray | memoryview = b"", alloc: Alloc | None = None,
-                   expires_at_ms: int | None = None) -> PutResult:
+                   hints: Mapping[str, int] | None = None) -> PutResult:
         """Store ``prefix`` followed by ``size`` bytes pulled from ``read``
         (``read(n) -> bytes``, e.g. an open file's ``read``, or the file
         itself) as a new version of ``key``, one stripe in memory at a time.
@@ -179,28 +185,29 @@ class StoreClient:
         stripes = self.codec.stripe_pieces_from(read, size, prefix=prefix)
         first = [next(stripes)]  # the first read happens before a connection is taken
         return self._call(self._put, key, _then(first, stripes), total, alloc,  # type: ignore[no-any-return]
-                          expires_at_ms, again=False)  # the source cannot be read again
+                          hints, again=False)  # the source cannot be read again
 
     def _check_size(self, key: str, size: int) -> None:
         if self.max_object_bytes is not None and size > self.max_object_bytes:
             raise ObjectTooLarge(f"{key!r}: {size} bytes is over the maximum of {self.max_object_bytes} bytes")
 
     def _put(self, sock: socket.socket, key: str, stripes: Iterator[tuple[StripeInfo, list[Any]]], size: int,
-             alloc: Alloc | None, expires_at_ms: int | None = None) -> PutResult:
-        n, coded = self._send_put(sock, key, stripes, size, alloc, expires_at_ms)
+             alloc: Alloc | None, hints: Mapping[str, int] | None = None) -> PutResult:
+        n, coded = self._send_put(sock, key, stripes, size, alloc, hints)
         f = self._reply(sock)
         return PutResult(key, int(f.meta["version"]), size, n, coded)
 
     def _send_put(self, sock: socket.socket, key: str, stripes: Iterator[tuple[StripeInfo, list[Any]]], size: int,
-                  alloc: Alloc | None, expires_at_ms: int | None = None) -> tuple[int, bool]:
+                  alloc: Alloc | None, hints: Mapping[str, int] | None = None) -> tuple[int, bool]:
         """Send a PUT and its stripes; (stripes, coded). The reply is the caller's to read. A
         chunk is one buffer, or a list of the pieces it is sent as (``Codec.stripe_pieces``)."""
         plan = self.codec.plan(size)
         meta: dict[str, Any] = {"n": len(plan), "size": size}
         if alloc is not None:
             meta["alloc"] = [list(a) for a in alloc]
-        if expires_at_ms is not None:
-            meta["expires_at_ms"] = int(expires_at_ms)
+        for name in PUT_HINTS:
+            if hints and hints.get(name) is not None:
+                meta[name] = int(hints[name])
         head = frame_bytes(Op.PUT, key=key, meta=meta)  # goes out with the first stripe: one send
         coded = False
         for info, frags in stripes:
@@ -219,9 +226,9 @@ class StoreClient:
     PIPELINE_WINDOW = 32
 
     def put_many(self, items: Sequence[tuple[str, bytes | bytearray | memoryview, Alloc | None]], *,
-                 expires: Mapping[str, int] | None = None) -> list[PutResult | StorageError]:
-        """Store several objects (key, data, alloc) over one connection, pipelined (``expires``:
-        key -> predicted expiry in Unix ms, sent in that PUT's meta, as ``put``): the PUTs go
+                 hints: Mapping[str, Mapping[str, int]] | None = None) -> list[PutResult | StorageError]:
+        """Store several objects (key, data, alloc) over one connection, pipelined (``hints``:
+        key -> that PUT's hints, as ``put``'s): the PUTs go
         out back to back, at most ``PIPELINE_WINDOW`` ahead of the replies read, so n objects
         cost one round trip each way instead of n. The daemon answers each PUT in order and keeps
         the stream in step after a refusal; per item: its ``PutResult`` or the ``StorageError``
@@ -237,12 +244,12 @@ class StoreClient:
                 continue
             todo.append((i, size))
         if todo:
-            self._call(self._put_pipelined, items, todo, out, expires or {})
+            self._call(self._put_pipelined, items, todo, out, hints or {})
         return [r for r in out if r is not None]
 
     def _put_pipelined(self, sock: socket.socket, items: Sequence[tuple[str, Any, Alloc | None]],
                        todo: list[tuple[int, int]], out: list[PutResult | StorageError | None],
-                       expires: Mapping[str, int]) -> None:
+                       hints: Mapping[str, Mapping[str, int]]) -> None:
         sent: list[tuple[int, int, int, bool]] = []  # (item, size, stripes, coded) awaiting a reply
         done = 0
 
@@ -261,7 +268,7 @@ class StoreClient:
 
         for i, size in todo:
             key, data, alloc = items[i]
-            n, coded = self._send_put(sock, key, self.codec.stripe_pieces(data), size, alloc, expires.get(key))
+            n, coded = self._send_put(sock, key, self.codec.stripe_pieces(data), size, alloc, hints.get(key))
             sent.append((i, size, n, coded))
             while len(sent) - done >= self.PIPELINE_WINDOW:
                 read_one()

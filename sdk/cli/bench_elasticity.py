@@ -11,12 +11,15 @@ average the rate of the trace SION's cost comparison replays (``--gets-per-hour`
 more per GB-hour while it serves, and back to back it serves all the time). The daemon runs SION's sliding-window GC
 (``--gc-interval-s``; rounds, degraded and released functions are reported).
 
-Then a burst: one object read by ``--burst`` concurrent clients at once (a broadcast read by
-64 tasks), ``--burst-rounds`` times with cache functions and without, interleaved:
-``burst_get_p99_us`` (with; nearest-rank p99 of every GET of every round) and
-``burst_get_p99_us_no_cache``; ``burst_first_p99_us`` is the first burst with cache functions
-(their copies still loading from COS, the cache functions being invoked), ``burst_later_p99_us``
-and ``burst_later_p99_us_no_cache`` the rounds after the first of each mode. Function bandwidth is modelled (``--function-mbps``,
+Then bursts: a broadcast (an object the workflow declares with ``--burst`` readers, so its
+PUT carries that read count) is written and read by ``--burst`` concurrent clients at once,
+``--burst-rounds`` times with cache functions and without, interleaved, a new object each
+time: ``burst_get_p99_us`` (with; nearest-rank p99 of every GET of every round) and
+``burst_get_p99_us_no_cache``; ``burst_first_p99_us`` is the first burst with cache functions,
+``burst_later_p99_us`` and ``burst_later_p99_us_no_cache`` the rounds after the first of each
+mode. With cache functions the daemon loads the broadcast's copies into them when it reaches
+COS (``cache_prefetch_readers``); ``--no-prefetch`` leaves them to open as the burst queues
+(SION's cache functions alone). Function bandwidth is modelled (``--function-mbps``,
 default 50: INFINICACHE's measured figure for a 128 MB Lambda) for downloads and GET replies;
 without it a 2-core machine cannot show what spreading a burst over functions buys.
 ``--json`` prints one JSON object last."""
@@ -67,6 +70,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cache-copies", type=int, default=4, help="cache functions per chunk at most (default 4)")
     p.add_argument("--cache-depth", type=int, default=2,
                    help="requests in flight at which a function's queue is full (default 2)")
+    p.add_argument("--no-prefetch", action="store_true",
+                   help="do not load a broadcast's copies into cache functions before its burst (they open as "
+                        "the burst queues)")
 
 
 def _shape(text: str) -> list[int]:
@@ -128,9 +134,7 @@ def run(args: argparse.Namespace) -> int:
     phases = shifting_phases(_shape(args.shape), int(args.object_mb * MiB), args.reads)
     cfg = Config.load(state_dir=tempfile.mkdtemp(prefix="funcsion-elastic-"), env={},
                       function_memory_mb=args.function_mb)
-    wds = {"app": "bench-elasticity", "workflow_id": 1, "category": "bench",
-           "spec": {"s": {"stage_id": 0, "functions": [
-               {"start": True, "name": "replay", "input": ["trace"], "output": [], "next": []}]}}}
+    wds = _workflow(args)
     objects: dict[str, dict[str, Any]] = {}
     reads = 0
     live = peak_live = 0
@@ -246,34 +250,55 @@ def _pace(t0: float, reads: int, args: argparse.Namespace, *, gap: bool = True) 
         time.sleep(wait)
 
 
+def _workflow(args: argparse.Namespace) -> dict[str, Any]:
+    """The replay's workflow: the replay itself (its objects are ad hoc), and the bursts'
+    broadcasts, inputs that ``--burst`` reader tasks declare (their read count is ``--burst``).
+    The readers never run: the bench's clients read in their place."""
+    spec: dict[str, Any] = {"s": {"stage_id": 0, "functions": [
+        {"start": True, "name": "replay", "input": ["trace"], "output": [], "next": []}]}}
+    params: dict[str, int] = {}
+    if args.burst:
+        params = {"readers": args.burst, "broadcasts": 2 * args.burst_rounds}
+        spec["r"] = {"stage_id": 1, "functions": [
+            {"start": True, "replicas": "readers", "name": "reader_{i:03d}", "input": ["hot_{0..broadcasts:02d}"],
+             "output": [], "next": []}]}
+    return {"app": "bench-elasticity", "workflow_id": 1, "category": "bench", "params": params, "spec": spec}
+
+
 def _bursts(stack: Any, run: Any, args: argparse.Namespace) -> dict[str, Any]:
-    """``--burst-rounds`` rounds of one burst without cache functions then one with, on one
-    object; the latencies of every GET, pooled per mode."""
+    """``--burst-rounds`` rounds of one burst without cache functions then one with, each of
+    a broadcast written just before it; the latencies of every GET, pooled per mode."""
     from sdk.local._elastic import p99
 
     from dataclasses import replace
 
     d = stack.store.daemon
-    # the bursts' invocations stay up 10 s idle (read at each invocation), so that back-to-back
+    # the bursts' invocations stay up 30 s idle (read at each invocation), so that back-to-back
     # bursts find the functions invoked, as warm Lambdas answer within milliseconds; without it
-    # 50 local processes reconnecting at once on 2 cores is what a burst measures
-    d.config = replace(d.config, idle_s=10.0)
-    run.put("burst_hot", os.urandom(int(args.object_mb * MiB)), codec="bytes", adhoc=True)
-    d.wait_uploads(60)  # a cache function loads from COS
+    # 50 local processes reconnecting at once on 2 cores is what a burst measures. 30 s outlasts
+    # the bursts: the prewarmed invocations that no burst touched return all at once when their
+    # idle time is up, and ~30 processes returning on 2 cores slowed the burst they met 1.5x
+    d.config = replace(d.config, idle_s=30.0, cache_prefetch_readers=0 if args.no_prefetch else
+                       d.config.cache_prefetch_readers)
     # the pool's functions have instances (as SION's warmed pool does): a cache function's first
     # GET pays a warm invocation, not a process start of the local platform
     d.wait_warm(d.prewarm(d.config.max_functions), 60)
-    key = f"{run.run_id}/burst_hot"
     lat: dict[str, list[float]] = {"no_cache": [], "cache": []}
     later: dict[str, list[float]] = {"no_cache": [], "cache": []}  # the rounds after the first
+    rounds: dict[str, list[int]] = {"no_cache": [], "cache": []}  # each round's p99 (us)
     first = 0.0
-    clients = _Clients(stack.endpoints, key, args.burst, min(args.burst, 8))
+    clients = _Clients(stack.endpoints, args.burst, min(args.burst, 8))
+    hot = iter(range(2 * args.burst_rounds))
     try:
         for r in range(args.burst_rounds):
             for mode in ("no_cache", "cache"):
                 d.cache_functions.on = mode == "cache"
-                got = clients.burst()
+                name = f"hot_{next(hot):02d}"
+                run.put(name, os.urandom(int(args.object_mb * MiB)), codec="bytes")  # its 64 readers start
+                d.wait_uploads(60)  # a cache function loads from COS
+                got = clients.burst(f"{run.run_id}/{name}")
                 lat[mode] += got
+                rounds[mode].append(round(p99(got) * 1e6))
                 if r:
                     later[mode] += got
                 elif mode == "cache":
@@ -282,14 +307,15 @@ def _bursts(stack: Any, run: Any, args: argparse.Namespace) -> dict[str, Any]:
         clients.close()
         d.cache_functions.on = True
     return {"burst": args.burst, "burst_rounds": args.burst_rounds, "cache_copies": args.cache_copies,
-            "cache_depth": args.cache_depth,
+            "cache_depth": args.cache_depth, "prefetch": not args.no_prefetch,
             "burst_get_p99_us": round(p99(lat["cache"]) * 1e6), "burst_get_p99_us_no_cache":
             round(p99(lat["no_cache"]) * 1e6), "burst_first_p99_us": round(first * 1e6),
             "burst_later_p99_us": round(p99(later["cache"]) * 1e6),
-            "burst_later_p99_us_no_cache": round(p99(later["no_cache"]) * 1e6),
+            "burst_later_p99_us_no_cache": round(p99(later["no_cache"]) * 1e6), "burst_round_p99_us": rounds,
             "burst_get_p50_us": round(sorted(lat["cache"])[len(lat["cache"]) // 2] * 1e6),
             "burst_get_p50_us_no_cache": round(sorted(lat["no_cache"])[len(lat["no_cache"]) // 2] * 1e6),
-            "cache": {**d.cache_functions.router.stats(), "cache_loads": d.counters.get("cache_loads", 0)}}
+            "cache": {**d.cache_functions.router.stats(), "cache_loads": d.counters.get("cache_loads", 0),
+                      "cache_prefetches": d.counters.get("cache_prefetches", 0)}}
 
 
 class _Clients:
@@ -298,7 +324,7 @@ class _Clients:
     serialised behind this process's interpreter lock with the daemon's. A burst starts at
     one wall-clock moment in every process; each GET is timed from it."""
 
-    def __init__(self, endpoints: Any, key: str, n: int, procs: int) -> None:
+    def __init__(self, endpoints: Any, n: int, procs: int) -> None:
         import multiprocessing as mp
 
         ctx = mp.get_context("spawn")
@@ -307,7 +333,7 @@ class _Clients:
         self.procs = []
         for k in [k for k in per if k]:
             mine, theirs = ctx.Pipe()
-            p = ctx.Process(target=_burst_worker, args=(endpoints.daemon, endpoints.store_token, key, k, theirs),
+            p = ctx.Process(target=_burst_worker, args=(endpoints.daemon, endpoints.store_token, k, theirs),
                             daemon=True, name="bench-burst")
             p.start()
             self.pipes.append(mine)
@@ -316,10 +342,10 @@ class _Clients:
             if c.recv() != "ready":
                 raise InvalidRequest("a burst client process did not start")
 
-    def burst(self, lead_s: float = 0.3) -> list[float]:
+    def burst(self, key: str, lead_s: float = 0.3) -> list[float]:
         at = time.time() + lead_s
         for c in self.pipes:
-            c.send(at)
+            c.send((at, key))
         out: list[float] = []
         for c in self.pipes:
             got = c.recv()
@@ -335,21 +361,22 @@ class _Clients:
             p.join(10)
 
 
-def _burst_worker(daemon: str, token: str, key: str, n: int, conn: Any) -> None:
-    """One client process: ``n`` connections; per message (a start time) one GET each."""
+def _burst_worker(daemon: str, token: str, n: int, conn: Any) -> None:
+    """One client process: ``n`` connections; per message (a start time and a key) one GET each."""
     from sdk._client import parse_addr
     from sdk._store_client import StoreClient
 
     clients = [StoreClient(parse_addr(daemon), token) for _ in range(n)]
     conn.send("ready")
     while True:
-        at = conn.recv()
-        if at is None:
+        msg = conn.recv()
+        if msg is None:
             break
+        at, key = msg
         out: list[float] = []
         errors: list[str] = []
 
-        def one(c: Any, at: float = at, out: list[float] = out, errors: list[str] = errors) -> None:
+        def one(c: Any, at: float = at, key: str = key, out: list[float] = out, errors: list[str] = errors) -> None:
             time.sleep(max(0.0, at - time.time()))
             try:
                 c.get(key)
@@ -393,7 +420,7 @@ def _print(doc: dict[str, Any]) -> None:
               f"{doc['burst_first_p99_us'] / 1000:.1f} ms), {doc['burst_get_p99_us_no_cache'] / 1000:.1f} ms "
               f"without; {doc['cache']['cache_copies']} copies")
         if doc["burst_rounds"] > 1:
-            print(f"  rounds after the first (copies loaded, cache functions invoked): p99 "
+            print(f"  rounds after the first: p99 "
                   f"{doc['burst_later_p99_us'] / 1000:.1f} ms with, {doc['burst_later_p99_us_no_cache'] / 1000:.1f} ms "
                   f"without")
     print("\n".join(format_cost(doc["cost"])))

@@ -315,7 +315,7 @@ class PersistentBuffer:
         self.retries = 0
         self.deletes = 0  # COS deletes of versions freed after (or while) they were uploaded
         self.spilled = 0  # small versions over the memory budget, held in their segment only
-        self.expedited = 0  # coded versions uploaded early: a chunk was lost
+        self.expedited = 0  # versions uploaded early: a chunk was lost, or cache functions load them
         self.pack_uploads = 0  # COS objects that carried several versions
         self.packed = 0  # versions that went up in one
         self.pack_deletes_saved = 0  # DELETEs a pack's one delete stood in for
@@ -435,7 +435,8 @@ class PersistentBuffer:
             self._cond.notify_all()
 
     def expedite(self, obj: ObjectVersion) -> None:
-        """A chunk of ``obj`` was lost: its parity covers fewer losses now, upload it at once."""
+        """Upload ``obj`` at once: a chunk of it was lost (its parity covers fewer losses now),
+        or its readers are about to ask cache functions for it (they load from COS)."""
         with obj.lock:
             held = obj.held
         if held is None:

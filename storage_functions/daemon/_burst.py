@@ -9,6 +9,12 @@ that chunk from memory. A burst of GETs of one hot object (a broadcast read by
 64 tasks) thus spreads over up to ``1 + copies`` functions per chunk instead
 of queuing behind one.
 
+A version the workflow graph says many tasks read (a broadcast: its read count
+from the PUT) need not wait for its burst to queue: ``provision`` opens the
+copies its readers would open (``ceil(readers / depth) - 1``, at most
+``copies``) as soon as its COS copy exists, and the daemon has them loaded
+then, so the burst finds them in memory and their functions running.
+
 Per chunk (key, version, stripe, index), at most ``copies`` cache functions;
 a GET goes to the least busy one whose queue is not full, else to a new one
 (the least busy function of the pool that holds no chunk of that stripe,
@@ -95,6 +101,29 @@ class BurstRouter:
             self.routed += 1
             routed[fn] = routed.get(fn, 0) + 1
             return fn
+
+    def provision(self, cid: ChunkId, primary: int, readers: int, load: Callable[[int], int],
+                  holders: frozenset[int], pool: Iterable[int], warm: Callable[[int], bool] = lambda fn: True
+                  ) -> list[int]:
+        """Open copies of chunk ``cid`` (held by ``primary``) ahead of ``readers`` concurrent
+        GETs: as many as the burst would open, each function serving ``depth`` at a time, at
+        most ``copies``; chosen as :meth:`route` chooses a new one. The functions newly opened
+        (the caller has them load the chunk)."""
+        want = min(self.config.copies, -(-readers // self.config.depth) - 1)
+        out: list[int] = []
+        with self._lock:
+            mine = self.copies.get(cid, [])
+            taken = holders | set(mine) | {primary}
+            cands = [fn for fn in pool if fn not in taken]
+            while len(mine) + len(out) < want and cands:
+                fn = min(cands, key=lambda f: (load(f), self.per_fn.get(f, 0), not warm(f), f))
+                cands.remove(fn)
+                out.append(fn)
+                self.per_fn[fn] = self.per_fn.get(fn, 0) + 1
+                self.opened += 1
+            if out:
+                self.copies[cid] = mine + out
+        return out
 
     def done(self, cid: ChunkId, fn: int | None = None) -> None:
         """A GET of ``cid`` that :meth:`route` placed has its reply (or failed); ``fn``: the

@@ -1,7 +1,9 @@
 """The daemon's side of cache functions (``_burst``): it asks the router per chunk
 request of a GET (``Collector._issue``) with the pool's live loads, gives the
 request to a cache function the COS copy to load from, drops a cache function
-that failed, and deletes a freed version's copies. Only versions COS holds are
+that failed, and deletes a freed version's copies; a version with many readers
+(``cache_prefetch_readers``) has its copies loaded as soon as COS holds it
+(``prefetch``: a GET that loads and answers no bytes). Only versions COS holds are
 routed (a cache function loads from COS), and only chunks of at least
 ``cache_min_chunk`` bytes: a queue of small, latency-bound requests drains faster than a
 cache function loads from COS."""
@@ -12,7 +14,7 @@ import socket
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..protocol import Frame, Status
+from ..protocol import Frame, Op, Status
 from ._burst import BurstConfig, BurstRouter
 from ._objects import ObjectVersion, chunk_key
 
@@ -69,6 +71,45 @@ class CacheFunctions:
 
         return d._handle(to), dict(zip(("src", "off"), obj.cos_range(s, i)), len=st.cl,
                                        crc=st.crcs[i]), reply
+
+    def wants(self, obj: ObjectVersion) -> bool:
+        """Whether ``obj`` has readers enough (``cache_prefetch_readers``) for its copies to be
+        loaded ahead of them, and chunks large enough to be routed."""
+        c = self.daemon.config
+        return self.on and 0 < c.cache_prefetch_readers <= obj.readers and \
+            any(st.cl >= c.cache_min_chunk for st in obj.stripes)
+
+    def prefetch(self, objs: list[ObjectVersion]) -> None:
+        """``objs`` reached COS: load copies of the data chunks of each that has readers enough
+        (``wants``) into cache functions, before its readers' GETs."""
+        d = self.daemon
+        for obj in objs:
+            if not self.wants(obj) or obj.state != "ready" or not obj.cos_key:
+                continue
+            for s, st in enumerate(obj.stripes):
+                if st.cl < d.config.cache_min_chunk:
+                    continue
+                holders = frozenset(pl[0] for pl in st.places if pl is not None)
+                for i, place in enumerate(st.places[:st.d]):  # the chunks a GET asks for first
+                    if place is None:
+                        continue
+                    cid = (obj.key, obj.version, s, i)
+                    for fn in self.router.provision(cid, place[0], obj.readers, self._load, holders,
+                                                    range(d.config.max_functions), self._warm):
+                        d.count("cache_prefetches")
+                        meta = dict(zip(("src", "off"), obj.cos_range(s, i)), len=st.cl, crc=st.crcs[i],
+                                    prefetch=True)
+                        d._handle(fn).request(Op.GET, chunk_key(obj.key, obj.version, s, i), self._loaded(cid, fn),
+                                              large=st.cl >= d.config.large_threshold, meta=meta)
+
+    def _loaded(self, cid: tuple[str, int, int, int], fn: int) -> Reply:
+        """The reply to a prefetch: a cache function that could not load it is dropped."""
+        def reply(f: Frame | None, sock: socket.socket | None) -> None:
+            if f is None or f.status != Status.OK:
+                self.router.dropped(cid, fn)
+            elif f.b == 1:
+                self.daemon.count("cache_loads")
+        return reply
 
     def forget(self, obj: ObjectVersion) -> None:
         for fn, keys in self.router.forget(obj.key, obj.version).items():

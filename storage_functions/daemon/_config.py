@@ -102,6 +102,11 @@ class DaemonConfig:
     cache_queue_depth: int = 2
     cache_copies: int = 4
     cache_min_chunk: int = 128 * 1024
+    # a version whose PUT says it has at least cache_prefetch_readers readers (the workflow
+    # graph's read count: a broadcast) is uploaded at once and its data chunks loaded into
+    # cache functions (as many copies as its readers would open, at most cache_copies) before
+    # the readers' GETs arrive; 0 = never (copies open only as a burst queues)
+    cache_prefetch_readers: int = 8
     # the modelled network bandwidth of an instance's GET replies (0 = unlimited; the
     # elasticity benchmark sets it, like function_bandwidth_mbps for downloads)
     function_send_mbps: float = 0.0

@@ -73,6 +73,7 @@ class ObjectVersion:
     pack: tuple[str, int] | None = None
     # the metadata server's placement, per chunk: (function, block, offset, length reserved)
     alloc: list[tuple[Any, int, int, int]] | None = None
+    readers: int = 0  # the PUT's read count from the workflow graph (0: not said)
     lock: threading.Lock = field(default_factory=threading.Lock)
     _head_json: tuple[bytes, bytes] | None = field(default=None, repr=False, compare=False)
 

@@ -99,6 +99,9 @@ class PutPath:
         obj = begun.obj
         waiter = Waiter()
         expires = f.meta.get("expires_at_ms")
+        readers = f.meta.get("readers")
+        if isinstance(readers, int) and not isinstance(readers, bool) and readers > 0:
+            obj.readers = readers
         fh = self.buffer.writer(obj, size, int(expires) if isinstance(expires, (int, float)) and expires > 0 else None)
         used: list[int] = []
         try:

@@ -93,7 +93,7 @@ class Daemon(PutPath, GetPath):
                                        memory_max_object=config.buffer_memory_max_object,
                                        pack_max_bytes=config.pack_max_bytes, pack_linger_s=config.pack_linger_s,
                                        cos_prefix=config.cos_prefix,
-                                       on_uploaded=lambda objs: self.durable.uploaded(objs),
+                                       on_uploaded=self._uploaded,
                                        on_deletes=lambda queued, keys: self.durable.deletes(queued, keys))
         self.durable = DurableTable(self)  # the table on disk: a restarted daemon rebuilds it (_restore)
         self.handles: list[FunctionHandle] = []
@@ -218,6 +218,8 @@ class Daemon(PutPath, GetPath):
                 self.cache_functions.forget(ins.obj)
             elif isinstance(ins, Upload):
                 self.buffer.submit(ins.obj)
+                if self.cache_functions.wants(ins.obj):  # a broadcast: COS first, then its cache copies
+                    self.buffer.expedite(ins.obj)
             elif isinstance(ins, Recover):
                 for obj in {id(c[0]): c[0] for c in ins.chunks}.values():
                     self.buffer.expedite(obj)  # its parity covers fewer losses now: upload it at once
@@ -229,6 +231,12 @@ class Daemon(PutPath, GetPath):
             else:
                 carry_out(self, ins)
         return out
+
+    def _uploaded(self, objs: list[ObjectVersion]) -> None:
+        """Versions reached COS (an uploader thread): the durable table records it, and a
+        broadcast's copies load into cache functions."""
+        self.durable.uploaded(objs)
+        self.cache_functions.prefetch(objs)
 
     def count(self, name: str, n: int = 1) -> None:
         """Add ``n`` to counter ``name`` (threads of every connection count: one lock,

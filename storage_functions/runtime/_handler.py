@@ -28,7 +28,8 @@ real per-instance limit; benchmarks set it), ``send_mbps`` for the chunks
 its GET replies send. A GET whose meta names the chunk's COS copy
 (``src``/``off``/``len``) makes this a cache function: a miss loads the chunk
 into the demand cache first (``_demand``: least recently used evicted first,
-and before any regular data).
+and before any regular data); with ``"prefetch": true`` it only loads (the
+daemon readies a broadcast's copies) and the reply carries no bytes.
 
 Memory lives in a module-global :class:`FunctionState` per function name so a
 warm instance keeps its blocks between invocations (one name per process on
@@ -439,6 +440,9 @@ class _Invocation:
                     self.state.demand.touch(f.key)
             if got is None:
                 send_frame(sock, Op.REPLY, status=Status.NOT_FOUND, reqid=f.reqid, a=mem.used())
+                return
+            if f.meta and f.meta.get("prefetch"):  # a cache function readied ahead of a burst: no bytes back
+                send_frame(sock, Op.REPLY, reqid=f.reqid, a=mem.used(), b=loaded)
                 return
             entry, views = got
             if self.verify:

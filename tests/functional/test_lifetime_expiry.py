@@ -2,7 +2,8 @@
 ``expires_at_ms`` (the put's time plus the object's predicted lifetime) for a declared
 object in function memory of a run that frees on commit, and the SDK passes it in the
 PUT's meta to the storage daemon; nothing is sent when nothing frees the object at a
-predicted time (a workflow input, an output, a ``pocket`` run)."""
+predicted time (a workflow input, an output, a ``pocket`` run). The grant's ``readers`` (the
+graph's read count, for a declared object) travels the same way."""
 
 from __future__ import annotations
 
@@ -61,6 +62,11 @@ def test_the_grant_and_the_daemons_put_carry_the_predicted_expiry(fig9_path: Pat
         assert predicted == HeuristicPredictor().predict(state.graph.objects["a"]) > 0
         assert _meta_of(seen, "a")["expires_at_ms"] == round((NOW + predicted) * 1000)
         assert "expires_at_ms" not in _meta_of(seen, "in1")
+        # the read count from the workflow graph goes along (the daemon readies a broadcast's copies)
+        assert _meta_of(seen, "a")["readers"] == state.graph.objects["a"].read_count > 0
+        assert _meta_of(seen, "in1")["readers"] == state.graph.objects["in1"].read_count > 0
+        run.put("scratch", b"s" * 200, adhoc=True)                     # ad hoc: no read count
+        assert "readers" not in _meta_of(seen, "scratch")
         f2 = run.bind(function="F2")
         f2.get("in2")
         (grant,) = run._md.begin_put_batch(run.run_id, "F2", [_request("b1", 10)])   # the grant itself

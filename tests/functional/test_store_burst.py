@@ -65,3 +65,32 @@ def test_a_burst_spreads_over_cache_functions_and_a_free_deletes_their_copies(st
         wait_for(lambda: not any(k.endswith("/hot") for k in d.function_memory(name)["entries"]), 10,
                  "the cache function to drop its copy of a freed object")
         assert d.stats()["cache"]["cache_copies"] == 0
+
+
+def test_a_broadcasts_copies_are_loaded_before_its_readers_ask() -> None:
+    """A PUT that says its object has many readers (the workflow graph's read count): the
+    daemon uploads it at once, though the write-behind would wait a minute, and loads its
+    data chunks into cache functions; the burst then reads from them without loading, and a
+    PUT with few readers is left alone."""
+    with LocalStore(function_memory_mb=256, idle_s=5.0, cache_copies=2, cache_queue_depth=1, max_functions=24,
+                    upload_delay_s=60.0, parity_upload_delay_s=60.0, check_state=True) as st, \
+            StoreClient(st.address, st.token) as c:
+        d = st.daemon
+        data = os.urandom(2 * MiB)
+        c.put("few", data, hints={"readers": d.config.cache_prefetch_readers - 1})
+        c.put("hot", data, hints={"readers": 16})
+        hot, few = d.table.latest("hot"), d.table.latest("few")
+        assert hot is not None and few is not None and hot.readers == 16
+        wait_for(lambda: d.counters.get("cache_loads", 0) == 10 * 2, 30,
+                 "two copies of each of the 10 data chunks loaded")  # min(copies, ceil(16 / depth) - 1)
+        assert hot.uploaded and not few.uploaded and d.counters["cache_prefetches"] == 20
+        copies = d.cache_functions.router.copies
+        assert {cid[0] for cid in copies} == {"hot"} and all(len(fns) == 2 for fns in copies.values())
+        holders = {pl[0] for s in hot.stripes for pl in s.places if pl}
+        fns = {fn for f in copies.values() for fn in f}
+        assert not fns & holders
+        assert all(any(k.endswith("/hot") for k in d.function_memory(d.handles[fn].name)["entries"]) for fn in fns)
+        assert burst(st, "hot", data, 16) == []
+        stats = d.stats()["cache"]
+        assert stats["cache_routed"] > 0 and stats["cache_opened"] == 20  # the burst opened none
+        assert d.counters["cache_loads"] == 20 and d.counters["cos_fallbacks"] == 0  # nor loaded any

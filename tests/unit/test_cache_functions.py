@@ -92,6 +92,29 @@ def test_no_copies_means_no_cache_functions_and_a_freed_version_deletes_its_copi
         BurstConfig(depth=0)
 
 
+def test_a_broadcast_opens_the_copies_its_readers_would_before_they_read() -> None:
+    """``provision``: ceil(readers / depth) - 1 copies, at most ``copies``, never on a function
+    holding a chunk of the stripe, spread over functions caching the fewest chunks; a second
+    call (or a chunk that has its copies) opens none."""
+    r = BurstRouter(BurstConfig(depth=2, copies=4))
+    idle = lambda fn: 0  # noqa: E731
+    assert r.provision(CID, 0, 2, idle, frozenset({0, 1}), range(8)) == []  # two readers: its function serves both
+    assert r.provision(CID, 0, 5, idle, frozenset({0, 1}), range(8)) == [2, 3]  # ceil(5 / 2) - 1
+    assert r.provision(CID, 0, 64, idle, frozenset({0, 1}), range(8)) == [4, 5]  # up to copies=4
+    assert r.provision(CID, 0, 64, idle, frozenset({0, 1}), range(8)) == []
+    assert r.copies[CID] == [2, 3, 4, 5] and r.stats()["cache_opened"] == 4
+    other = ("r/hot", 1, 0, 4)
+    busy = lambda fn: 3 if fn == 6 else 0  # noqa: E731
+    got = r.provision(other, 1, 64, busy, frozenset({0, 1}), range(8), warm=lambda fn: fn != 3)
+    assert got == [7, 2, 4, 5]  # the fewest cached first (7), then not busy and warm
+    # the burst then finds them: the chunk's GETs beyond its function's depth go to the copies
+    load = {1: 2}
+    r.pending[other] = 2
+    assert r.route(other, 1, lambda fn: load.get(fn, 0), frozenset({0, 1}), range(8)) == 7
+    assert r.stats()["cache_opened"] == 8  # routed to a copy already open: none opened
+    assert BurstRouter(BurstConfig(depth=2, copies=0)).provision(CID, 0, 64, idle, frozenset(), range(8)) == []
+
+
 def test_demand_cache_victims_are_least_recently_used_first() -> None:
     c = DemandCache()
     for k in ("a", "b", "c"):

@@ -893,6 +893,7 @@ class PutGrant(object):
      - already_committed
      - readable
      - expires_at_ms
+     - readers
 
     """
 
@@ -905,10 +906,11 @@ class PutGrant(object):
         'already_committed',
         'readable',
         'expires_at_ms',
+        'readers',
     )
 
 
-    def __init__(self, object_name=None, size=None, placement=None, existing=None, freed=None, already_committed=None, readable=None, expires_at_ms=None,):
+    def __init__(self, object_name=None, size=None, placement=None, existing=None, freed=None, already_committed=None, readable=None, expires_at_ms=None, readers=None,):
         self.object_name = object_name
         self.size = size
         self.placement = placement
@@ -917,6 +919,7 @@ class PutGrant(object):
         self.already_committed = already_committed
         self.readable = readable
         self.expires_at_ms = expires_at_ms
+        self.readers = readers
 
     def read(self, iprot):
         if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
@@ -968,6 +971,11 @@ class PutGrant(object):
                     self.expires_at_ms = iprot.readI64()
                 else:
                     iprot.skip(ftype)
+            elif fid == 9:
+                if ftype == TType.I32:
+                    self.readers = iprot.readI32()
+                else:
+                    iprot.skip(ftype)
             else:
                 iprot.skip(ftype)
             iprot.readFieldEnd()
@@ -1009,6 +1017,10 @@ class PutGrant(object):
         if self.expires_at_ms is not None:
             oprot.writeFieldBegin('expires_at_ms', TType.I64, 8)
             oprot.writeI64(self.expires_at_ms)
+            oprot.writeFieldEnd()
+        if self.readers is not None:
+            oprot.writeFieldBegin('readers', TType.I32, 9)
+            oprot.writeI32(self.readers)
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
         oprot.writeStructEnd()
@@ -2240,6 +2252,7 @@ PutGrant.thrift_spec = (
     (6, TType.BOOL, 'already_committed', None, None, ),  # 6
     (7, TType.BOOL, 'readable', None, None, ),  # 7
     (8, TType.I64, 'expires_at_ms', None, None, ),  # 8
+    (9, TType.I32, 'readers', None, None, ),  # 9
 )
 all_structs.append(PutResult)
 PutResult.thrift_spec = (
