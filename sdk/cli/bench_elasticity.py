@@ -297,6 +297,7 @@ def _bursts(stack: Any, run: Any, args: argparse.Namespace) -> dict[str, Any]:
                 run.put(name, os.urandom(int(args.object_mb * MiB)), codec="bytes")  # its 64 readers start
                 d.wait_uploads(60)  # a cache function loads from COS
                 got = clients.burst(f"{run.run_id}/{name}")
+                run.delete(name)  # its readers are done (their commits would free it): its copies go too
                 lat[mode] += got
                 rounds[mode].append(round(p99(got) * 1e6))
                 if r:
