@@ -10,7 +10,8 @@ Where a version is held (:class:`Held`):
   on the PUT's path; past ``memory_bytes`` of held versions a new one keeps only
   its segment copy (spilled: read back from the file);
 - a large one in a file of its own (from 4 MiB written by a thread of its own
-  off the relay: the PUT's thread receives into slots it hands over), uploaded
+  off the relay, with ``O_DIRECT`` where the file system allows: the PUT's thread
+  receives into slots it hands over, ``_file_ring``), uploaded
   without reading it into the process (``COS.put_file``: a hard link for the local COS, ``upload_file``
   multipart for S3).
 
@@ -47,6 +48,7 @@ from dataclasses import dataclass
 from typing import IO, Any, Callable
 
 from ..private_files import open_private, private_dir
+from ._file_ring import DIRECT_MIN_MBPS, FileRing
 from ._objects import TRAILER, ObjectVersion, cos_object_key
 from ._runs import run_of
 from ._segments import SegmentLog
@@ -114,95 +116,6 @@ class BufferReader:
         self.close()
 
 
-class _FileRing:
-    """A large version's file written off the relay path: the PUT's thread receives
-    into a slot (``space``), sends it on to the function and hands it over
-    (``advance``); a writer thread writes full slots to the file in order and gives
-    them back. ``slots`` of ``slot_bytes`` bound what is in flight (the receiver waits
-    for a free one). The file write (a copy into the page cache) runs on the other
-    core while the relay goes on."""
-
-    def __init__(self, fh: IO[bytes], slot_bytes: int = 512 << 10, slots: int = 4) -> None:
-        self.fh = fh
-        self.slot_bytes = slot_bytes
-        self._unmade = slots  # slots are made as the relay needs them
-        self._free: list[bytearray] = []
-        self._todo: collections.deque[tuple[bytearray, int] | None] = collections.deque()
-        self._cond = threading.Condition()
-        self._cur: bytearray | None = None
-        self._off = 0
-        self.error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, daemon=True, name="buffer-write")
-        self._thread.start()
-
-    def space(self) -> memoryview:
-        """The free tail of the current slot (a new slot once it is full)."""
-        if self._cur is None:
-            with self._cond:
-                if not self._free and self._unmade:
-                    self._unmade -= 1
-                    self._free.append(bytearray(self.slot_bytes))
-                self._cond.wait_for(lambda: bool(self._free) or self.error is not None)
-                if self.error is not None:
-                    raise OSError(f"buffer file write failed: {self.error!r}")
-                self._cur, self._off = self._free.pop(), 0
-        return memoryview(self._cur)[self._off:]
-
-    def advance(self, n: int) -> None:
-        """``n`` bytes of ``space()`` were filled."""
-        assert self._cur is not None
-        self._off += n
-        if self._off == len(self._cur):
-            self._hand_over()
-
-    def write(self, data: bytes | bytearray | memoryview) -> None:
-        view = memoryview(data)
-        while view:
-            sp = self.space()
-            k = min(len(sp), len(view))
-            sp[:k] = view[:k]
-            self.advance(k)
-            view = view[k:]
-
-    def _hand_over(self) -> None:
-        if self._cur is not None and self._off:
-            with self._cond:
-                self._todo.append((self._cur, self._off))
-                self._cond.notify_all()
-            self._cur = None
-        elif self._cur is not None:
-            with self._cond:
-                self._free.append(self._cur)
-            self._cur = None
-
-    def close(self) -> None:
-        """Write what is left and wait for it; raises the writer's error."""
-        self._hand_over()
-        with self._cond:
-            self._todo.append(None)
-            self._cond.notify_all()
-        self._thread.join()
-        if self.error is not None:
-            raise OSError(f"buffer file write failed: {self.error!r}")
-
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                self._cond.wait_for(lambda: bool(self._todo))
-                item = self._todo.popleft()
-            if item is None:
-                return
-            slot, n = item
-            try:
-                if self.error is None:
-                    self.fh.write(memoryview(slot)[:n])
-            except BaseException as exc:  # noqa: BLE001 - handed to the PUT's thread
-                self.error = exc
-            with self._cond:
-                self._free.append(slot)
-                self._cond.notify_all()
-
-
 class BufferWriter:
     """A version being written: ``write`` each piece as it arrives (or, for a large
     one, receive straight into ``space()`` and ``advance``), then ``finish`` (the
@@ -215,12 +128,12 @@ class BufferWriter:
         self.mem: bytearray | None = bytearray() if small else None
         self.path: str | None = None
         self.fh: IO[bytes] | None = None
-        self.ring: _FileRing | None = None
+        self.ring: FileRing | None = None
         if not small:
             self.path = buf.path_for(obj)
             self.fh = open_private(self.path, "wb")
             if size >= buf.ring_min_object:  # a thread of its own pays off past a few MiB
-                self.ring = _FileRing(self.fh)
+                self.ring = FileRing(self.fh, self.path, direct=buf.direct_io)
 
     def write(self, piece: bytes | bytearray | memoryview) -> None:
         if self.mem is not None:
@@ -244,13 +157,14 @@ class BufferWriter:
             assert self.fh is not None and self.path is not None
             if self.ring is not None:
                 self.ring.write(tail)
-                self.ring.close()
+                length = self.ring.close()  # written with pwrite: the file object's position is not used
+                b.direct_measured(self.ring.direct_mbps)
             else:
                 self.fh.write(tail)
+                length = self.fh.tell()
             if b.fsync:
                 self.fh.flush()
                 os.fsync(self.fh.fileno())
-            length = self.fh.tell()
             self.fh.close()
             held = Held(self.obj, length, path=self.path, expires_at=self.expires_at)
         with self.obj.lock:
@@ -279,7 +193,7 @@ class PersistentBuffer:
                  fsync: bool = False, max_backoff_s: float = 5.0, memory_bytes: int = 256 << 20,
                  memory_max_object: int = 1 << 20, ring_min_object: int = 4 << 20, batch: int = 32,
                  close_timeout_s: float = 5.0, pack_linger_s: float = 0.01, pack_max_bytes: int = 16 << 20,
-                 cos_prefix: str = "sion",
+                 cos_prefix: str = "sion", direct_io: bool = True,
                  on_uploaded: Callable[[list[ObjectVersion]], None] | None = None,
                  on_deletes: Callable[[bool, list[str]], None] | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -291,6 +205,7 @@ class PersistentBuffer:
         self.max_backoff_s = max_backoff_s
         self.memory_bytes, self.memory_max_object = memory_bytes, memory_max_object
         self.ring_min_object = ring_min_object  # versions from this size are written to their file off the relay
+        self.direct_io = direct_io  # ... with O_DIRECT where the file system allows (``_file_ring``)
         self.batch = max(1, batch)
         self.close_timeout_s = close_timeout_s
         self.on_uploaded = on_uploaded  # the durable table's record of the COS copies
@@ -338,6 +253,14 @@ class PersistentBuffer:
         if expires_at_ms:
             expires = self.clock() + (expires_at_ms / 1000.0 - time.time())
         return BufferWriter(self, obj, size <= self.memory_max_object, expires, size)
+
+    def direct_measured(self, mbps: float | None) -> None:
+        """A large version's file was written with ``O_DIRECT`` at ``mbps``: on a disk slower
+        than ``DIRECT_MIN_MBPS`` the next ones go through the page cache."""
+        if mbps is not None and mbps < DIRECT_MIN_MBPS and self.direct_io:
+            self.direct_io = False
+            log.warning("buffer files: O_DIRECT writes ran at %.0f MB/s (< %.0f): writing through the page "
+                        "cache from now on", mbps, DIRECT_MIN_MBPS)
 
     def _reserve(self, n: int) -> bool:
         with self._mem_lock:

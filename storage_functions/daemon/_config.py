@@ -45,9 +45,14 @@ class DaemonConfig:
     pack_linger_s: float = 0.01
     # the buffer holds versions up to buffer_memory_max_object bytes in memory (and appended
     # to a segment file), at most buffer_memory_bytes of them (past it: the segment only);
-    # larger ones in a file of their own
+    # larger ones in a file of their own, written past the page cache (O_DIRECT) when
+    # buffer_direct_io and the file system allows: written once and read back rarely, such a
+    # file gains little from the page cache, whose new pages cost more than the copy into them
+    # on a virtual machine; the buffer measures its direct writes and goes back to the page
+    # cache on a disk slower than 1,000 MB/s (an EBS volume)
     buffer_memory_bytes: int = 256 * MiB
     buffer_memory_max_object: int = MiB
+    buffer_direct_io: bool = True
     max_object_bytes: int = 1 << 30
     large_threshold: int = 128 * 1024
     get_timeout_s: float = 10.0

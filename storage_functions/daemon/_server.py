@@ -92,7 +92,7 @@ class Daemon(PutPath, GetPath):
                                        fsync=config.buffer_fsync, memory_bytes=config.buffer_memory_bytes,
                                        memory_max_object=config.buffer_memory_max_object,
                                        pack_max_bytes=config.pack_max_bytes, pack_linger_s=config.pack_linger_s,
-                                       cos_prefix=config.cos_prefix,
+                                       cos_prefix=config.cos_prefix, direct_io=config.buffer_direct_io,
                                        on_uploaded=self._uploaded,
                                        on_deletes=lambda queued, keys: self.durable.deletes(queued, keys))
         self.durable = DurableTable(self)  # the table on disk: a restarted daemon rebuilds it (_restore)

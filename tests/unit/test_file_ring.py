@@ -1,0 +1,93 @@
+"""``FileRing``: a large version's buffer file written by a thread of its own, full slots
+with O_DIRECT where the file system allows; the file holds exactly what was handed over, in
+order, whether the slots went past the page cache or through it."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import pytest
+
+from storage_functions.daemon import _file_ring
+from storage_functions.daemon._buffer import PersistentBuffer
+from storage_functions.daemon._file_ring import DIRECT_MIN_MBPS, FileRing
+from storage_functions.private_files import open_private
+
+SLOT = 64 << 10
+
+
+def _fill(ring: FileRing, data: bytes) -> None:
+    """Receive ``data`` as a socket would: into ``space()`` in odd-sized pieces."""
+    view = memoryview(data)
+    step = 3 * 4096 + 17
+    while view:
+        sp = ring.space()
+        k = min(len(sp), len(view), step)
+        sp[:k] = view[:k]
+        ring.advance(k)
+        view = view[k:]
+
+
+@pytest.mark.parametrize("direct", [True, False])
+def test_the_file_holds_every_byte_in_order_and_its_length_is_returned(tmp_path: Path, direct: bool) -> None:
+    data = os.urandom(10 * SLOT + 12345)
+    path = str(tmp_path / "v.buf")
+    with open_private(path, "wb") as fh:
+        ring = FileRing(fh, path, direct=direct, slot_bytes=SLOT, slots=2)
+        _fill(ring, data[:7 * SLOT + 100])
+        ring.write(data[7 * SLOT + 100:])  # the rest as a copy, like the trailer
+        assert ring.close() == len(data)
+    assert Path(path).read_bytes() == data
+    if direct and ring.direct:  # the file system took O_DIRECT: every full slot went past the page cache
+        assert ring.direct_writes == 10 and (ring.direct_mbps or 0) > 0
+    else:
+        assert ring.direct_writes == 0 and ring.direct_mbps is None
+
+
+def test_a_disk_slower_than_the_page_cache_loses_direct_writes_for_the_next_files(tmp_path: Path) -> None:
+    buf = PersistentBuffer(str(tmp_path / "buf"), None)
+    try:
+        assert buf.direct_io
+        buf.direct_measured(None)  # no direct writes (tmpfs): nothing learnt
+        buf.direct_measured(DIRECT_MIN_MBPS * 2)
+        assert buf.direct_io
+        buf.direct_measured(DIRECT_MIN_MBPS / 8)  # an EBS volume at 125 MB/s
+        assert not buf.direct_io
+    finally:
+        buf.close()
+
+
+def test_a_file_system_that_refuses_o_direct_gets_every_slot_through_the_page_cache(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = os.open
+
+    def refuse(p: str, flags: int, *a: int) -> int:
+        if flags & getattr(os, "O_DIRECT", 0):
+            raise OSError(errno.EINVAL, "O_DIRECT refused (tmpfs)")
+        return real(p, flags, *a)
+
+    monkeypatch.setattr(_file_ring.os, "open", refuse)
+    data = os.urandom(3 * SLOT + 1)
+    path = str(tmp_path / "v.buf")
+    with open_private(path, "wb") as fh:
+        ring = FileRing(fh, path, direct=True, slot_bytes=SLOT)
+        _fill(ring, data)
+        assert ring.close() == len(data)
+    assert Path(path).read_bytes() == data and not ring.direct and ring.direct_writes == 0
+
+
+def test_a_write_error_reaches_the_puts_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def full(fd: int, data: memoryview, pos: int) -> int:
+        raise OSError(errno.ENOSPC, "no space left on device")
+
+    monkeypatch.setattr(_file_ring.os, "pwrite", full)
+    path = str(tmp_path / "v.buf")
+    with open_private(path, "wb") as fh:
+        ring = FileRing(fh, path, direct=False, slot_bytes=SLOT, slots=1)
+        with pytest.raises(OSError, match="no space left"):
+            _fill(ring, os.urandom(4 * SLOT))  # the receiver waits for a slot the writer gave back failed
+            ring.close()
+    with open(os.devnull, "wb") as fh, pytest.raises(ValueError, match="page size"):
+        FileRing(fh, slot_bytes=1000)
