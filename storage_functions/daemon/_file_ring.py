@@ -119,7 +119,10 @@ class FileRing:
         self._thread.join()
         for slot in self._free:
             if isinstance(slot, mmap.mmap):
-                slot.close()
+                try:
+                    slot.close()
+                except BufferError:  # a view of it still held (a failed receive's frame): the GC frees it
+                    pass
         self._free.clear()
         if self.error is not None:
             raise OSError(f"buffer file write failed: {self.error!r}")

@@ -91,3 +91,17 @@ def test_a_write_error_reaches_the_puts_thread(tmp_path: Path, monkeypatch: pyte
             ring.close()
     with open(os.devnull, "wb") as fh, pytest.raises(ValueError, match="page size"):
         FileRing(fh, slot_bytes=1000)
+
+
+def test_closing_while_a_view_of_a_slot_is_still_held_does_not_fail(tmp_path: Path) -> None:
+    """A receive that failed mid-slot leaves a view of the slot in its traceback; the PUT's
+    abort closes the ring all the same."""
+    path = str(tmp_path / "v.buf")
+    with open_private(path, "wb") as fh:
+        ring = FileRing(fh, path, direct=True, slot_bytes=SLOT)
+        held = ring.space()
+        held[:5] = b"abcde"
+        ring.advance(5)
+        assert ring.close() == 5
+        del held
+    assert Path(path).read_bytes() == b"abcde"
