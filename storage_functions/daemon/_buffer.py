@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from typing import IO, Any, Callable
 
 from ..private_files import open_private, private_dir
-from ._file_ring import DIRECT_MIN_MBPS, FileRing
+from ._file_ring import DIRECT_MIN_MBPS, DIRECT_WINDOW, FileRing
 from ._objects import TRAILER, ObjectVersion, cos_object_key
 from ._runs import run_of
 from ._segments import SegmentLog
@@ -158,7 +158,7 @@ class BufferWriter:
             if self.ring is not None:
                 self.ring.write(tail)
                 length = self.ring.close()  # written with pwrite: the file object's position is not used
-                b.direct_measured(self.ring.direct_mbps)
+                b.direct_measured(self.ring.direct_bytes, self.ring.direct_s)
             else:
                 self.fh.write(tail)
                 length = self.fh.tell()
@@ -206,6 +206,7 @@ class PersistentBuffer:
         self.memory_bytes, self.memory_max_object = memory_bytes, memory_max_object
         self.ring_min_object = ring_min_object  # versions from this size are written to their file off the relay
         self.direct_io = direct_io  # ... with O_DIRECT where the file system allows (``_file_ring``)
+        self._direct_window: list[Any] = [0, 0.0]  # direct bytes written and their seconds, since the last judgement
         self.batch = max(1, batch)
         self.close_timeout_s = close_timeout_s
         self.on_uploaded = on_uploaded  # the durable table's record of the COS copies
@@ -254,13 +255,23 @@ class PersistentBuffer:
             expires = self.clock() + (expires_at_ms / 1000.0 - time.time())
         return BufferWriter(self, obj, size <= self.memory_max_object, expires, size)
 
-    def direct_measured(self, mbps: float | None) -> None:
-        """A large version's file was written with ``O_DIRECT`` at ``mbps``: on a disk slower
-        than ``DIRECT_MIN_MBPS`` the next ones go through the page cache."""
-        if mbps is not None and mbps < DIRECT_MIN_MBPS and self.direct_io:
+    def direct_measured(self, n: int, seconds: float) -> None:
+        """A large version's file had ``n`` bytes written with ``O_DIRECT`` in ``seconds``: once
+        ``DIRECT_WINDOW`` bytes of them ran slower than ``DIRECT_MIN_MBPS`` (a slow disk), the
+        next files go through the page cache."""
+        with self._mem_lock:
+            self._direct_window[0] += n
+            self._direct_window[1] += seconds
+            total, took = self._direct_window
+            if total < DIRECT_WINDOW or not self.direct_io:
+                return
+            self._direct_window = [0, 0.0]
+            mbps = total / max(took, 1e-9) / 1e6
+            if mbps >= DIRECT_MIN_MBPS:
+                return
             self.direct_io = False
-            log.warning("buffer files: O_DIRECT writes ran at %.0f MB/s (< %.0f): writing through the page "
-                        "cache from now on", mbps, DIRECT_MIN_MBPS)
+        log.warning("buffer files: O_DIRECT writes ran at %.0f MB/s (< %.0f): writing through the page "
+                    "cache from now on", mbps, DIRECT_MIN_MBPS)
 
     def _reserve(self, n: int) -> bool:
         with self._mem_lock:

@@ -101,6 +101,8 @@ class CacheFunctions:
                                     prefetch=True)
                         d._handle(fn).request(Op.GET, chunk_key(obj.key, obj.version, s, i), self._loaded(cid, fn),
                                               large=st.cl >= d.config.large_threshold, meta=meta)
+            if obj.state == "freed":  # freed meanwhile, its copies perhaps forgotten before these opened
+                self.forget(obj)
 
     def _loaded(self, cid: tuple[str, int, int, int], fn: int) -> Reply:
         """The reply to a prefetch: a cache function that could not load it is dropped."""

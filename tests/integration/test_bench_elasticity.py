@@ -44,6 +44,23 @@ def test_a_small_replay_reports_pool_hit_ratio_and_costs(tmp_path: Path) -> None
     assert r["burst"] == 8 and r["burst_get_p99_us"] > 0 and r["burst_get_p99_us_no_cache"] > 0
     assert r["burst_get_p99_us"] >= r["burst_get_p50_us"]
     assert r["burst_later_p99_us"] == r["burst_later_p99_us_no_cache"] == 0   # one round: no later rounds
+    assert r["burst_round_p99_us"] == {"no_cache": [r["burst_get_p99_us_no_cache"]], "cache": [r["burst_get_p99_us"]]}
+    # the broadcast's 8 declared readers (>= cache_prefetch_readers) readied its copies before the burst:
+    # ceil(8 / depth 2) - 1 = 3 per data chunk, each loaded once, and the burst opened none of its own
+    assert r["prefetch"] and r["cache"]["cache_prefetches"] == r["cache"]["cache_opened"] == 10 * 3
+    assert r["cache"]["cache_loads"] == 10 * 3 and r["cache"]["cache_copies"] == 0  # freed after the burst
+
+
+@pytest.mark.slow
+def test_without_prefetch_the_copies_open_only_as_the_burst_queues(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    p = subprocess.run([sys.executable, "-m", "sdk.cli", "bench", "elasticity", "--shape", "1", "--object-mb", "2",
+                        "--burst", "8", "--burst-rounds", "1", "--gets-per-hour", "0", "--no-prefetch", "--json"],
+                       capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300, check=False)
+    assert p.returncode == 0, p.stderr
+    r = json.loads(p.stdout.strip().splitlines()[-1])
+    assert not r["prefetch"] and r["cache"]["cache_prefetches"] == 0
+    assert r["cache"]["cache_opened"] == r["cache"]["cache_loads"]  # each opened by the burst, loaded by its GET
 
 
 @pytest.mark.parametrize(("args", "message"), [

@@ -12,7 +12,7 @@ import pytest
 
 from storage_functions.daemon import _file_ring
 from storage_functions.daemon._buffer import PersistentBuffer
-from storage_functions.daemon._file_ring import DIRECT_MIN_MBPS, FileRing
+from storage_functions.daemon._file_ring import DIRECT_MIN_MBPS, DIRECT_WINDOW, FileRing
 from storage_functions.private_files import open_private
 
 SLOT = 64 << 10
@@ -41,19 +41,24 @@ def test_the_file_holds_every_byte_in_order_and_its_length_is_returned(tmp_path:
         assert ring.close() == len(data)
     assert Path(path).read_bytes() == data
     if direct and ring.direct:  # the file system took O_DIRECT: every full slot went past the page cache
-        assert ring.direct_writes == 10 and (ring.direct_mbps or 0) > 0
+        assert ring.direct_writes == 10 and ring.direct_bytes == 10 * SLOT and ring.direct_s > 0
     else:
-        assert ring.direct_writes == 0 and ring.direct_mbps is None
+        assert ring.direct_writes == ring.direct_bytes == 0
 
 
 def test_a_disk_slower_than_the_page_cache_loses_direct_writes_for_the_next_files(tmp_path: Path) -> None:
     buf = PersistentBuffer(str(tmp_path / "buf"), None)
     try:
         assert buf.direct_io
-        buf.direct_measured(None)  # no direct writes (tmpfs): nothing learnt
-        buf.direct_measured(DIRECT_MIN_MBPS * 2)
+        buf.direct_measured(0, 0.0)  # no direct writes (tmpfs): nothing learnt
+        mb = DIRECT_WINDOW / 1e6
+        buf.direct_measured(4 << 20, 4.2 / (DIRECT_MIN_MBPS / 10))  # one slow small file decides nothing
         assert buf.direct_io
-        buf.direct_measured(DIRECT_MIN_MBPS / 8)  # an EBS volume at 125 MB/s
+        buf.direct_measured(DIRECT_WINDOW - (4 << 20), mb / (DIRECT_MIN_MBPS * 4))  # the window: over the threshold
+        assert buf.direct_io
+        buf.direct_measured(DIRECT_WINDOW, mb / (DIRECT_MIN_MBPS * 2))
+        assert buf.direct_io
+        buf.direct_measured(DIRECT_WINDOW, mb / (DIRECT_MIN_MBPS / 2))  # an EBS volume at its 125 MB/s baseline
         assert not buf.direct_io
     finally:
         buf.close()
