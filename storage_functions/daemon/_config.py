@@ -49,7 +49,7 @@ class DaemonConfig:
     # buffer_direct_io and the file system allows: written once and read back rarely, such a
     # file gains little from the page cache, whose new pages cost more than the copy into them
     # on a virtual machine; the buffer measures its direct writes and goes back to the page
-    # cache on a disk slower than 1,000 MB/s (an EBS volume)
+    # cache on a disk slower than 250 MB/s (an EBS volume at its baseline)
     buffer_memory_bytes: int = 256 * MiB
     buffer_memory_max_object: int = MiB
     buffer_direct_io: bool = True
