@@ -266,24 +266,29 @@ class FunctionHandle:
         """A connection from an instance of this function said HELLO."""
         m = hello.meta
         kind = m.get("conn")
-        with self.cond:
-            if self.state != "invoking" or kind not in ("small", "large") or not self._secret_ok(m.get("secret")):
-                return None
-            instance = str(m.get("instance", ""))
-            first = not self.conns  # the invocation's first connection: its HELLO speaks for it
-            if first:
-                self._greeted = False
-            lost = first and m.get("lost") is True
-            changed = first and self.instance is not None and instance != self.instance
-            self.instance = instance
-            if first:
-                self.term = _int(m.get("term"))
-                self.hash = str(m.get("hash", ""))
-                self.diff_rank = max(_int(m.get("diff_rank")), 0 if lost else self.diff_rank)
-            self.mem = _int(m.get("mem"))
-            conn = _Conn(kind, sock)
-            self.conns[kind] = conn
-        send_frame(sock, Op.REPLY)
+        conn = _Conn(str(kind), sock)
+        # nothing goes out on this connection before its welcome: once it is in ``conns``, the
+        # other connection's HELLO may open the handle and send the backlog on it, and a
+        # request read as the welcome leaves its payload to be read as frames
+        with conn.wlock:
+            with self.cond:
+                if self.state != "invoking" or kind not in ("small", "large") or \
+                        not self._secret_ok(m.get("secret")):
+                    return None
+                instance = str(m.get("instance", ""))
+                first = not self.conns  # the invocation's first connection: its HELLO speaks for it
+                if first:
+                    self._greeted = False
+                lost = first and m.get("lost") is True
+                changed = first and self.instance is not None and instance != self.instance
+                self.instance = instance
+                if first:
+                    self.term = _int(m.get("term"))
+                    self.hash = str(m.get("hash", ""))
+                    self.diff_rank = max(_int(m.get("diff_rank")), 0 if lost else self.diff_rank)
+                self.mem = _int(m.get("mem"))
+                self.conns[kind] = conn
+            send_frame(sock, Op.REPLY)
         if changed and self._on_instance is not None:
             self._on_instance(self)
         if lost:

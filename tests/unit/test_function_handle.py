@@ -58,3 +58,70 @@ def test_requests_wait_until_the_first_hello_was_acted_on_whichever_connection_i
         release.set()
         for s in (small, small_peer, large, large_peer):
             s.close()
+
+
+class _SlowWelcome:
+    """A socket whose first send waits until ``go`` is set: the HELLO thread that registered
+    this connection is descheduled before its welcome goes out."""
+
+    def __init__(self, sock: socket.socket, started: threading.Event, go: threading.Event) -> None:
+        self._sock, self._started, self._go, self._first = sock, started, go, True
+
+    def sendall(self, data: Any) -> None:
+        if self._first:
+            self._first = False
+            self._started.set()
+            assert self._go.wait(10)
+        self._sock.sendall(data)
+
+    def sendmsg(self, buffers: Any) -> int:
+        self.sendall(b"".join(bytes(b) for b in buffers))
+        return sum(len(memoryview(b).cast("B")) for b in buffers)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sock, name)
+
+
+def test_no_request_goes_out_on_a_connection_before_its_welcome() -> None:
+    """The first HELLO (small) is being acted on when the second (large) registers its
+    connection, whose thread is then descheduled before it sends the welcome; the first then
+    opens the handle and sends the backlog on the large connection. The request must still
+    follow that welcome (before, it went first: the function read the request as its welcome
+    and the payload as frames, and served nothing until its idle time was up, a 2 s PUT)."""
+    recovering, release = threading.Event(), threading.Event()
+
+    def on_lost(h: FunctionHandle) -> None:
+        recovering.set()
+        assert release.wait(10)
+
+    invoked = threading.Event()
+    h = FunctionHandle(0, "sion-0", invoke=lambda name, ev: invoked.set(),
+                       event=lambda h, warmup: {"secret": h.secret}, invoke_timeout_s=30.0,
+                       on_lost=on_lost, on_mem=lambda h, m: None)
+    h.request(Op.PING, "", lambda f, s: None, large=True)  # queued for the large connection
+    assert invoked.wait(10)
+    small, small_peer = socket.socketpair()
+    large, large_peer = socket.socketpair()
+    started, go = threading.Event(), threading.Event()
+    try:
+        first = threading.Thread(target=h.attach, args=(_hello(h, "small", lost=True), small))
+        first.start()
+        assert recovering.wait(10)                 # the first HELLO is being acted on
+        second = threading.Thread(target=h.attach, args=(_hello(h, "large", lost=True),
+                                                          _SlowWelcome(large, started, go)))
+        second.start()
+        assert started.wait(10)                    # the large one registered, its welcome not out
+        release.set()                              # the first opens the handle: the PING is due
+        first.join(0.3)
+        go.set()
+        first.join(10)
+        second.join(10)
+        assert h.state == "active"
+        large_peer.settimeout(10)
+        assert recv_frame(large_peer).op == Op.REPLY   # the welcome first
+        assert recv_frame(large_peer).op == Op.PING
+    finally:
+        release.set()
+        go.set()
+        for s in (small, small_peer, large, large_peer):
+            s.close()
