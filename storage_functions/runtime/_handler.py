@@ -218,7 +218,7 @@ class _Invocation:
 
     def _welcomed(self, sock: socket.socket, kind: str) -> None:
         reply = recv_frame(sock)
-        if reply is None or reply.status != Status.OK:
+        if reply is None or reply.op != Op.REPLY or reply.status != Status.OK:  # a request first: out of step
             raise ConnectionRefusedError(f"daemon refused function {self.state.name} ({kind})")
         sock.settimeout(None)
 
