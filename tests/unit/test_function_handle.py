@@ -19,18 +19,23 @@ def _hello(h: FunctionHandle, kind: str, *, lost: bool) -> Frame:
                        "instance": "i-2", "term": 1, "hash": "", "diff_rank": 0, "lost": lost})
 
 
-def test_requests_wait_until_the_first_hello_was_acted_on_whichever_connection_is_last() -> None:
-    recovering = threading.Event()
-    release = threading.Event()
+def _handle_in_recovery() -> tuple[FunctionHandle, threading.Event, threading.Event, threading.Event]:
+    """A handle whose lost-instance hook (recovery taking the chunks) signals ``recovering``
+    and holds its HELLO's thread until ``release``; and ``invoked``, set when it is invoked."""
+    recovering, release, invoked = threading.Event(), threading.Event(), threading.Event()
 
     def on_lost(h: FunctionHandle) -> None:
         recovering.set()
         assert release.wait(10)
 
-    invoked = threading.Event()
     h = FunctionHandle(0, "sion-0", invoke=lambda name, ev: invoked.set(),
                        event=lambda h, warmup: {"secret": h.secret}, invoke_timeout_s=30.0,
                        on_lost=on_lost, on_mem=lambda h, m: None)
+    return h, recovering, release, invoked
+
+
+def test_requests_wait_until_the_first_hello_was_acted_on_whichever_connection_is_last() -> None:
+    h, recovering, release, invoked = _handle_in_recovery()
     replies: list[Any] = []
     h.request(Op.PING, "", lambda f, s: replies.append(f))  # queued: the function is invoked
     assert invoked.wait(10) and h.state == "invoking"
@@ -88,16 +93,7 @@ def test_no_request_goes_out_on_a_connection_before_its_welcome() -> None:
     opens the handle and sends the backlog on the large connection. The request must still
     follow that welcome (before, it went first: the function read the request as its welcome
     and the payload as frames, and served nothing until its idle time was up, a 2 s PUT)."""
-    recovering, release = threading.Event(), threading.Event()
-
-    def on_lost(h: FunctionHandle) -> None:
-        recovering.set()
-        assert release.wait(10)
-
-    invoked = threading.Event()
-    h = FunctionHandle(0, "sion-0", invoke=lambda name, ev: invoked.set(),
-                       event=lambda h, warmup: {"secret": h.secret}, invoke_timeout_s=30.0,
-                       on_lost=on_lost, on_mem=lambda h, m: None)
+    h, recovering, release, invoked = _handle_in_recovery()
     h.request(Op.PING, "", lambda f, s: None, large=True)  # queued for the large connection
     assert invoked.wait(10)
     small, small_peer = socket.socketpair()
