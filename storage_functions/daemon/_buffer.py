@@ -206,7 +206,7 @@ class PersistentBuffer:
         self.memory_bytes, self.memory_max_object = memory_bytes, memory_max_object
         self.ring_min_object = ring_min_object  # versions from this size are written to their file off the relay
         self.direct_io = direct_io  # ... with O_DIRECT where the file system allows (``_file_ring``)
-        self._direct_window: list[Any] = [0, 0.0]  # direct bytes written and their seconds, since the last judgement
+        self._direct_bytes, self._direct_s = 0, 0.0  # direct writes since the last judgement: bytes, seconds
         self.batch = max(1, batch)
         self.close_timeout_s = close_timeout_s
         self.on_uploaded = on_uploaded  # the durable table's record of the COS copies
@@ -260,12 +260,12 @@ class PersistentBuffer:
         ``DIRECT_WINDOW`` bytes of them ran slower than ``DIRECT_MIN_MBPS`` (a slow disk), the
         next files go through the page cache."""
         with self._mem_lock:
-            self._direct_window[0] += n
-            self._direct_window[1] += seconds
-            total, took = self._direct_window
+            self._direct_bytes += n
+            self._direct_s += seconds
+            total, took = self._direct_bytes, self._direct_s
             if total < DIRECT_WINDOW or not self.direct_io:
                 return
-            self._direct_window = [0, 0.0]
+            self._direct_bytes, self._direct_s = 0, 0.0
             mbps = total / max(took, 1e-9) / 1e6
             if mbps >= DIRECT_MIN_MBPS:
                 return

@@ -86,14 +86,10 @@ class BurstRouter:
             if free:
                 fn = min(free, key=busy)
             elif len(mine) < self.config.copies:
-                taken = holders | set(mine) | {primary}
-                cands = [fn for fn in pool if fn not in taken]
-                if not cands:
+                got = self._open_locked(cid, primary, 1, busy, holders, pool, warm)
+                if not got:
                     return primary
-                fn = min(cands, key=lambda f: (busy(f), self.per_fn.get(f, 0), not warm(f), f))
-                self.copies.setdefault(cid, []).append(fn)
-                self.per_fn[fn] = self.per_fn.get(fn, 0) + 1
-                self.opened += 1
+                fn = got[0]
             else:
                 fn = min([primary, *mine], key=busy)
                 if fn == primary:
@@ -110,19 +106,25 @@ class BurstRouter:
         most ``copies``; chosen as :meth:`route` chooses a new one. The functions newly opened
         (the caller has them load the chunk)."""
         want = min(self.config.copies, -(-readers // self.config.depth) - 1)
-        out: list[int] = []
         with self._lock:
-            mine = self.copies.get(cid, [])
-            taken = holders | set(mine) | {primary}
-            cands = [fn for fn in pool if fn not in taken]
-            while len(mine) + len(out) < want and cands:
-                fn = min(cands, key=lambda f: (load(f), self.per_fn.get(f, 0), not warm(f), f))
-                cands.remove(fn)
-                out.append(fn)
-                self.per_fn[fn] = self.per_fn.get(fn, 0) + 1
-                self.opened += 1
-            if out:
-                self.copies[cid] = mine + out
+            return self._open_locked(cid, primary, want - len(self.copies.get(cid, [])), load, holders, pool, warm)
+
+    def _open_locked(self, cid: ChunkId, primary: int, n: int, busy: Callable[[int], int], holders: frozenset[int],
+                     pool: Iterable[int], warm: Callable[[int], bool]) -> list[int]:
+        """Open up to ``n`` new copies of ``cid``: the least busy functions of ``pool`` holding
+        nothing of its stripe, caching the fewest chunks, warm ones first (under the lock)."""
+        mine = self.copies.get(cid, [])
+        taken = holders | set(mine) | {primary}
+        cands = [fn for fn in pool if fn not in taken]
+        out: list[int] = []
+        while len(out) < n and cands:
+            fn = min(cands, key=lambda f: (busy(f), self.per_fn.get(f, 0), not warm(f), f))
+            cands.remove(fn)
+            out.append(fn)
+            self.per_fn[fn] = self.per_fn.get(fn, 0) + 1
+            self.opened += 1
+        if out:
+            self.copies[cid] = mine + out
         return out
 
     def done(self, cid: ChunkId, fn: int | None = None) -> None:

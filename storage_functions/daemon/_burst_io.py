@@ -27,6 +27,12 @@ __all__ = ["CacheFunctions"]
 Reply = Callable[[Frame | None, socket.socket | None], None]
 
 
+def _cos_copy(obj: ObjectVersion, s: int, i: int) -> dict[str, Any]:
+    """A cache function's GET meta: where chunk ``i`` of stripe ``s`` sits in COS, its length and CRC."""
+    st = obj.stripes[s]
+    return dict(zip(("src", "off"), obj.cos_range(s, i)), len=st.cl, crc=st.crcs[i])
+
+
 class CacheFunctions:
     def __init__(self, daemon: Daemon) -> None:
         c = daemon.config
@@ -69,8 +75,7 @@ class CacheFunctions:
                 d.count("cache_loads")  # this GET's chunk came from COS into the cache function
             cb(f, sock)
 
-        return d._handle(to), dict(zip(("src", "off"), obj.cos_range(s, i)), len=st.cl,
-                                       crc=st.crcs[i]), reply
+        return d._handle(to), _cos_copy(obj, s, i), reply
 
     def wants(self, obj: ObjectVersion) -> bool:
         """Whether ``obj`` has readers enough (``cache_prefetch_readers``) for its copies to be
@@ -97,8 +102,7 @@ class CacheFunctions:
                     for fn in self.router.provision(cid, place[0], obj.readers, self._load, holders,
                                                     range(d.config.max_functions), self._warm):
                         d.count("cache_prefetches")
-                        meta = dict(zip(("src", "off"), obj.cos_range(s, i)), len=st.cl, crc=st.crcs[i],
-                                    prefetch=True)
+                        meta = {**_cos_copy(obj, s, i), "prefetch": True}
                         d._handle(fn).request(Op.GET, chunk_key(obj.key, obj.version, s, i), self._loaded(cid, fn),
                                               large=st.cl >= d.config.large_threshold, meta=meta)
             if obj.state == "freed":  # freed meanwhile, its copies perhaps forgotten before these opened
