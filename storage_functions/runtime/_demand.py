@@ -81,7 +81,7 @@ def evict_for(st: FunctionState, need_bytes: int) -> bool:
     chunks go first (least recently used). False when they cannot make room."""
     mem = st.memory
     with st.lock:
-        victims = st.demand.victims(need_bytes, mem.capacity - mem.used())
+        victims = st.demand.victims(need_bytes, mem.capacity - mem.blocks_bytes())
         if victims is None:
             return False
         _evict(st, victims)
@@ -123,7 +123,7 @@ def load(st: FunctionState, event: dict[str, Any], cos: Any, f: Any, throttle: A
             return Status.OK, ""
         cap = int(event.get("cache_cap", 0) or 0)
         need = blocks * mem.block_size
-        room = min(cap - sum(st.cached.values()), mem.capacity - mem.used())
+        room = min(cap - sum(st.cached.values()), mem.capacity - mem.blocks_bytes())
         victims = st.demand.victims(need, room)
         if victims is None:
             return Status.FULL, f"{f.key}: the cache space of {st.name} is full"

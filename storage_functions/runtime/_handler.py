@@ -52,7 +52,7 @@ from ..protocol import Op, Status, recv_frame, recv_into, send_frame, tune_socke
 from ..readiness import readable
 from ._demand import DemandCache, evict_for, load, read_cos_chunk
 from ._log import SNAPSHOT_EVERY, LogState, consistent, log_key, snapshot_key
-from ._memory import BlockMemory, MemoryFull
+from ._memory import BlockMemory, MemoryFull, grain_of
 
 __all__ = ["handler", "leave_at", "FunctionState", "reset_state", "CACHE_BASE"]
 
@@ -69,10 +69,10 @@ CACHE_BASE = 1 << 40
 class FunctionState:
     """Everything a warm instance keeps between invocations."""
 
-    def __init__(self, name: str, block_size: int, capacity: int) -> None:
+    def __init__(self, name: str, block_size: int, capacity: int, grain: int | None = None) -> None:
         self.name = name
         self.instance = uuid.uuid4().hex[:12]
-        self.memory = BlockMemory(block_size, capacity)
+        self.memory = BlockMemory(block_size, capacity, grain)
         self.log = LogState(name)
         self.lock = threading.Lock()  # guards log and the cache space
         self.invocations = 0
@@ -130,10 +130,11 @@ def handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     name = str(event["name"])
     block = int(event.get("block_size", DEFAULT_BLOCK))
     capacity = int(event.get("capacity", 1 << 30))
+    grain = grain_of(block, int(event.get("memory_grain", 0) or 0) or None)
     with _STATES_LOCK:
         state = _STATES.get(name)
-        if state is None or state.memory.block_size != block:
-            state = _STATES[name] = FunctionState(name, block, capacity)
+        if state is None or state.memory.block_size != block or state.memory.grain != grain:
+            state = _STATES[name] = FunctionState(name, block, capacity, grain)
         state.memory.capacity = capacity
         state.invocations += 1
     return _Invocation(state, event, context).run()
@@ -190,7 +191,7 @@ class _Invocation:
             lg = st.log
             if consistent(lg.term, lg.hash, lg.diff_rank, *want):
                 return False
-            st.memory = BlockMemory(st.memory.block_size, st.memory.capacity)
+            st.memory = BlockMemory(st.memory.block_size, st.memory.capacity, st.memory.grain)
             st.cached.clear()
             st.demand = DemandCache()
             lg.ops = []
@@ -426,7 +427,7 @@ class _Invocation:
                 rank = self.state.log.diff_rank
             send_frame(sock, Op.REPLY, reqid=f.reqid, a=mem.used(), b=rank)
         elif f.op == Op.GET:
-            got = mem.get(f.key)
+            got = mem.get(f.key, pin=True)
             loaded = 0
             if got is None and f.meta and "src" in f.meta:  # a cache function: load it from COS
                 loaded = 1
@@ -434,28 +435,17 @@ class _Invocation:
                 if status != Status.OK:
                     send_frame(sock, Op.REPLY, status=status, reqid=f.reqid, a=mem.used(), payload=msg.encode())
                     return
-                got = mem.get(f.key)
+                got = mem.get(f.key, pin=True)
             elif got is not None and f.key in self.state.demand:
                 with self.state.lock:
                     self.state.demand.touch(f.key)
             if got is None:
                 send_frame(sock, Op.REPLY, status=Status.NOT_FOUND, reqid=f.reqid, a=mem.used())
                 return
-            if f.meta and f.meta.get("prefetch"):  # a cache function readied ahead of a burst: no bytes back
-                send_frame(sock, Op.REPLY, reqid=f.reqid, a=mem.used(), b=loaded)
-                return
-            entry, views = got
-            if self.verify:
-                crc = 0
-                for v in views:
-                    crc = crc32(v, crc)  # ISA-L's for a large chunk (``checksum``): 4-5x zlib's speed
-                if crc != entry.crc:
-                    send_frame(sock, Op.REPLY, status=Status.CORRUPT, reqid=f.reqid, a=mem.used(),
-                               payload=f"chunk {f.key}: crc {crc:08x} != {entry.crc:08x}".encode())
-                    return
-            self._send_throttle.take(entry.length)
-            send_frame(sock, Op.REPLY, reqid=f.reqid, a=mem.used(), b=loaded, crc=entry.crc, payload=views,
-                       paylen=entry.length)  # b: 1 when this GET loaded the chunk from COS
+            try:  # pinned: no grain of this memory is given back while its bytes go out
+                self._send_chunk(sock, f, got, loaded)
+            finally:
+                mem.unpin()
         elif f.op == Op.DEL:
             keys = list(f.meta.get("keys", [])) or [f.key]
             n = 0
@@ -484,6 +474,24 @@ class _Invocation:
             drain(sock, f.paylen)
             send_frame(sock, Op.REPLY, status=Status.PROTOCOL, reqid=f.reqid,
                        payload=f"function {self.state.name}: unexpected op {f.op}".encode())
+
+    def _send_chunk(self, sock: socket.socket, f: Any, got: tuple[Any, list[memoryview]], loaded: int) -> None:
+        mem = self.state.memory
+        if f.meta and f.meta.get("prefetch"):  # a cache function readied ahead of a burst: no bytes back
+            send_frame(sock, Op.REPLY, reqid=f.reqid, a=mem.used(), b=loaded)
+            return
+        entry, views = got
+        if self.verify:
+            crc = 0
+            for v in views:
+                crc = crc32(v, crc)  # ISA-L's for a large chunk (``checksum``): 4-5x zlib's speed
+            if crc != entry.crc:
+                send_frame(sock, Op.REPLY, status=Status.CORRUPT, reqid=f.reqid, a=mem.used(),
+                           payload=f"chunk {f.key}: crc {crc:08x} != {entry.crc:08x}".encode())
+                return
+        self._send_throttle.take(entry.length)
+        send_frame(sock, Op.REPLY, reqid=f.reqid, a=mem.used(), b=loaded, crc=entry.crc, payload=views,
+                   paylen=entry.length)  # b: 1 when this GET loaded the chunk from COS
 
     # -- persistence --------------------------------------------------------
     def _seal(self) -> None:

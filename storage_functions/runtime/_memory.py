@@ -9,6 +9,17 @@ block, continues at offset 0 of ``block+1``, ``block+2``, ... The memory
 never moves data; entries are written with ``recv_into`` straight into the
 block and served from memoryviews of it.
 
+Grains: with a ``grain`` below the block size (a multiple of the page size
+that divides the block), a block is an anonymous mapping whose pages are
+backed only where an entry lies: the grains an entry covers are populated when
+it is reserved, and a grain no entry covers any more is given back to the
+kernel (``MADV_DONTNEED``) while its block stays. ``used()`` (what every reply
+reports as the function's memory) counts the grains held; ``grain ==
+block_size`` holds whole blocks (populated in one go), as Pocket's and Jiffy's
+block stores do. Capacity is still counted in whole blocks. A grain freed while
+a GET still sends from this memory (:meth:`pin` / :meth:`unpin`) is given back
+when the last such GET is done.
+
 Entries never overlap: the allocator reuses the space of a freed entry (a hole,
 or a whole block) once the metadata server freed it, which can be before this
 function heard of the drop. A PUT at such a place supersedes the older entries
@@ -25,7 +36,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Entry", "BlockMemory", "MemoryFull", "Overlap"]
+__all__ = ["Entry", "BlockMemory", "MemoryFull", "Overlap", "grain_of", "units_of"]
 
 
 class MemoryFull(Exception):
@@ -57,32 +68,81 @@ class Entry:
 
 
 _POPULATE = getattr(mmap, "MAP_POPULATE", 0)
+#: ``madvise(MADV_POPULATE_WRITE)`` (Linux 5.14): back a range's pages in one call
+_MADV_POPULATE_WRITE = 23
 
 
-def _new_block(size: int) -> Any:
+def grain_of(block_size: int, grain: int | None) -> int:
+    """The grain a memory of ``block_size`` blocks holds: ``grain`` when it is below the
+    block (it must then be a multiple of the page size that divides the block), else
+    the whole block; blocks under a page are always whole."""
+    if grain is None or grain >= block_size or block_size < mmap.PAGESIZE:
+        return block_size
+    if grain <= 0 or grain % mmap.PAGESIZE or block_size % grain:
+        raise ValueError(f"memory grain {grain} must be a multiple of the page size ({mmap.PAGESIZE}) "
+                         f"that divides the block size {block_size}")
+    return grain
+
+
+def units_of(block: int, offset: int, length: int, block_size: int, grain: int) -> range:
+    """The grains (numbered over the function's blocks end to end) an entry of ``length``
+    bytes at ``(block, offset)`` covers: an entry continues at offset 0 of the next block,
+    so it is one run of bytes from ``block * block_size + offset``."""
+    if length <= 0:
+        return range(0)
+    start = block * block_size + offset
+    return range(start // grain, (start + length - 1) // grain + 1)
+
+
+def _new_block(size: int, populate: bool = True) -> Any:
     """A zeroed block: an anonymous mapping the kernel fills in one go (``MAP_POPULATE``),
     where ``bytearray(size)`` zeroes it page fault by page fault and the chunk's receive
-    then writes it again (~20% of a function's CPU per large chunk received here)."""
-    if size >= mmap.PAGESIZE and _POPULATE:
+    then writes it again (~20% of a function's CPU per large chunk received here).
+    ``populate=False``: pages are backed grain by grain (``BlockMemory._back``)."""
+    if size >= mmap.PAGESIZE:
         try:
-            return mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _POPULATE)
+            return mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | (_POPULATE if populate else 0))
         except OSError:
             pass
     return bytearray(size)
 
 
+def _advise(buf: Any, option: int, start: int, length: int) -> bool:
+    try:
+        buf.madvise(option, start, length)
+        return True
+    except (OSError, ValueError, AttributeError):  # an old kernel, or a closed or bytearray block
+        return False
+
+
 class BlockMemory:
-    def __init__(self, block_size: int, capacity: int) -> None:
+    def __init__(self, block_size: int, capacity: int, grain: int | None = None) -> None:
         self.block_size = block_size
         self.capacity = capacity
+        self.grain = grain_of(block_size, grain)
         self.blocks: dict[int, Any] = {}  # block -> its memory (see ``_new_block``)
         self.refs: dict[int, int] = {}
+        self.units: dict[int, int] = {}  # grain -> entries on it (grain < block_size only)
+        self._pins = 0  # GETs sending from this memory (``pin``)
+        self._unbacked: set[int] = set()  # grains freed while pinned: given back at the last unpin
         self.index: dict[str, Entry] = {}
         self._spans: dict[int, list[tuple[int, int, str]]] = {}  # block -> committed (start, end, key), sorted
         self.superseded: list[str] = []  # keys a PUT's reservation dropped, until ``take_superseded``
         self._lock = threading.Lock()
 
+    @property
+    def whole(self) -> bool:
+        """Whole blocks are held (no grains)."""
+        return self.grain == self.block_size
+
     def used(self) -> int:
+        """Bytes of memory held: whole blocks, or the grains entries lie on."""
+        if self.whole:
+            return len(self.blocks) * self.block_size
+        return len(self.units) * self.grain
+
+    def blocks_bytes(self) -> int:
+        """The blocks in use, whole: what counts against ``capacity``."""
         return len(self.blocks) * self.block_size
 
     def reserve(self, key: str, block: int, offset: int, length: int, crc: int, *,
@@ -103,16 +163,42 @@ class BlockMemory:
                 self._release(self.index.pop(k))
                 self.superseded.append(k)
             new = sum(1 for b, _, _ in spans if b not in self.blocks)
-            if self.used() + new * self.block_size > self.capacity:
+            if self.blocks_bytes() + new * self.block_size > self.capacity:
                 raise MemoryFull(f"{key}: {new} more blocks exceed capacity {self.capacity}")
             views = []
             for b, off, n in spans:
                 buf = self.blocks.get(b)
                 if buf is None:
-                    buf = self.blocks[b] = _new_block(self.block_size)
+                    buf = self.blocks[b] = _new_block(self.block_size, self.whole)
                 self.refs[b] = self.refs.get(b, 0) + 1
                 views.append(memoryview(buf)[off:off + n])
+            if not self.whole:
+                self._back(entry)
         return entry, views
+
+    def _back(self, entry: Entry) -> None:
+        """Count the grains ``entry`` lies on; back the new ones, one call per run of them in a block."""
+        units, per = self.units, self.block_size // self.grain
+        first = last = -2
+        for u in units_of(entry.block, entry.offset, entry.length, self.block_size, self.grain):
+            n = units.get(u, 0)
+            units[u] = n + 1
+            if n:
+                continue
+            self._unbacked.discard(u)
+            if u != last + 1 or u % per == 0:  # a new run: a gap, or the next block
+                if first >= 0:
+                    self._populate(first, last)
+                first = u
+            last = u
+        if first >= 0:
+            self._populate(first, last)
+
+    def _populate(self, first: int, last: int) -> None:
+        g, per = self.grain, self.block_size // self.grain
+        buf = self.blocks.get(first // per)
+        if buf is not None:
+            _advise(buf, _MADV_POPULATE_WRITE, (first % per) * g, (last - first + 1) * g)
 
     def take_superseded(self) -> list[str]:
         """The keys reservations dropped since the last call (for the insertion log)."""
@@ -155,12 +241,25 @@ class BlockMemory:
         with self._lock:
             self._release(entry)
 
-    def get(self, key: str) -> tuple[Entry, list[memoryview]] | None:
+    def get(self, key: str, *, pin: bool = False) -> tuple[Entry, list[memoryview]] | None:
+        """The entry and views of its bytes. ``pin=True``: no grain is given back until
+        :meth:`unpin` (a GET sending from the views; a deleted entry's bytes stay as they
+        were meanwhile, as they do in a block a view keeps alive)."""
         with self._lock:
             entry = self.index.get(key)
             if entry is None:
                 return None
+            if pin:
+                self._pins += 1
             return entry, [memoryview(self.blocks[b])[o:o + n] for b, o, n in entry.spans(self.block_size)]
+
+    def unpin(self) -> None:
+        with self._lock:
+            self._pins -= 1
+            if self._pins == 0 and self._unbacked:
+                for u in sorted(self._unbacked):
+                    self._give_back(u)
+                self._unbacked.clear()
 
     def delete(self, key: str) -> bool:
         with self._lock:
@@ -185,3 +284,25 @@ class BlockMemory:
                 self.blocks.pop(b, None)
             else:
                 self.refs[b] = left
+        if not self.whole:
+            units = self.units
+            for u in units_of(entry.block, entry.offset, entry.length, self.block_size, self.grain):
+                left = units[u] - 1
+                if left:
+                    units[u] = left
+                elif self._pins:
+                    del units[u]
+                    self._unbacked.add(u)
+                else:
+                    del units[u]
+                    self._give_back(u)
+
+    def _give_back(self, unit: int) -> None:
+        """Return grain ``unit``'s pages to the kernel, unless an entry lies on it again
+        or its block is gone (unmapped with its last entry)."""
+        if unit in self.units:
+            return
+        per = self.block_size // self.grain
+        buf = self.blocks.get(unit // per)
+        if buf is not None:
+            _advise(buf, mmap.MADV_DONTNEED, (unit % per) * self.grain, self.grain)
