@@ -71,6 +71,7 @@ from dataclasses import dataclass, field
 from typing import Hashable, Literal
 
 from ._events import Extent, Placement
+from ._grains import GrainCount
 
 __all__ = ["Allocator", "MAX_FUNCTION_BLOCKS", "MIB", "MIN_ROOM", "OPEN_PER_FUNCTION", "Solo"]
 
@@ -136,10 +137,13 @@ class _Function:
 class Allocator:
     """Blocks, pools and chunk placement for every run of the server."""
 
-    def __init__(self, block_size: int = MIB, data_chunks: int = 10, parity_chunks: int = 2) -> None:
+    def __init__(self, block_size: int = MIB, data_chunks: int = 10, parity_chunks: int = 2,
+                 grain: int = 0) -> None:
         if block_size <= 0 or data_chunks <= 0 or parity_chunks < 0:
             raise ValueError("block_size and data_chunks must be positive, parity_chunks >= 0")
         self.block_size = block_size
+        #: the grains the storage functions back (``memory_grain``; None: whole blocks)
+        self.grains = GrainCount(block_size, grain) if 0 < grain < block_size else None
         self.data_chunks = data_chunks
         self.parity_chunks = parity_chunks
         self.functions: dict[str, _Function] = {}
@@ -193,7 +197,16 @@ class Allocator:
 
     @property
     def allocated_bytes(self) -> int:
+        """Memory the storage functions hold: the grains extents lie on, or whole blocks."""
+        if self.grains is not None:
+            return self.grains.total_bytes
         return len(self.used) * self.block_size
+
+    def owner_bytes(self, owner: Hashable) -> int:
+        """What ``owner``'s extents hold, as :attr:`allocated_bytes` counts it."""
+        if self.grains is not None:
+            return self.grains.owner_bytes(owner)
+        return self.owner_blocks.get(owner, 0) * self.block_size
 
     # -- allocation -----------------------------------------------------------------
     def blocks_needed(self, size: int, chunk_bytes: int = 0) -> int:
@@ -248,8 +261,12 @@ class Allocator:
             else:
                 hole = self._best_hole(size, owner, key, None) if holes else None
                 ext = self._carve(size, owner, key) if hole is None else self._put_hole(hole, size, key)
-            return None if ext is None else Placement("memory", "slice", (ext,))
-        return self._packed_chunks(owner, key, self.chunk_bytes(size, chunk_bytes), holes)
+            placed = None if ext is None else Placement("memory", "slice", (ext,))
+        else:
+            placed = self._packed_chunks(owner, key, self.chunk_bytes(size, chunk_bytes), holes)
+        if placed is not None and self.grains is not None:
+            self.grains.add(owner, placed.extents)
+        return placed
 
     def _take_block(self, owner: Hashable, pool: Hashable,
                     state: Literal["active", "frozen"], function: _Function | None = None,
@@ -503,6 +520,9 @@ class Allocator:
         block in use (candidates to leave the memory pool)."""
         if placement.kind not in ("slice", "blocks"):
             return []
+        if self.grains is not None and placement.extents:
+            e = placement.extents[0]
+            self.grains.remove(self.used[(e.function, e.block)].owner, placement.extents)
         idle: list[str] = []
         for e in placement.extents:
             b = self.used[(e.function, e.block)]

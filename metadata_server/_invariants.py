@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ._grains import GrainCount
+
 if TYPE_CHECKING:
     from ._state import MetadataState
 
@@ -16,6 +18,8 @@ __all__ = ["validate"]
 def validate(state: MetadataState) -> None:
     """Assert every invariant of DESIGN.md that the state can see."""
     state.allocator.validate()
+    grains = state.allocator.grains
+    recount = GrainCount(grains.block_size, grains.grain) if grains is not None else None
     total_live = 0
     for run in state.runs.values():
         live = sum(r.size for r in run.objects.values()
@@ -46,11 +50,16 @@ def validate(state: MetadataState) -> None:
             if rec.state in ("allocated", "readable"):
                 for e in rec.placement.extents:
                     assert (e.function, e.block) in state.allocator.used
+                if recount is not None and rec.placement.kind in ("slice", "blocks"):
+                    recount.add(run.run_id, rec.placement.extents)
         if run.state != "running":                # nothing leaks
             assert run.live_bytes == 0 and not run.buffers
             assert run.run_id not in state.allocator.owner_blocks, f"{run.run_id} ended holding blocks"
+            assert grains is None or run.run_id not in grains.owners, f"{run.run_id} ended holding grains"
             assert all(r.state == "kept" or r.freed_reason == "deleted" for r in run.objects.values())
     assert total_live == state.live_bytes
+    if grains is not None and recount is not None:  # the grains held are those the live placements lie on
+        assert grains.refs == recount.refs and grains.owners == recount.owners, "grain count drifted"
     seqs = [i.seq for i in state.pending]   # acknowledged ones leave from the front, none from elsewhere
     if seqs:
         assert seqs == list(range(seqs[0], state.next_seq)), f"pending instructions lost: {seqs}"

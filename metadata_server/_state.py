@@ -77,8 +77,8 @@ class MetadataState:
     def __init__(self, *, block_size: int = MIB, data_chunks: int = 10, parity_chunks: int = 2,
                  memory_budget: int | None = None, predictor: LifetimePredictor | None = None,
                  sample_interval_s: float = 0.1, max_samples: int = 10_000, max_pending: int = 100_000,
-                 max_finished_runs: int = 1000, wds_limits: wds.Limits | None = None) -> None:
-        self.allocator = Allocator(block_size, data_chunks, parity_chunks)
+                 max_finished_runs: int = 1000, wds_limits: wds.Limits | None = None, memory_grain: int = 0) -> None:
+        self.allocator = Allocator(block_size, data_chunks, parity_chunks, memory_grain)
         self.memory_budget = memory_budget
         self.wds_limits = wds_limits or wds.Limits()  # what a registered WDS may be and expand to
         self.predictor: LifetimePredictor = predictor or HeuristicPredictor()
@@ -271,7 +271,7 @@ class MetadataState:
         if run.policy.exact_bytes:  # byte-granular: the bytes written, from when they arrived
             run.alloc_bytes = run.written_bytes
         else:
-            run.alloc_bytes = self.allocator.owner_blocks.get(run.run_id, 0) * self.allocator.block_size
+            run.alloc_bytes = self.allocator.owner_bytes(run.run_id)
         run.peak_live = max(run.peak_live, run.live_bytes)
         run.peak_alloc = max(run.peak_alloc, run.alloc_bytes)
 

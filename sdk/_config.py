@@ -70,6 +70,7 @@ class Config:
     cos_url: str = ""  # default: file://<state_dir>/cos
     # storage
     block_size: int = 1 << 20
+    memory_grain: int = 64 << 10  # storage functions back blocks by this grain (0: whole blocks)
     ec_data: int = 10
     ec_parity: int = 2
     max_object_size: int = 1 << 30
@@ -151,6 +152,11 @@ class Config:
         cfg = cls(**values, sources=sources)
         for name in known:
             _check(name, getattr(cfg, name), sources.get(name, "default"))
+        grain = cfg.memory_grain
+        if grain < 0 or (0 < grain < cfg.block_size and (grain % 4096 or cfg.block_size % grain)):
+            raise ConfigError(f"config field 'memory_grain' = {grain} (from {sources.get('memory_grain', 'default')}) "
+                              f"is invalid: use 0 (whole blocks) or a multiple of 4096 that divides block_size "
+                              f"({cfg.block_size}), e.g. 65536")
         if cfg.idle_reclaim_max_s < cfg.idle_reclaim_min_s:
             raise ConfigError("config fields idle_reclaim_min_s/idle_reclaim_max_s: the max is below the min")
         return cfg

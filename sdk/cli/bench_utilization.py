@@ -1,5 +1,8 @@
-"""``funcsion bench utilization``: FuncStore's utilization study (Sec. V-C) on one embedded
-stack. Runs word count, gg compile and video, each alone and then all at once, under
+"""``funcsion bench utilization``: FuncStore's utilization study (Sec. V-C) on two embedded
+stacks of one configuration: funcstore and the oracle on one whose storage functions hold
+memory by the grain (``--memory-grain``, the config's 64 KiB), pocket and jiffy on one whose
+functions hold whole blocks (``--baseline-grain`` 0), as the block stores FuncStore compares
+against do. Runs word count, gg compile and video, each alone and then all at once, under
 ``funcstore``, ``pocket``, ``jiffy:<lease>`` (the lease is the longest object lifetime seen
 in the funcstore runs, as the paper sets it) and ``oracle``, and reports the physical
 memory-time product (MB-s of what the storage functions held; pocket: its measured peak
@@ -49,6 +52,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="runs of each workflow alone per policy, interleaved; the median MB-s counts (default 3)")
     p.add_argument("--block-size", type=int, default=0,
                    help="the stack's block size in bytes (default: the config's, 1 MiB)")
+    p.add_argument("--memory-grain", type=int, default=-1,
+                   help="the grain funcstore's and the oracle's storage functions hold memory by, in bytes "
+                        "(default: the config's, 64 KiB; 0: whole blocks)")
+    p.add_argument("--baseline-grain", type=int, default=0,
+                   help="the grain of pocket's and jiffy's stack (default 0: whole blocks, as their block "
+                        "stores hold them)")
     p.add_argument("--admission-cap", type=int, default=0,
                    help="the most jobs given to the live admission controller per policy and budget "
                         "(default 0: no cap, jobs until their expected peaks add up past the budget)")
@@ -83,15 +92,25 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     opts = ExecutorOptions(progress=False)
-    sized = {"block_size": args.block_size} if args.block_size else {}
+    sized: dict[str, Any] = {"block_size": args.block_size} if args.block_size else {}
+    if args.memory_grain >= 0:
+        sized["memory_grain"] = args.memory_grain
     cfg = Config.load(state_dir=tempfile.mkdtemp(prefix="funcsion-study-"), env={}, **sized)
+    bcfg = Config.load(state_dir=tempfile.mkdtemp(prefix="funcsion-study-"), env={},
+                       **{**sized, "memory_grain": args.baseline_grain})
+    if args.baseline_grain < 0:
+        raise InvalidRequest(f"--baseline-grain must be 0 (whole blocks) or a grain in bytes, got {args.baseline_grain}")
     alone: dict[str, dict[str, dict[str, Any]]] = {}  # policy -> workflow -> report dict
     both: dict[str, dict[str, Any]] = {}  # policy -> concurrent figures
     budget: dict[str, Any] = {}
     admitted: dict[str, dict[str, Any]] = {}  # policy -> "200mb"/"400mb" -> the live controller's figures
     t0 = time.monotonic()
-    with Stack(cfg, metadata_port=0, daemon_port=0) as stack:
+    with Stack(cfg, metadata_port=0, daemon_port=0) as stack, Stack(bcfg, metadata_port=0, daemon_port=0) as bstack:
         preps = {n: prepare_run(p, options=opts, limits=cfg.wds_limits()) for n, p in wfs.items()}
+
+        def on(spec: str) -> Any:
+            """The stack a policy runs on: pocket and jiffy on the baselines' (whole blocks)."""
+            return bstack if _baseline(spec) else stack
 
         def check(d: dict[str, Any], what: str) -> None:
             if d["status"] != "succeeded":
@@ -115,15 +134,19 @@ def run(args: argparse.Namespace) -> int:
 
         def once(name: str, policy: str) -> dict[str, Any]:
             def go() -> dict[str, Any]:
-                before = _store_stats(stack.endpoints) or {}
-                d = _reserve(run_workflow(preps[name], config=cfg, stack=stack, policy=policy,
+                st = on(policy)
+                before = _store_stats(st.endpoints) or {}
+                d = _reserve(run_workflow(preps[name], config=st.config, stack=st, policy=policy,
                                           options=opts).to_dict())
                 check(d, f"{name} under {policy}")
-                d["store"] = _study.store_deltas(before, _store_stats(stack.endpoints) or {})
+                d["store"] = _study.store_deltas(before, _store_stats(st.endpoints) or {})
                 return d
             return oracle_again(go, policy)  # type: ignore[no-any-return]
 
         warm = [once(n, "funcstore") for n in wfs] if not args.quick else []  # cold starts skew the first
+        if not args.quick:
+            for n in wfs:
+                once(n, "pocket")  # the baselines' stack, warmed alike
         runs: dict[str, dict[str, list[dict[str, Any]]]] = {}  # policy -> workflow -> its runs
 
         def rounds(pols: dict[str, str]) -> None:
@@ -159,32 +182,34 @@ def run(args: argparse.Namespace) -> int:
         def concurrently(spec: str, jobs: list[str] | None = None, admission: Any = None,
                          peaks: list[int] | None = None) -> dict[str, Any]:
             def go() -> dict[str, Any]:
-                before = _store_stats(stack.endpoints) or {}
+                st = on(spec)
+                before = _store_stats(st.endpoints) or {}
                 start = time.monotonic()
                 names = jobs if jobs is not None else list(wfs)
-                reps = [_reserve(r.to_dict()) for r in run_jobs([preps[n] for n in names], config=cfg,
-                                                                  stack=stack, policy=spec, options=opts,
+                reps = [_reserve(r.to_dict()) for r in run_jobs([preps[n] for n in names], config=st.config,
+                                                                  stack=st, policy=spec, options=opts,
                                                                   admission=admission, peaks=peaks)]
                 for n, d in zip(names, reps):
                     check(d, f"{n} under {spec}, concurrently")
                 return {"wall_s": round(time.monotonic() - start, 4), "reports": reps, "spec": spec,
-                        "store": _study.store_deltas(before, _store_stats(stack.endpoints) or {})}
+                        "store": _study.store_deltas(before, _store_stats(st.endpoints) or {})}
             return oracle_again(go, spec)  # type: ignore[no-any-return]
 
         if not args.quick and len(wfs) > 1:
             for pol in ("funcstore", "pocket", "oracle"):
                 both[pol] = concurrently(pol)
             both["jiffy"] = with_lease(concurrently)
-            budget = _budget_sweep(stack, both, {p: policies[p] for p in ("funcstore", "pocket", "jiffy")},
+            budget = _budget_sweep(on, both, {p: policies[p] for p in ("funcstore", "pocket", "jiffy")},
                                    lambda spec: with_lease(concurrently) if spec.startswith("jiffy") else concurrently(spec))
             for pol in policies:
                 expected = [(n, int(alone[pol][n]["memory"]["peak_bytes"])) for n in wfs]
                 for mb in (200, 400):
                     admitted.setdefault(pol, {})[f"{mb}mb"] = _admit(
-                        stack.handler.state, pol, expected, mb * MB, args.admission_cap,
+                        on(policies[pol]).handler.state, pol, expected, mb * MB, args.admission_cap,
                         lambda jobs, adm, pk, pol=pol: with_lease(lambda s: concurrently(s, jobs, adm, pk))
                         if pol == "jiffy" else concurrently(policies[pol], jobs, adm, pk))
     result = _figures(wfs, policies, alone, both, leases, time.monotonic() - t0, cfg.block_size, repeat)
+    result["memory_grain"], result["baseline_grain"] = cfg.memory_grain, bcfg.memory_grain
     result["oracle_reruns"] = oracle_reruns[0]
     if both:
         result["budget_completion"] = budget
@@ -259,7 +284,11 @@ def _admit(state: Any, reps_policy: str, expected: list[tuple[str, int]], budget
             "leaked_bytes": [d["memory"]["leaked_bytes"] for d in reps]}
 
 
-def _budget_sweep(stack: Any, both: dict[str, dict[str, Any]], specs: dict[str, str],
+def _baseline(spec: str) -> bool:
+    return spec.split(":")[0] in ("pocket", "jiffy")
+
+
+def _budget_sweep(on: Any, both: dict[str, dict[str, Any]], specs: dict[str, str],
                   concurrently: Any) -> dict[str, Any]:
     """FuncStore Fig. 11a: every workflow at once with the stack's total memory budget (the
     metadata server's ``memory_budget``; beyond it objects go to COS) at 20%, 60% and 100%
@@ -268,26 +297,25 @@ def _budget_sweep(stack: Any, both: dict[str, dict[str, Any]], specs: dict[str, 
     the set, COS PUTs and the jobs' physical peaks, against each policy's unbudgeted run."""
     from sdk.local import _study
 
-    state = stack.handler.state
-
     def peak_of(reps: list[dict[str, Any]]) -> int:
         return max((v for _, v in _study.summed_series([d["memory"]["series"] for d in reps])), default=0)
 
     peak = peak_of(both["pocket"]["reports"])
     out: dict[str, Any] = {"peak_bytes": peak, "peak_of": "pocket"}
-    saved = state.memory_budget
-    try:
-        for pol, spec in specs.items():
-            row: dict[str, Any] = {"unbudgeted_s": both[pol]["wall_s"]}
+    for pol, spec in specs.items():
+        state = on(spec).handler.state
+        saved = state.memory_budget
+        row: dict[str, Any] = {"unbudgeted_s": both[pol]["wall_s"]}
+        try:
             for pct in (20, 60, 100):
                 state.memory_budget = peak * pct // 100
                 r = concurrently(spec)
                 row[f"{pct}%"] = {"budget_bytes": peak * pct // 100, "wall_s": r["wall_s"],
                                   "cos_puts": r["store"]["cos_puts"], "peak_bytes": peak_of(r["reports"]),
                                   "leaked_bytes": [d["memory"]["leaked_bytes"] for d in r["reports"]]}
-            out[pol] = row
-    finally:
-        state.memory_budget = saved
+        finally:
+            state.memory_budget = saved
+        out[pol] = row
     return out
 
 

@@ -173,6 +173,7 @@ def daemon_settings(args: argparse.Namespace, *, warn: Callable[[str], None] | N
         overrides.setdefault("function_memory_mb", cfg.function_memory_mb)
         overrides.setdefault("max_functions", 48)
         overrides["block_size"] = cfg.block_size
+        overrides["memory_grain"] = cfg.memory_grain
         overrides["max_object_bytes"] = cfg.max_object_size
         if args.cos:
             overrides["cos_url"] = args.cos

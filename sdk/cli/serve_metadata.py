@@ -92,7 +92,7 @@ def build(args: argparse.Namespace) -> Any:
     cfg = Config.load(host=args.host, metadata_port=args.port, block_size=args.block_size,
                       ec_data=args.data_chunks, ec_parity=args.parity_chunks, run_ttl_s=args.ttl)
     budget = args.memory_budget if args.memory_budget is not None else cfg.memory_budget_mb << 20
-    state = MetadataState(block_size=cfg.block_size, data_chunks=cfg.ec_data,
+    state = MetadataState(block_size=cfg.block_size, data_chunks=cfg.ec_data, memory_grain=cfg.memory_grain,
                           parity_chunks=cfg.ec_parity, memory_budget=budget,
                           wds_limits=cfg.wds_limits())  # wds_max_*: funcsion.toml, FUNCSION_WDS_*
     journal = Journal(args.journal, sync=args.journal_sync) if args.journal else None

@@ -99,7 +99,8 @@ class Stack:
 
         private_dir(self.root / "logs")
         state = MetadataState(block_size=cfg.block_size, data_chunks=cfg.ec_data, parity_chunks=cfg.ec_parity,
-                              memory_budget=cfg.memory_budget_mb << 20, wds_limits=cfg.wds_limits())
+                              memory_budget=cfg.memory_budget_mb << 20, wds_limits=cfg.wds_limits(),
+                              memory_grain=cfg.memory_grain)
         self.journal = Journal(str(self.root / "metadata.journal")) if self.use_journal else None
         self.handler = MetadataHandler(state, journal=self.journal, admin_token=self.admin_token,
                                        default_ttl_s=cfg.run_ttl_s)
@@ -110,7 +111,7 @@ class Stack:
         platform: dict[str, Any] = {"idle_reclaim_s": (cfg.idle_reclaim_min_s, cfg.idle_reclaim_max_s), "kill_rate": cfg.kill_rate,
                     "kill_functions": "sion-*", "log_dir": str(self.root / "logs")}
         dcfg = DaemonConfig(host=cfg.host, port=self.daemon_port, block_size=cfg.block_size,
-                            function_memory_mb=cfg.function_memory_mb, max_object_bytes=cfg.max_object_size,
+                            memory_grain=cfg.memory_grain, function_memory_mb=cfg.function_memory_mb, max_object_bytes=cfg.max_object_size,
                             cos_url=cfg.resolved_cos_url, buffer_dir=str(self.root / "buffer"),
                             placement="metadata")  # the metadata server decides where every chunk lives
         if self.daemon_overrides:

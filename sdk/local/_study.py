@@ -6,8 +6,10 @@ allocated-memory series of several runs summed over time. The runs themselves ar
 ``sdk.cli.bench_utilization``; nothing here does I/O.
 
 How each policy's memory-time is counted (physical: what the storage functions held, the
-daemon's ledger): ``funcstore`` and ``jiffy`` the blocks held over the run (allocated at
-write; freed at the last reader's commit, or after the lease with no access); ``oracle``
+daemon's ledger): ``funcstore`` the grains held over the run (``memory_grain``; freed at the
+last reader's commit), ``jiffy`` the whole blocks held (on the baselines' stack, whose
+functions hold whole blocks as Jiffy's block store does; allocated at write, freed after the
+lease with no access); ``oracle``
 the bytes held, write to last read; ``pocket`` its *reservation*: Pocket sizes a job's
 capacity from its hints and holds it from the job's start to its end (FuncStore Fig. 12a:
 "the amount of resources requested in advance by Pocket is the peak value"), so it is the

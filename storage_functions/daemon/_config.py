@@ -21,6 +21,9 @@ class DaemonConfig:
     max_functions: int = 48
     group_size: int = 12
     block_size: int = MiB
+    # a function's memory backs a block grain by grain: a grain no entry lies on goes back
+    # to the kernel (``runtime/_memory.py``); 0 (or the block size): whole blocks
+    memory_grain: int = 64 * 1024
     function_memory_mb: int = 1536
     runtime_overhead_mb: int = 64  # interpreter + code, excluded from the capacity
     hardcap_fraction: float = 0.8  # the rest is kept for recovery (SION Sec. 5.3.1 note 3)
@@ -126,6 +129,10 @@ class DaemonConfig:
                 raise ValueError(f"DaemonConfig.{f.name} must be >= 0, got {v!r}")
         if self.block_size < 4096:
             raise ValueError(f"DaemonConfig.block_size must be >= 4096, got {self.block_size}")
+        if self.memory_grain and self.memory_grain < self.block_size and (
+                self.memory_grain % 4096 or self.block_size % self.memory_grain):
+            raise ValueError(f"DaemonConfig.memory_grain={self.memory_grain} must be 0 or a multiple of 4096 "
+                             f"that divides block_size={self.block_size}")
         if self.group_size < 1 or self.max_functions < self.group_size:
             raise ValueError("DaemonConfig.max_functions must be >= group_size >= 1")
         if self.capacity < self.block_size:

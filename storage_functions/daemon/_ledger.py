@@ -5,11 +5,12 @@ reads, no I/O; the daemon feeds it from the functions' acknowledgements.
 An *entry* is one stored chunk or slice: ``length`` bytes at ``(block,
 offset)`` of one function, continuing into ``block+1, ...`` when longer than
 the rest of the block (the runtime's layout, ``runtime/_memory.py``). The
-runtime holds a block (a real ``bytearray``) while any entry touches it, so
-the ledger counts, per function, the blocks with at least one entry, and per
-run the blocks holding at least one of the run's entries (a run's key starts
-with ``<run_id>/``). Allocated bytes are those blocks times the block size;
-live bytes are the entries' lengths. Both are integrated over time
+runtime holds a *grain* (``grain``: a whole block by default, or the grain a
+block backs its memory by, ``memory_grain``) while any entry lies on it, so
+the ledger counts, per function, the grains with at least one entry, and per
+run the grains holding at least one of the run's entries (a run's key starts
+with ``<run_id>/``). Allocated bytes are those grains times the grain; live
+bytes are the entries' lengths. Both are integrated over time
 (byte-seconds) and their peaks kept, per run, from the first entry of the
 run until :meth:`forget`.
 
@@ -40,7 +41,7 @@ class RunMemory:
     run_id: str
     first_t: float
     last_t: float
-    blocks: dict[tuple[str, int], int] = field(default_factory=dict)  # (function, block) -> entries
+    blocks: dict[tuple[str, int], int] = field(default_factory=dict)  # (function, grain) -> entries
     live_bytes: int = 0
     alloc_byte_s: float = 0.0
     live_byte_s: float = 0.0
@@ -48,16 +49,16 @@ class RunMemory:
     peak_live: int = 0
     series: list[tuple[float, int, int]] = field(default_factory=list)
 
-    def advance(self, now: float, block_size: int) -> None:
+    def advance(self, now: float, grain: int) -> None:
         dt = now - self.last_t
         if dt > 0:
-            self.alloc_byte_s += len(self.blocks) * block_size * dt
+            self.alloc_byte_s += len(self.blocks) * grain * dt
             self.live_byte_s += self.live_bytes * dt
             self.last_t = now
 
-    def summary(self, block_size: int) -> dict[str, Any]:
+    def summary(self, grain: int) -> dict[str, Any]:
         mib = float(1 << 20)
-        return {"run_id": self.run_id, "allocated_bytes": len(self.blocks) * block_size,
+        return {"run_id": self.run_id, "allocated_bytes": len(self.blocks) * grain,
                 "live_bytes": self.live_bytes, "peak_allocated_bytes": self.peak_alloc,
                 "peak_live_bytes": self.peak_live, "allocated_mb_s": self.alloc_byte_s / mib,
                 "live_mb_s": self.live_byte_s / mib, "first_t": self.first_t, "last_t": self.last_t,
@@ -68,8 +69,9 @@ class RunMemory:
 class _Entry:
     run: str
     function: str
-    spans: tuple[tuple[int, int], ...]  # (block, bytes in it)
+    spans: range  # the grains it lies on (``_units``)
     length: int
+    start: int  # its first byte, over the function's blocks end to end
 
 
 class MemoryLedger:
@@ -79,13 +81,16 @@ class MemoryLedger:
     sample is dropped (the integrals stay exact; only the picture thins).
     """
 
-    def __init__(self, block_size: int, *, max_series: int = 4096) -> None:
+    def __init__(self, block_size: int, *, grain: int | None = None, max_series: int = 4096) -> None:
         if block_size <= 0:
             raise ValueError(f"block_size must be positive, got {block_size}")
         self.block_size = block_size
+        self.grain = block_size if not grain or grain >= block_size else grain
+        if block_size % self.grain:
+            raise ValueError(f"grain {grain} must divide the block size {block_size}")
         self.max_series = max(16, max_series)
         self.entries: dict[tuple[str, str], _Entry] = {}  # (function, entry key) -> entry
-        self.function_blocks: dict[str, dict[int, int]] = {}  # function -> block -> entries
+        self.function_blocks: dict[str, dict[int, int]] = {}  # function -> grain -> entries
         self.runs: dict[str, RunMemory] = {}
 
     # -- events ----------------------------------------------------------------------
@@ -97,20 +102,20 @@ class MemoryLedger:
             raise ValueError(f"bad entry {key!r}: block {block}, offset {offset}, length {length}")
         self.released(now, function, key)
         run = run_of(_store_key(key))
-        spans = _spans(block, offset, length, self.block_size)
-        e = _Entry(run, function, spans, length)
+        spans = _units(block, offset, length, self.block_size, self.grain)
+        e = _Entry(run, function, spans, length, block * self.block_size + offset)
         self.entries[(function, key)] = e
         if spans:
             fb = self.function_blocks.setdefault(function, {})
-            for b, _ in spans:
+            for b in spans:
                 fb[b] = fb.get(b, 0) + 1
         if not run:
             return
         rm = self.runs.get(run)
         if rm is None:
             rm = self.runs[run] = RunMemory(run, now, now)
-        rm.advance(now, self.block_size)
-        for b, _ in spans:
+        rm.advance(now, self.grain)
+        for b in spans:
             rm.blocks[(function, b)] = rm.blocks.get((function, b), 0) + 1
         rm.live_bytes += length
         self._changed(rm, now)
@@ -122,7 +127,7 @@ class MemoryLedger:
             return False
         if e.spans:
             fb = self.function_blocks[function]
-            for b, _ in e.spans:
+            for b in e.spans:
                 left = fb[b] - 1
                 if left:
                     fb[b] = left
@@ -132,8 +137,8 @@ class MemoryLedger:
                 del self.function_blocks[function]
         rm = self.runs.get(e.run) if e.run else None
         if rm is not None:
-            rm.advance(now, self.block_size)
-            for b, _ in e.spans:
+            rm.advance(now, self.grain)
+            for b in e.spans:
                 left = rm.blocks[(function, b)] - 1
                 if left:
                     rm.blocks[(function, b)] = left
@@ -160,15 +165,15 @@ class MemoryLedger:
         rm = self.runs.get(run_id)
         if rm is None:
             return None
-        rm.advance(now, self.block_size)
-        return rm.summary(self.block_size)
+        rm.advance(now, self.grain)
+        return rm.summary(self.grain)
 
     def function_bytes(self, function: str) -> int:
-        """Bytes of blocks ``function`` holds (what its runtime reports as ``mem``)."""
-        return len(self.function_blocks.get(function, ())) * self.block_size
+        """Bytes of grains ``function`` holds (what its runtime reports as ``mem``)."""
+        return len(self.function_blocks.get(function, ())) * self.grain
 
     def allocated_bytes(self) -> int:
-        return sum(len(b) for b in self.function_blocks.values()) * self.block_size
+        return sum(len(b) for b in self.function_blocks.values()) * self.grain
 
     def validate(self) -> None:
         """Check the derived counts against the entries (tests call it)."""
@@ -176,23 +181,22 @@ class MemoryLedger:
         rb: dict[str, dict[tuple[str, int], int]] = {}
         live: dict[str, int] = {}
         for (fn, _), e in self.entries.items():
-            for b, n in e.spans:
-                assert 0 < n <= self.block_size, e
+            assert e.spans == _units(0, e.start, e.length, 1, self.grain), e
+            for b in e.spans:
                 fb.setdefault(fn, {})[b] = fb.get(fn, {}).get(b, 0) + 1
                 if e.run:
                     rb.setdefault(e.run, {})[(fn, b)] = rb.get(e.run, {}).get((fn, b), 0) + 1
-            assert sum(n for _, n in e.spans) == e.length, e
             if e.run:
                 live[e.run] = live.get(e.run, 0) + e.length
         assert fb == self.function_blocks, (fb, self.function_blocks)
         for run, rm in self.runs.items():
             assert rm.blocks == rb.get(run, {}), (run, rm.blocks)
             assert rm.live_bytes == live.get(run, 0), (run, rm.live_bytes)
-            assert rm.peak_alloc >= len(rm.blocks) * self.block_size and rm.peak_live >= rm.live_bytes
+            assert rm.peak_alloc >= len(rm.blocks) * self.grain and rm.peak_live >= rm.live_bytes
 
     # -- internals -------------------------------------------------------------------
     def _changed(self, rm: RunMemory, now: float) -> None:
-        alloc = len(rm.blocks) * self.block_size
+        alloc = len(rm.blocks) * self.grain
         rm.peak_alloc = max(rm.peak_alloc, alloc)
         rm.peak_live = max(rm.peak_live, rm.live_bytes)
         if rm.series and rm.series[-1][0] == now:
@@ -211,12 +215,10 @@ def _store_key(entry_key: str) -> str:
     return entry_key
 
 
-def _spans(block: int, offset: int, length: int, block_size: int) -> tuple[tuple[int, int], ...]:
-    out: list[tuple[int, int]] = []
-    left = length
-    while left > 0:
-        take = min(left, block_size - offset)
-        out.append((block, take))
-        left -= take
-        block, offset = block + 1, 0
-    return tuple(out)
+def _units(block: int, offset: int, length: int, block_size: int, grain: int) -> range:
+    """The grains (numbered over a function's blocks end to end) an entry lies on: it
+    continues at offset 0 of the next block, so it is one run of bytes."""
+    if length <= 0:
+        return range(0)
+    start = block * block_size + offset
+    return range(start // grain, (start + length - 1) // grain + 1)

@@ -75,7 +75,8 @@ class Daemon(PutPath, GetPath):
                                             capacity=config.capacity)
         self.on_new_function = on_new_function
         # the store core: the table, placements, counts, ledger, recovery progress; driven under _state_lock
-        self.state = StoreState(placement, block_size=config.block_size, function_prefix=config.function_prefix,
+        self.state = StoreState(placement, block_size=config.block_size, memory_grain=config.memory_grain,
+                                function_prefix=config.function_prefix,
                                 cos_prefix=config.cos_prefix, warm_interval_s=config.warm_interval_s,
                                 gc=gc_window(config, time.monotonic()))
         self.reads = ReadNotes(self.state.gc is not None)  # chunks GETs read on degraded functions
@@ -285,8 +286,9 @@ class Daemon(PutPath, GetPath):
 
     def function_memory(self, name: str, prefix: str = "", timeout_s: float = 10.0) -> dict[str, Any]:
         """Ask function ``name``'s instance what it holds: ``blocks`` (the block numbers it
-        has allocated) and ``entries`` (chunk key -> [block, offset, length]) of store keys
-        under ``prefix``. Invokes it if it is not running (then it holds nothing)."""
+        has allocated), ``mem`` (the bytes of memory it holds: its grains, or whole blocks)
+        and ``entries`` (chunk key -> [block, offset, length]) of store keys under
+        ``prefix``. Invokes it if it is not running (then it holds nothing)."""
         h = self._by_name.get(name)
         if h is None:
             raise UnknownKey(f"no storage function {name!r} in the pool")
@@ -295,7 +297,7 @@ class Daemon(PutPath, GetPath):
 
         def cb(f: Frame | None, s: socket.socket | None) -> None:
             if f is not None and f.status == Status.OK:
-                got.append(dict(f.meta))
+                got.append({**f.meta, "mem": f.a})
             done.set()
 
         h.request(Op.STAT, prefix, cb)
@@ -419,7 +421,8 @@ class Daemon(PutPath, GetPath):
         c = self.config
         host, port = c.dial_address(self.address)
         return {"daemon": [host, port], "name": h.name, "secret": h.secret, "idle_s": c.idle_s,
-                "tick_ms": c.tick_ms, "block_size": c.block_size, "capacity": c.capacity,
+                "tick_ms": c.tick_ms, "block_size": c.block_size, "memory_grain": c.memory_grain,
+                "capacity": c.capacity,
                 "cos_url": c.cos_url, "cos_prefix": c.cos_prefix, "warmup": warmup, "debug": c.debug, "spin_us": c.spin_us,
                 "term": h.term, "hash": h.hash, "diff_rank": h.diff_rank, "cache_cap": c.capacity - c.hardcap,
                 "recover_workers": c.recover_workers, "bandwidth_mbps": c.function_bandwidth_mbps,

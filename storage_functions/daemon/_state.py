@@ -63,7 +63,7 @@ MissingKey = tuple[str, int, int, int]  # (key, version, stripe, index) of a chu
 class StoreState:
     """Everything the daemon knows about what is stored where. Drive it with ``handle``."""
 
-    def __init__(self, placement: PlaceChunk, *, block_size: int, function_prefix: str = "sion",
+    def __init__(self, placement: PlaceChunk, *, block_size: int, memory_grain: int = 0, function_prefix: str = "sion",
                  cos_prefix: str = "", warm_interval_s: float = 60.0, gc: GcWindow | None = None,
                  rng: random.Random | None = None) -> None:
         self.placement = placement
@@ -72,7 +72,7 @@ class StoreState:
         self.cos_prefix = cos_prefix
         self.warm_interval_s = warm_interval_s
         self.table = ObjectTable()
-        self.ledger = MemoryLedger(block_size)
+        self.ledger = MemoryLedger(block_size, grain=memory_grain)
         self.fn_chunks: dict[int, int] = {}  # function -> chunks placed there
         self.missing: dict[MissingKey, Place] = {}  # lost chunks of readable versions, until recovered
         self.losses: dict[int, int] = {}  # function -> instances lost

@@ -72,7 +72,7 @@ def validate(state: StoreState) -> None:
     for (name, ckey), e in state.ledger.entries.items():
         assert (name, ckey) in placed, f"ledger holds {ckey!r} on {name}, which is not placed there (freed or lost)"
         block, off, cl = placed[(name, ckey)]
-        assert e.length == cl and [b for b, _ in e.spans] == _blocks(block, off, cl, state.block_size), (ckey, e)
+        assert e.length == cl and e.start == block * state.block_size + off, (ckey, e)
     live = {(o.key, o.version): o for o in versions}
     for (key, version, s, i), place in state.missing.items():
         waiting = live.get((key, version))

@@ -13,6 +13,7 @@ import pytest
 
 import hdag
 import wds
+from metadata_server._grains import grain_units
 from metadata_server._policy import HeuristicPredictor, pool_key
 from sdk.local._run import run_workflow
 from sdk.local._stack import Stack
@@ -36,6 +37,18 @@ def _physical_place(stack: Stack, run_id: str, name: str) -> tuple[str, int]:
     return found[0]
 
 
+def _grain_bytes(stack: Stack, run: Any, names: list[str]) -> int:
+    """The memory the functions hold for ``names`` by their placements: the grains their
+    extents lie on (``memory_grain``), once each."""
+    block, grain = stack.config.block_size, stack.config.memory_grain
+    return grain * len({(e.function_name, u) for n in names for e in run.lookup(n).placement.extents
+                        for u in grain_units(e.block, e.offset, e.length, block, grain)})
+
+
+def _blocks_held(stack: Stack) -> int:
+    return sum(len(stack.store.daemon.function_memory(h.name)["blocks"]) for h in list(stack.store.daemon.handles))
+
+
 def test_lifetime_pools_pack_where_the_allocator_said(stack: Stack) -> None:
     """A short-lived object fills the block the seed's pool took (slice packing); a long-lived
     one too big for the rest takes a block of its own; the functions hold exactly that."""
@@ -55,8 +68,9 @@ def test_lifetime_pools_pack_where_the_allocator_said(stack: Stack) -> None:
         assert phys[n] == (model[n].function_name, model[n].block)
     assert phys["short"] == _physical_place(stack, run.run_id, "seed")   # packed beside the seed
     assert phys["short"] != phys["long"]              # no room left there: a block of its own
-    ledger = stack.store.daemon.memory(run.run_id)             # seed + short, long
-    assert ledger["allocated_bytes"] == 2 * block
+    ledger = stack.store.daemon.memory(run.run_id)             # seed + short, long: two blocks,
+    assert _blocks_held(stack) == 2                            # held by the grains they lie on
+    assert ledger["allocated_bytes"] == _grain_bytes(stack, run, ["seed", "short", "long"]) < 2 * block
     run.end_run("aborted")
     run.close()
     driver.close()
@@ -70,7 +84,7 @@ def test_the_ledger_agrees_with_what_each_function_reports(stack: Stack) -> None
     daemon = stack.store.daemon
     for h in list(daemon.handles):
         held = daemon.function_memory(h.name)
-        assert len(held["blocks"]) * stack.config.block_size == daemon.ledger.function_bytes(h.name), h.name
+        assert held["mem"] == daemon.ledger.function_bytes(h.name), h.name
     assert sum(1 for h in daemon.handles if daemon.ledger.function_bytes(h.name)) >= 12
     run.end_run("aborted")
     stack.drain()
@@ -98,16 +112,19 @@ def test_coded_chunks_smaller_than_a_block_share_blocks_physically(stack: Stack)
     places = {n: {(e.function_name, e.block) for e in run.lookup(n).placement.extents} for n in ("adhoc-one", "adhoc-two")}
     assert len(places["adhoc-one"]) == 12 and places["adhoc-one"] == places["adhoc-two"]
     daemon = stack.store.daemon
-    assert daemon.memory(run.run_id)["allocated_bytes"] == 12 * stack.config.block_size   # what the functions hold
+    assert _blocks_held(stack) == 12                          # what the functions hold
+    assert daemon.memory(run.run_id)["allocated_bytes"] == _grain_bytes(stack, run, ["adhoc-one", "adhoc-two"])
     three = bytes(range(7, 256)) * 16_065                    # a third runs on into the next block
     run.put("adhoc-three", three, adhoc=True)
     first = {e.chunk: e.block for e in run.lookup("adhoc-one").placement.extents}
     spans = sorted((e.chunk, e.block, e.offset > 0) for e in run.lookup("adhoc-three").placement.extents)
     assert spans == [(i, first[i] + k, k == 0) for i in range(12) for k in (0, 1)]
     assert run.get("adhoc-three") == three
-    assert daemon.memory(run.run_id)["allocated_bytes"] == 24 * stack.config.block_size
+    names = ["adhoc-one", "adhoc-two", "adhoc-three"]
+    assert _blocks_held(stack) == 24
+    assert daemon.memory(run.run_id)["allocated_bytes"] == _grain_bytes(stack, run, names)
     for h in list(daemon.handles):
-        assert len(daemon.function_memory(h.name)["blocks"]) * stack.config.block_size == daemon.ledger.function_bytes(h.name)
+        assert daemon.function_memory(h.name)["mem"] == daemon.ledger.function_bytes(h.name)
     assert run.get("adhoc-one") == one
     run.delete("adhoc-one")
     stack.drain()
@@ -116,7 +133,8 @@ def test_coded_chunks_smaller_than_a_block_share_blocks_physically(stack: Stack)
         stack.pump_once()
         time.sleep(0.02)
     m = daemon.memory(run.run_id)
-    assert m["allocated_bytes"] == 24 * stack.config.block_size and m["live_bytes"] < len(two) * 2 * 1.25
+    assert _blocks_held(stack) == 24 and m["live_bytes"] < len(two) * 2 * 1.25
+    assert m["allocated_bytes"] == _grain_bytes(stack, run, names[1:])   # one's grains went back
     assert run.get("adhoc-two") == two and run.get("adhoc-three") == three   # the block-mates are intact
     run.end_run("aborted")
     run.close()
@@ -158,7 +176,7 @@ def test_a_stack_with_smaller_blocks_codes_what_its_allocator_codes(tmp_path: Pa
     with Stack(cfg, metadata_port=0, daemon_port=0) as small:
         rep = run_workflow(WORDCOUNT, config=cfg, stack=small)
         assert rep.status == "succeeded", rep.error
-        assert rep.memory["leaked_bytes"] == 0 and rep.memory["peak_bytes"] % (256 << 10) == 0
+        assert rep.memory["leaked_bytes"] == 0 and rep.memory["peak_bytes"] % cfg.memory_grain == 0
 
 
 @pytest.mark.slow

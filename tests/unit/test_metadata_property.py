@@ -20,9 +20,9 @@ ORDER = list(nx.topological_sort(GRAPH.function_graph()))
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data(), policy=st.sampled_from(["funcstore", "pocket", "oracle"]))
-def test_random_retries_never_early_never_late_no_leak(data, policy):
-    d = CoreDriver(block_size=4096, data_chunks=2, parity_chunks=1)
+@given(data=st.data(), policy=st.sampled_from(["funcstore", "pocket", "oracle"]), grain=st.sampled_from([0, 1024]))
+def test_random_retries_never_early_never_late_no_leak(data, policy, grain):
+    d = CoreDriver(block_size=4096, data_chunks=2, parity_chunks=1, memory_grain=grain)
     key = d.register(WORDCOUNT)
     for i in range(4):
         d.capacity(f"s{i}", 16)
