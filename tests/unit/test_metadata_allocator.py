@@ -441,3 +441,31 @@ def test_a_chunk_fills_a_hole_of_its_function_and_solo_blocks_share_none():
     a.free(solo)
     assert a.allocated_bytes == 0 and not a.holed
     a.validate()
+
+
+def test_with_a_grain_the_model_counts_the_grains_extents_lie_on():
+    """``memory_grain``: what the storage functions hold is the grains entries lie on, per
+    owner, while placement still goes by blocks (the same extents as without a grain)."""
+    whole, grained = Allocator(block_size=1000, data_chunks=2, parity_chunks=1), \
+        Allocator(block_size=1000, data_chunks=2, parity_chunks=1, grain=100)
+    for a in (whole, grained):
+        a.register("s0", 4)
+        a.register("s1", 4)
+        a.register("s2", 4)
+    got = {}
+    for a in (whole, grained):
+        got[id(a)] = [a.allocate(10, "r", 0), a.allocate(150, "r", 0), a.allocate(40, "q", 0),
+                      a.allocate(1500, "r", 0)]
+    assert [p.extents for p in got[id(whole)]] == [p.extents for p in got[id(grained)]]
+    p1, p2, p3, p4 = got[id(grained)]
+    # r: 10 B at 0 + 150 B at 10 -> grains 0-1 of one block; q: 40 B in a block of its own -> 1;
+    # 1500 B -> 3 chunks of 750 B, one per function -> 8 grains each (whatever their offsets)
+    r_units = {(e.function, u) for p in (p1, p2, p4) for e in p.extents
+               for u in range((e.block * 1000 + e.offset) // 100, (e.block * 1000 + e.offset + e.length - 1) // 100 + 1)}
+    assert grained.owner_bytes("r") == 100 * len(r_units) and grained.owner_bytes("q") == 100
+    assert grained.allocated_bytes == grained.owner_bytes("r") + 100 < whole.allocated_bytes
+    grained.free(p1)
+    assert grained.owner_bytes("r") == 100 * len(r_units)      # grain 0 still holds p2's first bytes
+    for p in (p2, p4, p3):
+        grained.free(p)
+    assert grained.allocated_bytes == 0 and not grained.grains.refs and not grained.grains.owners
