@@ -26,6 +26,48 @@ def grain_units(block: int, offset: int, length: int, block_size: int, grain: in
     return range(start // grain, (start + length - 1) // grain + 1)
 
 
+class _Grains:
+    """One function's grains in constant time per extent: extents never overlap, so the
+    grains strictly inside one are its own (``interior``) and only its first and last can
+    be shared (``edges``, reference-counted). The storage side counts the same way
+    (``storage_functions/runtime/_grains.py``; the packages share no code)."""
+
+    __slots__ = ("edges", "interior")
+
+    def __init__(self) -> None:
+        self.edges: dict[int, int] = {}
+        self.interior = 0
+
+    def __len__(self) -> int:
+        return self.interior + len(self.edges)
+
+    def add(self, a: int, b: int) -> int:
+        """Grains ``a..b`` taken by an extent; returns how many became held."""
+        new = int(self._edge(a, 1) == 1)
+        if b > a:
+            new += self._edge(b, 1) == 1
+            self.interior += b - a - 1
+            new += b - a - 1
+        return new
+
+    def remove(self, a: int, b: int) -> int:
+        """Returns how many grains are no longer held."""
+        gone = int(self._edge(a, -1) == 0)
+        if b > a:
+            gone += self._edge(b, -1) == 0
+            self.interior -= b - a - 1
+            gone += b - a - 1
+        return gone
+
+    def _edge(self, u: int, by: int) -> int:
+        n = self.edges.get(u, 0) + by
+        if n:
+            self.edges[u] = n
+        else:
+            del self.edges[u]
+        return n
+
+
 class GrainCount:
     """Extents in and out, grains held per owner and in all."""
 
@@ -34,41 +76,47 @@ class GrainCount:
             raise ValueError(f"memory grain {grain} must divide the block size {block_size}")
         self.block_size = block_size
         self.grain = grain
-        self.refs: dict[tuple[str, int], int] = {}  # (function, grain) -> extents on it
+        self.functions: dict[str, _Grains] = {}
         self.owners: dict[Hashable, int] = {}  # owner -> grains held
+        self.total = 0
 
     def add(self, owner: Hashable, extents: Iterable[Extent]) -> None:
-        refs, held = self.refs, 0
+        held = 0
         for e in extents:
-            for u in grain_units(e.block, e.offset, e.length, self.block_size, self.grain):
-                k = (e.function, u)
-                n = refs.get(k, 0)
-                refs[k] = n + 1
-                held += not n
+            r = grain_units(e.block, e.offset, e.length, self.block_size, self.grain)
+            if r:
+                f = self.functions.get(e.function)
+                if f is None:
+                    f = self.functions[e.function] = _Grains()
+                held += f.add(r[0], r[-1])
         if held:
             self.owners[owner] = self.owners.get(owner, 0) + held
+            self.total += held
 
     def remove(self, owner: Hashable, extents: Iterable[Extent]) -> None:
-        refs, gone = self.refs, 0
+        gone = 0
         for e in extents:
-            for u in grain_units(e.block, e.offset, e.length, self.block_size, self.grain):
-                k = (e.function, u)
-                n = refs[k] - 1
-                if n:
-                    refs[k] = n
-                else:
-                    del refs[k]
-                    gone += 1
+            r = grain_units(e.block, e.offset, e.length, self.block_size, self.grain)
+            if r:
+                f = self.functions[e.function]
+                gone += f.remove(r[0], r[-1])
+                if not len(f):
+                    del self.functions[e.function]
         if gone:
+            self.total -= gone
             left = self.owners[owner] - gone
             if left:
                 self.owners[owner] = left
             else:
                 del self.owners[owner]
 
+    def shape(self) -> dict[str, tuple[dict[int, int], int]]:
+        """Per function, its shared grains and inner count (``validate_state`` compares)."""
+        return {fn: (dict(f.edges), f.interior) for fn, f in self.functions.items() if len(f)}
+
     def owner_bytes(self, owner: Hashable) -> int:
         return self.owners.get(owner, 0) * self.grain
 
     @property
     def total_bytes(self) -> int:
-        return len(self.refs) * self.grain
+        return self.total * self.grain

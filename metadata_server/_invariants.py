@@ -59,7 +59,8 @@ def validate(state: MetadataState) -> None:
             assert all(r.state == "kept" or r.freed_reason == "deleted" for r in run.objects.values())
     assert total_live == state.live_bytes
     if grains is not None and recount is not None:  # the grains held are those the live placements lie on
-        assert grains.refs == recount.refs and grains.owners == recount.owners, "grain count drifted"
+        assert grains.shape() == recount.shape() and grains.owners == recount.owners, "grain count drifted"
+        assert grains.total == recount.total == sum(recount.owners.values())
     seqs = [i.seq for i in state.pending]   # acknowledged ones leave from the front, none from elsewhere
     if seqs:
         assert seqs == list(range(seqs[0], state.next_seq)), f"pending instructions lost: {seqs}"

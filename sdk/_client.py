@@ -281,6 +281,7 @@ class Client:
                 if persist:
                     self._cos_call("persist", name, self._store.cos_put, persist_key(self.run_id, name), frame)
         results = self._md.finish_put_batch(self.run_id, self.function, [g.object_name for g in grants])
+        self._free_keys([self._key(n) for r in results for n in (r.freed or ())])  # this commit freed them
         return any(r.committed for r in results)
 
     def _to_cos(self, name: str, data: bytes | bytearray, why: NoRoom) -> None:
@@ -310,6 +311,9 @@ class Client:
                          if r.freed_by_read and r.placement is not None and r.placement.tier == "memory"])
 
     def _free_keys(self, keys: list[str]) -> None:
+        """Objects the metadata server freed (a commit's, an oracle's read) leave function
+        memory now rather than when the daemon's control loop carries out the drop (which
+        follows anyway; a free is idempotent)."""
         if keys:
             try:
                 self._store.free(keys)
@@ -416,7 +420,9 @@ class Client:
 
     def commit(self) -> Any:
         """Commit this function's reads (for functions that declare no outputs)."""
-        return self._md.commit(self.run_id, self.function)
+        res = self._md.commit(self.run_id, self.function)
+        self._free_keys([self._key(n) for n in (res.freed or ())])
+        return res
 
     def delete(self, name: str) -> None:
         """Free an object now; for a persisted object (also after its run) drop its COS copy."""

@@ -70,7 +70,7 @@ class Config:
     cos_url: str = ""  # default: file://<state_dir>/cos
     # storage
     block_size: int = 1 << 20
-    memory_grain: int = 64 << 10  # storage functions back blocks by this grain (0: whole blocks)
+    memory_grain: int = 4096  # storage functions back blocks by this grain, a page (0: whole blocks)
     ec_data: int = 10
     ec_parity: int = 2
     max_object_size: int = 1 << 30

@@ -1,6 +1,6 @@
 """``funcsion bench utilization``: FuncStore's utilization study (Sec. V-C) on two embedded
 stacks of one configuration: funcstore and the oracle on one whose storage functions hold
-memory by the grain (``--memory-grain``, the config's 64 KiB), pocket and jiffy on one whose
+memory by the grain (``--memory-grain``, the config's 4 KiB page), pocket and jiffy on one whose
 functions hold whole blocks (``--baseline-grain`` 0), as the block stores FuncStore compares
 against do. Runs word count, gg compile and video, each alone and then all at once, under
 ``funcstore``, ``pocket``, ``jiffy:<lease>`` (the lease is the longest object lifetime seen
@@ -54,7 +54,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the stack's block size in bytes (default: the config's, 1 MiB)")
     p.add_argument("--memory-grain", type=int, default=-1,
                    help="the grain funcstore's and the oracle's storage functions hold memory by, in bytes "
-                        "(default: the config's, 64 KiB; 0: whole blocks)")
+                        "(default: the config's, 4096; 0: whole blocks)")
     p.add_argument("--baseline-grain", type=int, default=0,
                    help="the grain of pocket's and jiffy's stack (default 0: whole blocks, as their block "
                         "stores hold them)")

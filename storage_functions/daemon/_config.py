@@ -23,7 +23,7 @@ class DaemonConfig:
     block_size: int = MiB
     # a function's memory backs a block grain by grain: a grain no entry lies on goes back
     # to the kernel (``runtime/_memory.py``); 0 (or the block size): whole blocks
-    memory_grain: int = 64 * 1024
+    memory_grain: int = 4096
     function_memory_mb: int = 1536
     runtime_overhead_mb: int = 64  # interpreter + code, excluded from the capacity
     hardcap_fraction: float = 0.8  # the rest is kept for recovery (SION Sec. 5.3.1 note 3)

@@ -21,8 +21,11 @@ deleting anything (the daemon does), the runtime's own count (the daemon's
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 from typing import Any
+
+from ..runtime._grains import GrainSet
 
 __all__ = ["MemoryLedger", "RunMemory", "run_of"]
 
@@ -41,7 +44,8 @@ class RunMemory:
     run_id: str
     first_t: float
     last_t: float
-    blocks: dict[tuple[str, int], int] = field(default_factory=dict)  # (function, grain) -> entries
+    grains: dict[str, GrainSet] = field(default_factory=dict)  # function -> the grains the run's entries lie on
+    held: int = 0  # grains held, over its functions
     live_bytes: int = 0
     alloc_byte_s: float = 0.0
     live_byte_s: float = 0.0
@@ -52,13 +56,13 @@ class RunMemory:
     def advance(self, now: float, grain: int) -> None:
         dt = now - self.last_t
         if dt > 0:
-            self.alloc_byte_s += len(self.blocks) * grain * dt
+            self.alloc_byte_s += self.held * grain * dt
             self.live_byte_s += self.live_bytes * dt
             self.last_t = now
 
     def summary(self, grain: int) -> dict[str, Any]:
         mib = float(1 << 20)
-        return {"run_id": self.run_id, "allocated_bytes": len(self.blocks) * grain,
+        return {"run_id": self.run_id, "allocated_bytes": self.held * grain,
                 "live_bytes": self.live_bytes, "peak_allocated_bytes": self.peak_alloc,
                 "peak_live_bytes": self.peak_live, "allocated_mb_s": self.alloc_byte_s / mib,
                 "live_mb_s": self.live_byte_s / mib, "first_t": self.first_t, "last_t": self.last_t,
@@ -69,7 +73,6 @@ class RunMemory:
 class _Entry:
     run: str
     function: str
-    spans: range  # the grains it lies on (``_units``)
     length: int
     start: int  # its first byte, over the function's blocks end to end
 
@@ -90,33 +93,41 @@ class MemoryLedger:
             raise ValueError(f"grain {grain} must divide the block size {block_size}")
         self.max_series = max(16, max_series)
         self.entries: dict[tuple[str, str], _Entry] = {}  # (function, entry key) -> entry
-        self.function_blocks: dict[str, dict[int, int]] = {}  # function -> grain -> entries
+        self.function_grains: dict[str, GrainSet] = {}  # function -> the grains its entries lie on
+        self._runs_of: dict[str, list[tuple[int, int, str]]] = {}  # function -> (start, end, key), sorted
         self.runs: dict[str, RunMemory] = {}
 
     # -- events ----------------------------------------------------------------------
     def stored(self, now: float, function: str, key: str, block: int, offset: int, length: int) -> None:
         """``function`` acknowledged an entry ``key`` (a chunk key ``v/s/i/<run>/<name>``
         or a store key) of ``length`` bytes at ``(block, offset)``. Storing a key again
-        on the same function replaces the old entry (the runtime does the same)."""
+        on the same function replaces the old entry, and an entry it overlaps is gone
+        (the runtime supersedes it: the allocator reused a freed place before its drop
+        arrived)."""
         if block < 0 or not 0 <= offset < self.block_size or length < 0:
             raise ValueError(f"bad entry {key!r}: block {block}, offset {offset}, length {length}")
         self.released(now, function, key)
+        start = block * self.block_size + offset
+        for older in self._overlapping(function, start, start + length):
+            self.released(now, function, older)
+        if length:
+            bisect.insort(self._runs_of.setdefault(function, []), (start, start + length, key))
         run = run_of(_store_key(key))
-        spans = _units(block, offset, length, self.block_size, self.grain)
-        e = _Entry(run, function, spans, length, block * self.block_size + offset)
-        self.entries[(function, key)] = e
-        if spans:
-            fb = self.function_blocks.setdefault(function, {})
-            for b in spans:
-                fb[b] = fb.get(b, 0) + 1
+        self.entries[(function, key)] = _Entry(run, function, length, start)
+        fg = self.function_grains.get(function)
+        if fg is None:
+            fg = self.function_grains[function] = GrainSet(self.grain)
+        fg.add(start, length)
         if not run:
             return
         rm = self.runs.get(run)
         if rm is None:
             rm = self.runs[run] = RunMemory(run, now, now)
         rm.advance(now, self.grain)
-        for b in spans:
-            rm.blocks[(function, b)] = rm.blocks.get((function, b), 0) + 1
+        rg = rm.grains.get(function)
+        if rg is None:
+            rg = rm.grains[function] = GrainSet(self.grain)
+        rm.held += sum(len(r) for r in rg.add(start, length))
         rm.live_bytes += length
         self._changed(rm, now)
 
@@ -125,25 +136,24 @@ class MemoryLedger:
         e = self.entries.pop((function, key), None)
         if e is None:
             return False
-        if e.spans:
-            fb = self.function_blocks[function]
-            for b in e.spans:
-                left = fb[b] - 1
-                if left:
-                    fb[b] = left
-                else:
-                    del fb[b]
-            if not fb:
-                del self.function_blocks[function]
+        if e.length:
+            row = self._runs_of[function]
+            del row[bisect.bisect_left(row, (e.start, e.start + e.length, key))]
+            if not row:
+                del self._runs_of[function]
+        fg = self.function_grains.get(function)
+        if fg is not None and e.length:
+            fg.remove(e.start, e.length)
+            if not fg:
+                del self.function_grains[function]
         rm = self.runs.get(e.run) if e.run else None
         if rm is not None:
             rm.advance(now, self.grain)
-            for b in e.spans:
-                left = rm.blocks[(function, b)] - 1
-                if left:
-                    rm.blocks[(function, b)] = left
-                else:
-                    del rm.blocks[(function, b)]
+            rg = rm.grains.get(function)
+            if rg is not None and e.length:
+                rm.held -= sum(len(r) for r in rg.remove(e.start, e.length))
+                if not rg:
+                    del rm.grains[function]
             rm.live_bytes -= e.length
             self._changed(rm, now)
         return True
@@ -170,33 +180,54 @@ class MemoryLedger:
 
     def function_bytes(self, function: str) -> int:
         """Bytes of grains ``function`` holds (what its runtime reports as ``mem``)."""
-        return len(self.function_blocks.get(function, ())) * self.grain
+        fg = self.function_grains.get(function)
+        return fg.bytes() if fg is not None else 0
 
     def allocated_bytes(self) -> int:
-        return sum(len(b) for b in self.function_blocks.values()) * self.grain
+        return sum(len(g) for g in self.function_grains.values()) * self.grain
 
     def validate(self) -> None:
         """Check the derived counts against the entries (tests call it)."""
-        fb: dict[str, dict[int, int]] = {}
-        rb: dict[str, dict[tuple[str, int], int]] = {}
+        fg: dict[str, GrainSet] = {}
+        rg: dict[str, dict[str, GrainSet]] = {}
         live: dict[str, int] = {}
-        for (fn, _), e in self.entries.items():
-            assert e.spans == _units(0, e.start, e.length, 1, self.grain), e
-            for b in e.spans:
-                fb.setdefault(fn, {})[b] = fb.get(fn, {}).get(b, 0) + 1
-                if e.run:
-                    rb.setdefault(e.run, {})[(fn, b)] = rb.get(e.run, {}).get((fn, b), 0) + 1
+        rows: dict[str, list[tuple[int, int, str]]] = {}
+        for (fn, k), e in self.entries.items():
+            assert e.length >= 0 and e.start >= 0, e
+            if e.length:
+                rows.setdefault(fn, []).append((e.start, e.start + e.length, k))
+            fg.setdefault(fn, GrainSet(self.grain)).add(e.start, e.length)
             if e.run:
+                rg.setdefault(e.run, {}).setdefault(fn, GrainSet(self.grain)).add(e.start, e.length)
                 live[e.run] = live.get(e.run, 0) + e.length
-        assert fb == self.function_blocks, (fb, self.function_blocks)
+        for fn, row in rows.items():
+            row.sort()
+            assert all(a[1] <= b[0] for a, b in zip(row, row[1:])), f"entries overlap on {fn}"
+        assert rows == self._runs_of, "the entries' index drifted"
+        assert {f: (g.edges, g.interior) for f, g in fg.items() if len(g)} == \
+            {f: (g.edges, g.interior) for f, g in self.function_grains.items() if len(g)}, "function grains drifted"
         for run, rm in self.runs.items():
-            assert rm.blocks == rb.get(run, {}), (run, rm.blocks)
+            want = rg.get(run, {})
+            assert {f: (g.edges, g.interior) for f, g in want.items() if len(g)} == \
+                {f: (g.edges, g.interior) for f, g in rm.grains.items() if len(g)}, run
+            assert rm.held == sum(len(g) for g in want.values()), (run, rm.held)
             assert rm.live_bytes == live.get(run, 0), (run, rm.live_bytes)
-            assert rm.peak_alloc >= len(rm.blocks) * self.grain and rm.peak_live >= rm.live_bytes
+            assert rm.peak_alloc >= rm.held * self.grain and rm.peak_live >= rm.live_bytes
 
     # -- internals -------------------------------------------------------------------
+    def _overlapping(self, function: str, start: int, end: int) -> list[str]:
+        row = self._runs_of.get(function)
+        if not row or end <= start:
+            return []
+        out = []
+        i = bisect.bisect_left(row, (end,)) - 1  # the last entry starting before this one ends
+        while i >= 0 and row[i][1] > start:
+            out.append(row[i][2])
+            i -= 1
+        return out
+
     def _changed(self, rm: RunMemory, now: float) -> None:
-        alloc = len(rm.blocks) * self.grain
+        alloc = rm.held * self.grain
         rm.peak_alloc = max(rm.peak_alloc, alloc)
         rm.peak_live = max(rm.peak_live, rm.live_bytes)
         if rm.series and rm.series[-1][0] == now:
@@ -213,12 +244,3 @@ def _store_key(entry_key: str) -> str:
     if len(parts) == 4 and all(p.isdigit() for p in parts[:3]):
         return parts[3]
     return entry_key
-
-
-def _units(block: int, offset: int, length: int, block_size: int, grain: int) -> range:
-    """The grains (numbered over a function's blocks end to end) an entry lies on: it
-    continues at offset 0 of the next block, so it is one run of bytes."""
-    if length <= 0:
-        return range(0)
-    start = block * block_size + offset
-    return range(start // grain, (start + length - 1) // grain + 1)

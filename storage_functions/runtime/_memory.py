@@ -36,6 +36,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from ._grains import GrainSet
+
 __all__ = ["Entry", "BlockMemory", "MemoryFull", "Overlap", "grain_of", "units_of"]
 
 
@@ -122,9 +124,9 @@ class BlockMemory:
         self.grain = grain_of(block_size, grain)
         self.blocks: dict[int, Any] = {}  # block -> its memory (see ``_new_block``)
         self.refs: dict[int, int] = {}
-        self.units: dict[int, int] = {}  # grain -> entries on it (grain < block_size only)
+        self.held = GrainSet(self.grain)  # the grains entries lie on (grain < block_size)
         self._pins = 0  # GETs sending from this memory (``pin``)
-        self._unbacked: set[int] = set()  # grains freed while pinned: given back at the last unpin
+        self._unbacked: list[range] = []  # grains freed while pinned: given back at the last unpin
         self.index: dict[str, Entry] = {}
         self._spans: dict[int, list[tuple[int, int, str]]] = {}  # block -> committed (start, end, key), sorted
         self.superseded: list[str] = []  # keys a PUT's reservation dropped, until ``take_superseded``
@@ -139,7 +141,7 @@ class BlockMemory:
         """Bytes of memory held: whole blocks, or the grains entries lie on."""
         if self.whole:
             return len(self.blocks) * self.block_size
-        return len(self.units) * self.grain
+        return self.held.bytes()
 
     def blocks_bytes(self) -> int:
         """The blocks in use, whole: what counts against ``capacity``."""
@@ -177,28 +179,22 @@ class BlockMemory:
         return entry, views
 
     def _back(self, entry: Entry) -> None:
-        """Count the grains ``entry`` lies on; back the new ones, one call per run of them in a block."""
-        units, per = self.units, self.block_size // self.grain
-        first = last = -2
-        for u in units_of(entry.block, entry.offset, entry.length, self.block_size, self.grain):
-            n = units.get(u, 0)
-            units[u] = n + 1
-            if n:
-                continue
-            self._unbacked.discard(u)
-            if u != last + 1 or u % per == 0:  # a new run: a gap, or the next block
-                if first >= 0:
-                    self._populate(first, last)
-                first = u
-            last = u
-        if first >= 0:
-            self._populate(first, last)
+        """Count the grains ``entry`` lies on and back the new ones (a page fault each
+        otherwise), one call per block they run through."""
+        for r in self.held.add(entry.block * self.block_size + entry.offset, entry.length):
+            if self._unbacked:  # held again before a pinned GET let them go: keep them
+                self._unbacked = [p for q in self._unbacked for p in _minus(q, r)]
+            self._advise_range(r, _MADV_POPULATE_WRITE)
 
-    def _populate(self, first: int, last: int) -> None:
+    def _advise_range(self, units: range, option: int) -> None:
         g, per = self.grain, self.block_size // self.grain
-        buf = self.blocks.get(first // per)
-        if buf is not None:
-            _advise(buf, _MADV_POPULATE_WRITE, (first % per) * g, (last - first + 1) * g)
+        u = units.start
+        while u < units.stop:
+            end = min(units.stop, (u // per + 1) * per)  # to the end of this grain's block
+            buf = self.blocks.get(u // per)
+            if buf is not None:
+                _advise(buf, option, (u % per) * g, (end - u) * g)
+            u = end
 
     def take_superseded(self) -> list[str]:
         """The keys reservations dropped since the last call (for the insertion log)."""
@@ -257,9 +253,9 @@ class BlockMemory:
         with self._lock:
             self._pins -= 1
             if self._pins == 0 and self._unbacked:
-                for u in sorted(self._unbacked):
-                    self._give_back(u)
-                self._unbacked.clear()
+                for r in self._unbacked:
+                    self._advise_range(r, mmap.MADV_DONTNEED)
+                self._unbacked = []
 
     def delete(self, key: str) -> bool:
         with self._lock:
@@ -284,25 +280,19 @@ class BlockMemory:
                 self.blocks.pop(b, None)
             else:
                 self.refs[b] = left
-        if not self.whole:
-            units = self.units
-            for u in units_of(entry.block, entry.offset, entry.length, self.block_size, self.grain):
-                left = units[u] - 1
-                if left:
-                    units[u] = left
-                elif self._pins:
-                    del units[u]
-                    self._unbacked.add(u)
+        if not self.whole:  # after the blocks: a block gone with its last entry is unmapped whole
+            for r in self.held.remove(entry.block * self.block_size + entry.offset, entry.length):
+                if self._pins:
+                    self._unbacked.append(r)
                 else:
-                    del units[u]
-                    self._give_back(u)
+                    self._advise_range(r, mmap.MADV_DONTNEED)
 
-    def _give_back(self, unit: int) -> None:
-        """Return grain ``unit``'s pages to the kernel, unless an entry lies on it again
-        or its block is gone (unmapped with its last entry)."""
-        if unit in self.units:
-            return
-        per = self.block_size // self.grain
-        buf = self.blocks.get(unit // per)
-        if buf is not None:
-            _advise(buf, mmap.MADV_DONTNEED, (unit % per) * self.grain, self.grain)
+
+def _minus(have: range, take: range) -> list[range]:
+    """``have`` without ``take`` (both ranges of step 1)."""
+    out = []
+    if have.start < take.start:
+        out.append(range(have.start, min(have.stop, take.start)))
+    if take.stop < have.stop:
+        out.append(range(max(have.start, take.stop), have.stop))
+    return [r for r in out if r]

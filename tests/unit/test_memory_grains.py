@@ -56,7 +56,7 @@ def test_used_counts_the_grains_entries_lie_on() -> None:
     assert mem.used() == 5 * G and mem.blocks_bytes() == 2 * MIB
     for k in "bcd":
         mem.delete(k)
-    assert mem.used() == 0 and not mem.blocks and not mem.units
+    assert mem.used() == 0 and not mem.blocks and len(mem.held) == 0 and not mem.held.edges
 
 
 def test_whole_blocks_count_whole() -> None:
@@ -83,7 +83,7 @@ def test_random_entries_keep_their_bytes_and_the_grain_count() -> None:
             _put(mem, f"k{i}", block, off, data)
             live[f"k{i}"] = (block, off, data)
         want = {u for b, o, d in live.values() for u in units_of(b, o, len(d), MIB, G)}
-        assert set(mem.units) == want and mem.used() == len(want) * G
+        assert len(mem.held) == len(want) and mem.used() == len(want) * G
     for k, (_, _, data) in live.items():
         assert _read(mem, k) == data
 
@@ -122,3 +122,27 @@ def test_freed_grains_leave_the_process_while_their_blocks_stay() -> None:
     assert freed_kib > 25 * 1024 and used == 32 * G
     freed_kib, used = drop(None)
     assert freed_kib < 4 * 1024 and used == 32 * MIB
+
+
+def test_a_grain_set_answers_exactly_the_grains_that_came_and_went() -> None:
+    """Random non-overlapping runs against a brute-force count of every grain."""
+    from storage_functions.runtime._grains import GrainSet
+
+    rng = random.Random(11)
+    gs, count, live = GrainSet(100), {}, {}
+    for i in range(2000):
+        if live and rng.random() < 0.5:
+            start, n = live.pop(rng.choice(sorted(live)))
+            changed, sign = gs.remove(start, n), -1
+        else:
+            start, n = rng.randrange(5000), rng.randrange(1, 400)
+            if any(start < s + m and s < start + n for s, m in live.values()):
+                continue
+            live[i] = (start, n)
+            changed, sign = gs.add(start, n), 1
+        before = {u for u, c in count.items() if c}
+        for u in range(start // 100, (start + n - 1) // 100 + 1):
+            count[u] = count.get(u, 0) + sign
+        after = {u for u, c in count.items() if c}
+        assert {u for r in changed for u in r} == (after - before if sign > 0 else before - after)
+        assert len(gs) == len(after)

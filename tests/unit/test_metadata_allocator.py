@@ -468,4 +468,4 @@ def test_with_a_grain_the_model_counts_the_grains_extents_lie_on():
     assert grained.owner_bytes("r") == 100 * len(r_units)      # grain 0 still holds p2's first bytes
     for p in (p2, p4, p3):
         grained.free(p)
-    assert grained.allocated_bytes == 0 and not grained.grains.refs and not grained.grains.owners
+    assert grained.allocated_bytes == 0 and not grained.grains.functions and not grained.grains.owners
