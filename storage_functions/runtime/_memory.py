@@ -17,7 +17,7 @@ kernel (``MADV_DONTNEED``) while its block stays. ``used()`` (what every reply
 reports as the function's memory) counts the grains held; ``grain ==
 block_size`` holds whole blocks (populated in one go), as Pocket's and Jiffy's
 block stores do. Capacity is still counted in whole blocks. A grain freed while
-a GET still sends from this memory (:meth:`pin` / :meth:`unpin`) is given back
+a GET still sends from this memory (``get(pin=True)`` / :meth:`unpin`) is given back
 when the last such GET is done.
 
 Entries never overlap: the allocator reuses the space of a freed entry (a hole,
