@@ -74,6 +74,9 @@ class ObjectVersion:
     # the metadata server's placement, per chunk: (function, block, offset, length reserved)
     alloc: list[tuple[Any, int, int, int]] | None = None
     readers: int = 0  # the PUT's read count from the workflow graph (0: not said)
+    # chunks acknowledged, then lost with their function's instance while the PUT still ran:
+    # (stripe, index, place), handed to recovery once the version is ready (``StoreState``)
+    lost_writing: list[tuple[int, int, tuple[int, int, int]]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
     _head_json: tuple[bytes, bytes] | None = field(default=None, repr=False, compare=False)
 

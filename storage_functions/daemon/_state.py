@@ -213,7 +213,14 @@ class StoreState:
         if not self.live(obj):  # freed while its PUT ran: never readable, its file goes
             return [Discard(obj)]
         obj.state = "ready"
-        return [Upload(obj)]
+        out: list[Instruction] = [Upload(obj)]
+        per_fn: dict[int, list[tuple[ObjectVersion, int, int, Place]]] = {}
+        for s, i, place in obj.lost_writing:  # acknowledged, then lost with the instance before now
+            if obj.stripes[s].places[i] is None:
+                self.missing[(obj.key, obj.version, s, i)] = place
+                per_fn.setdefault(place[0], []).append((obj, s, i, place))
+        obj.lost_writing.clear()
+        return out + [Recover(fn, tuple(c)) for fn, c in per_fn.items()]
 
     def _put_abandoned(self, ev: Event) -> list[Instruction]:
         assert isinstance(ev, PutAbandoned)
@@ -254,6 +261,8 @@ class StoreState:
                         if obj.alloc is not None and obj.state == "ready":
                             lost.append((obj, s, i, place))
                             self.missing[(obj.key, obj.version, s, i)] = place
+                        elif obj.alloc is not None and obj.state == "writing":  # recovered once ready
+                            obj.lost_writing.append((s, i, place))
         self.fn_chunks.pop(fn, None)
         self.ledger.function_lost(ev.now, self.name(fn))
         if self.gc is not None:
