@@ -59,6 +59,12 @@ III-C1, SION Fig. 5). Pure: takes sizes, names and pool keys; no clock, no I/O.
 The extents are where the bytes physically go: the SDK hands them to the
 daemon with the PUT, and the daemon stores every chunk exactly there.
 
+Grains (``grain``, the stack's ``memory_grain``): storage functions back a block
+only where entries lie, page by page, so what they hold is the grains extents
+lie on (``_grains.GrainCount``, kept per owner beside the placements);
+placement, pools and capacity still go by whole blocks. Without a grain,
+``allocated_bytes`` counts whole blocks.
+
 ``allocate`` returns ``None`` when capacity is short; the caller decides
 between scaling out and the COS tier. Not covered: which policy frees what
 (``_policy``), budgets and accounting per run (``_state``).

@@ -156,7 +156,7 @@ class Config:
         if grain < 0 or (0 < grain < cfg.block_size and (grain % 4096 or cfg.block_size % grain)):
             raise ConfigError(f"config field 'memory_grain' = {grain} (from {sources.get('memory_grain', 'default')}) "
                               f"is invalid: use 0 (whole blocks) or a multiple of 4096 that divides block_size "
-                              f"({cfg.block_size}), e.g. 65536")
+                              f"({cfg.block_size}), e.g. 4096")
         if cfg.idle_reclaim_max_s < cfg.idle_reclaim_min_s:
             raise ConfigError("config fields idle_reclaim_min_s/idle_reclaim_max_s: the max is below the min")
         return cfg
