@@ -177,6 +177,8 @@ def daemon_settings(args: argparse.Namespace, *, warn: Callable[[str], None] | N
         overrides["max_object_bytes"] = cfg.max_object_size
         if args.cos:
             overrides["cos_url"] = args.cos
+    else:  # the storage Lambdas back their memory by the grain the metadata server models
+        overrides["memory_grain"] = Config.load().memory_grain
     return overrides
 
 

@@ -60,10 +60,14 @@ def test_serve_metadata_takes_the_config_port(clean_env: Path) -> None:
 def test_serve_daemon_takes_the_config_port_and_block_size(clean_env: Path,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FUNCSION_DAEMON_PORT", "17918")
-    (clean_env / "funcsion.toml").write_text("block_size = 65536\nfunction_memory_mb = 256\n")
+    (clean_env / "funcsion.toml").write_text("block_size = 65536\nfunction_memory_mb = 256\nmemory_grain = 8192\n")
     got = serve_daemon.daemon_settings(build_parser().parse_args(["serve", "daemon"]))
-    assert (got["host"], got["port"], got["block_size"], got["function_memory_mb"]) == (
-        "127.0.0.1", 17918, 65536, 256)
+    assert (got["host"], got["port"], got["block_size"], got["function_memory_mb"], got["memory_grain"]) == (
+        "127.0.0.1", 17918, 65536, 256, 8192)
+    got = serve_daemon.daemon_settings(build_parser().parse_args(   # the storage Lambdas: the same grain
+        ["serve", "daemon", "--invoker", "aws", "--cos", "s3://bucket/prefix", "--advertise", "10.0.0.5:7918",
+         "--host", "10.0.0.5"]))
+    assert got["memory_grain"] == 8192
     got = serve_daemon.daemon_settings(build_parser().parse_args(["serve", "daemon", "--port", "0"]))
     assert got["port"] == 0
     assert "parity_upload_delay_s" not in got  # the daemon's default (2 s)
