@@ -92,14 +92,14 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     opts = ExecutorOptions(progress=False)
+    if args.baseline_grain < 0:
+        raise InvalidRequest(f"--baseline-grain must be 0 (whole blocks) or a grain in bytes, got {args.baseline_grain}")
     sized: dict[str, Any] = {"block_size": args.block_size} if args.block_size else {}
     if args.memory_grain >= 0:
         sized["memory_grain"] = args.memory_grain
     cfg = Config.load(state_dir=tempfile.mkdtemp(prefix="funcsion-study-"), env={}, **sized)
     bcfg = Config.load(state_dir=tempfile.mkdtemp(prefix="funcsion-study-"), env={},
                        **{**sized, "memory_grain": args.baseline_grain})
-    if args.baseline_grain < 0:
-        raise InvalidRequest(f"--baseline-grain must be 0 (whole blocks) or a grain in bytes, got {args.baseline_grain}")
     alone: dict[str, dict[str, dict[str, Any]]] = {}  # policy -> workflow -> report dict
     both: dict[str, dict[str, Any]] = {}  # policy -> concurrent figures
     budget: dict[str, Any] = {}

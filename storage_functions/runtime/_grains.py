@@ -61,10 +61,6 @@ class GrainSet:
         lo, hi = (a if not na else a + 1), (b if not nb else b - 1)
         return [range(lo, hi + 1)] if hi >= lo else []
 
-    def holds(self, unit: int) -> bool:
-        """Whether an entry's edge lies on ``unit`` (inner grains: ask the entries)."""
-        return unit in self.edges
-
     def _drop(self, unit: int) -> int:
         left = self.edges[unit] - 1
         if left:

@@ -38,7 +38,7 @@ from typing import Any
 
 from ._grains import GrainSet
 
-__all__ = ["Entry", "BlockMemory", "MemoryFull", "Overlap", "grain_of", "units_of"]
+__all__ = ["Entry", "BlockMemory", "MemoryFull", "Overlap", "grain_of"]
 
 
 class MemoryFull(Exception):
@@ -84,16 +84,6 @@ def grain_of(block_size: int, grain: int | None) -> int:
         raise ValueError(f"memory grain {grain} must be a multiple of the page size ({mmap.PAGESIZE}) "
                          f"that divides the block size {block_size}")
     return grain
-
-
-def units_of(block: int, offset: int, length: int, block_size: int, grain: int) -> range:
-    """The grains (numbered over the function's blocks end to end) an entry of ``length``
-    bytes at ``(block, offset)`` covers: an entry continues at offset 0 of the next block,
-    so it is one run of bytes from ``block * block_size + offset``."""
-    if length <= 0:
-        return range(0)
-    start = block * block_size + offset
-    return range(start // grain, (start + length - 1) // grain + 1)
 
 
 def _new_block(size: int, populate: bool = True) -> Any:

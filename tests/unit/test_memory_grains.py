@@ -11,10 +11,18 @@ import re
 
 import pytest
 
-from storage_functions.runtime._memory import BlockMemory, grain_of, units_of
+from storage_functions.runtime._memory import BlockMemory, grain_of
 
 MIB = 1 << 20
 G = 64 << 10
+
+
+def units_of(block: int, offset: int, length: int, block_size: int, grain: int) -> range:
+    """The grains an entry lies on, counted the plain way (the entry runs on into the next block)."""
+    if length <= 0:
+        return range(0)
+    start = block * block_size + offset
+    return range(start // grain, (start + length - 1) // grain + 1)
 
 
 def _put(mem: BlockMemory, key: str, block: int, offset: int, data: bytes) -> None:
