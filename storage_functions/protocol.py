@@ -72,6 +72,10 @@ __all__ = [
 DEFAULT_DAEMON_PORT = 7918
 
 HEADER = struct.Struct("!BBHIIIQQQ")
+#: one compact encoder and one decoder for every frame's meta (``json.dumps`` with options
+#: builds a new encoder per call, and ``json.loads`` of bytes sniffs their encoding first)
+_dumps = json.JSONEncoder(separators=(",", ":")).encode
+_loads = json.JSONDecoder().decode
 HEADER_SIZE = HEADER.size  # 40
 
 
@@ -174,7 +178,7 @@ def pack_header(op: int, *, status: int = 0, reqid: int = 0, key: bytes = b"", m
 def frame_bytes(op: int, *, status: int = 0, reqid: int = 0, key: str = "", meta: dict[str, Any] | None = None,
                 crc: int = 0, a: int = 0, b: int = 0, payload: bytes = b"") -> bytes:
     """One whole frame as bytes (small payloads only)."""
-    mb = json.dumps(meta, separators=(",", ":")).encode() if meta else b""
+    mb = _dumps(meta).encode() if meta else b""
     return pack_header(op, status=status, reqid=reqid, key=key.encode() if key else b"", meta=mb, crc=crc, a=a, b=b,
                        paylen=len(payload)) + payload
 
@@ -188,7 +192,7 @@ def send_frame(sock: socket.socket, op: int, *, status: int = 0, reqid: int = 0,
     streams the payload itself. ``before``: whole frames (``frame_bytes``)
     that go out first in the same ``sendmsg``."""
     kb = key.encode() if key else b""
-    mb = json.dumps(meta, separators=(",", ":")).encode() if meta else b""
+    mb = _dumps(meta).encode() if meta else b""
     pieces: list[Any]
     if payload is None:
         pieces = []
@@ -295,7 +299,7 @@ def recv_frame(sock: socket.socket, head: bytearray | None = None, *,
                 raise ProtocolError(f"frame op={op}: key is not UTF-8") from None
         if metalen:
             try:
-                meta = json.loads(rest[keylen:])
+                meta = _loads(rest[keylen:].decode())  # not UTF-8: a ValueError too
             except ValueError as exc:
                 raise ProtocolError(f"frame op={op}: meta is not JSON: {exc}") from None
             if not isinstance(meta, dict):

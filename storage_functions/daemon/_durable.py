@@ -47,12 +47,13 @@ __all__ = ["DurableLog", "LogImage", "frame", "read_frames", "replay", "TABLE_LO
 #: The log's file name inside the daemon's buffer directory.
 TABLE_LOG = "_table.log"
 _HEAD = struct.Struct("!II")
-_MAX_RECORD = 64 << 20  # a put record of a huge object's stripes is far below this
+_MAX_RECORD = 64 << 20
+_dumps = json.JSONEncoder(separators=(",", ":")).encode  # a put record of a huge object's stripes is far below this
 
 
 def frame(record: dict[str, Any]) -> bytes:
     """One record as it goes to the file."""
-    raw = json.dumps(record, separators=(",", ":")).encode()
+    raw = _dumps(record).encode()
     return _HEAD.pack(len(raw), zlib.crc32(raw)) + raw
 
 

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 __all__ = ["Stripe", "ObjectVersion", "ObjectTable", "cos_object_key", "chunk_key", "trailer"]
 
 TRAILER = struct.Struct("!I4s")
+_dumps = json.JSONEncoder(separators=(",", ":")).encode
 
 
 def cos_object_key(prefix: str, key: str, version: int) -> str:
@@ -99,7 +100,7 @@ class ObjectVersion:
         ``inline``: the reply carries the whole object as its payload."""
         cache = self._head_json
         if cache is None:
-            raw = json.dumps(self.head(), separators=(",", ":"))
+            raw = _dumps(self.head())
             cache = self._head_json = (raw.encode(), (raw[:-1] + ',"inline":1}').encode())
         return cache[1] if inline else cache[0]
 
@@ -109,7 +110,7 @@ class ObjectVersion:
 
 
 def trailer(obj: ObjectVersion) -> bytes:
-    raw = json.dumps(obj.meta(), separators=(",", ":")).encode()
+    raw = _dumps(obj.meta()).encode()
     return raw + TRAILER.pack(len(raw), b"SION")
 
 
