@@ -30,22 +30,23 @@ class NullSock:
 
 
 class Waiter:
-    """Counts outstanding chunk PUTs; collects the failed ones."""
+    """Counts outstanding chunk PUTs; collects the failed ones. A PUT may be armed
+    (:meth:`then`) so that its last reply completes it where it arrives instead of
+    waking the thread that sent it."""
 
     def __init__(self) -> None:
         self.cond = threading.Condition()
         self.outstanding = 0
         self.failed: list[tuple[int, int]] = []
+        self._then: Callable[[bool], None] | None = None
+        self.done = False  # the armed completion ran to its end
 
     def add(self) -> None:
         with self.cond:
             self.outstanding += 1
 
     def fail(self, s: int, i: int) -> None:
-        with self.cond:
-            self.failed.append((s, i))
-            self.outstanding -= 1
-            self.cond.notify_all()
+        self._settle(s, i, False)
 
     def callback(self, s: int, i: int, on_ok: Callable[[], None] | None = None
                  ) -> Callable[[Frame | None, socket.socket | None], None]:
@@ -57,12 +58,52 @@ class Waiter:
             ok = f is not None and f.status == Status.OK
             if ok and on_ok is not None:
                 on_ok()
-            with self.cond:
-                if not ok:
-                    self.failed.append((s, i))
-                self.outstanding -= 1
-                self.cond.notify_all()
+            self._settle(s, i, ok)
         return cb
+
+    def _settle(self, s: int, i: int, ok: bool) -> None:
+        run, stored = None, False
+        with self.cond:
+            if not ok:
+                self.failed.append((s, i))
+            self.outstanding -= 1
+            if self.outstanding <= 0 and self._then is not None:
+                run, self._then = self._then, None
+                stored = not self.failed
+            self.cond.notify_all()
+        if run is None:
+            return
+        if stored:
+            run(True)  # quick and non-blocking: here, on the thread of the last reply
+        else:  # chunks to store again: it blocks, and this may be a function's reader thread
+            threading.Thread(target=run, args=(False,), name="sion-put-retry", daemon=True).start()
+
+    def then(self, complete: Callable[[bool], None]) -> bool:
+        """Arm: once every reply is in, ``complete(True)`` runs on the thread of the last
+        one when every chunk was stored, else ``complete(False)`` on a thread of its own
+        (it may block to store chunks again). False, and nothing armed, when every reply
+        is in already: the caller completes the PUT itself."""
+        with self.cond:
+            if self.outstanding <= 0:
+                return False
+            self._then = complete
+            return True
+
+    def take(self) -> Callable[[bool], None] | None:
+        """The armed completion if it has not started; it will not now (the caller runs it)."""
+        with self.cond:
+            run, self._then = self._then, None
+            return run
+
+    def finished(self) -> None:
+        """The armed completion ran to its end."""
+        with self.cond:
+            self.done = True
+            self.cond.notify_all()
+
+    def wait_done(self, timeout: float | None) -> bool:
+        with self.cond:
+            return self.cond.wait_for(lambda: self.done, timeout)
 
     def wait(self, timeout: float) -> list[tuple[int, int]]:
         with self.cond:

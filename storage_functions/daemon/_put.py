@@ -57,6 +57,7 @@ class PendingPut:
     obj: ObjectVersion
     size: int
     waiter: Waiter
+    deadline: float  # monotonic: the functions' replies are given up on after it
 
 
 class PutPath:
@@ -143,13 +144,14 @@ class PutPath:
             fh.abort()
             self._abandon(obj)
             raise
-        return PendingPut(f.key, obj, size, waiter)
+        return PendingPut(f.key, obj, size, waiter, time.monotonic() + self.config.put_timeout_s)
 
-    def _put_finish(self, p: PendingPut) -> dict[str, Any]:
-        """Wait for the functions' replies to a sent PUT, store again the chunks that
-        failed, and make the version readable; the reply's meta (or StoreError)."""
-        obj, size = p.obj, p.size
-        failed = p.waiter.wait(self.config.put_timeout_s)
+    def _put_finish(self, p: PendingPut, timeout: float | None = None) -> dict[str, Any]:
+        """Wait for the functions' replies to a sent PUT (``timeout``, by default
+        ``put_timeout_s``), store again the chunks that failed, and make the version
+        readable; the reply's meta (or StoreError)."""
+        obj = p.obj
+        failed = p.waiter.wait(self.config.put_timeout_s if timeout is None else timeout)
         if failed:
             failed = self._retry_chunks(obj, failed)
         if failed and obj.alloc is not None:
@@ -162,9 +164,14 @@ class PutPath:
             self.buffer.drop(obj)
             self._abandon(obj)
             raise StoreError(f"PUT {p.key!r}: {len(failed)} chunk(s) could not be stored in any function")
-        self._do(PutReady(obj=obj, now=time.monotonic()))  # readable, and handed to the uploader
+        return self._put_done(p)
+
+    def _put_done(self, p: PendingPut) -> dict[str, Any]:
+        """Make a PUT whose chunks are all stored readable; the reply's meta. Quick and
+        non-blocking: it may run on a function's reader thread (an armed PUT, ``_session``)."""
+        self._do(PutReady(obj=p.obj, now=time.monotonic()))  # readable, and handed to the uploader
         self.count("puts")
-        return {"version": obj.version, "size": size}
+        return {"version": p.obj.version, "size": p.size}
 
     @staticmethod
     def _next_stripe(sock: socket.socket, key: str, s: int, n: int) -> Frame:

@@ -15,7 +15,10 @@ STRIPE and COS_PUT). A client may pipeline PUTs too: while the next request
 is already waiting on the socket, a PUT whose chunks went out is not waited
 for (up to ``PUT_WINDOW`` of them), so the functions store a window of chunks
 at once; the replies go out in request order before anything else is
-answered or the session would block. The COS proxy (COS_PUT/GET/DEL) reads and writes the
+answered or the session would block. A PUT with nothing behind it is armed
+instead: the thread that receives its last function reply makes it readable
+and answers it (one thread hand-off less per PUT), while this one waits for the
+next request, and answers it itself once ``put_timeout_s`` ran out. The COS proxy (COS_PUT/GET/DEL) reads and writes the
 SDK's own COS objects for clients, so tasks hold no COS credentials.
 
 Not here: what PUT, GET and free do (``_server``), function connections
@@ -36,7 +39,7 @@ from ..exceptions import AuthError, ObjectTooLarge, ProtocolError, StorageError,
 from ..protocol import (HELLO_LIMIT, META_LIMIT, Frame, Op, Status, drain, frame_bytes, pack_header, recv_exact,
                         recv_frame, send_frame, status_for, tune_socket)
 from ._checks import meta_keys
-from ._lanes import Lanes
+from ._lanes import Lane, Lanes
 from ._outbox import Outbox
 from ..readiness import readable
 
@@ -141,12 +144,14 @@ class ClientSession:
         self.sock = sock
         self.scope = scope
         self._puts: deque[tuple[int, PendingPut]] = deque()  # sent, not yet answered (request order)
+        self._armed: PendingPut | None = None  # sent, answered by whichever thread completes it
 
     def serve(self) -> None:
         out = Outbox(self.sock)
         try:
             self._loop(out, Lanes(out, max_bytes=self.daemon.config.get_pipeline_bytes))
         finally:
+            self._join()
             self._finish_puts(reply=False)  # the connection is gone: the versions still become readable
             out.close()
 
@@ -156,6 +161,9 @@ class ClientSession:
         head = bytearray(40)
         wait = d.config.get_timeout_s
         while True:
+            armed = self._armed
+            if armed is not None and not readable([sock], max(0.0, armed.deadline - time.monotonic())):
+                self._join()  # its functions did not all answer in time: it is completed here
             try:
                 f = recv_frame(sock, head, max_meta=CLIENT_META_LIMITS)
             except ProtocolError as exc:
@@ -166,6 +174,7 @@ class ClientSession:
                 return
             if f is None:
                 return
+            self._join()  # its version is readable before anything else is served
             if f.op != Op.PUT:  # every PUT before it is answered first
                 self._finish_puts()
             if f.op != Op.GET and not self._puts:  # answered on this thread: after every GET before it
@@ -191,8 +200,12 @@ class ClientSession:
             except BaseException:
                 self._finish_puts()  # their replies go before this one's error
                 raise
+            idle = not readable([sock], 0)
+            if idle and not self._puts:  # nothing behind it: its last reply answers it
+                self._arm(f.reqid, p, lanes)
+                return
             self._puts.append((f.reqid, p))
-            if len(self._puts) >= PUT_WINDOW or not readable([sock], 0):
+            if idle or len(self._puts) >= PUT_WINDOW:
                 self._finish_puts()
         elif f.op == Op.GET:
             self._own(f.key, "GET")
@@ -221,6 +234,46 @@ class ClientSession:
             self._cos(f, out, scratch)
         else:
             raise ProtocolError(f"unexpected op {f.op} from a client")
+
+    def _arm(self, reqid: int, p: PendingPut, lanes: Lanes) -> None:
+        """Have the thread that receives a PUT's last function reply complete it and hand
+        its reply over, rather than wake this one to (one thread hand-off less per PUT);
+        its reply takes a lane, so what is answered after it goes after it."""
+        lane = lanes.open(0)
+        self._armed = p
+
+        def complete(stored: bool) -> None:
+            self._complete(reqid, p, lane, stored)
+
+        if not p.waiter.then(complete):  # its replies are all in already
+            self._armed = None
+            self._complete(reqid, p, lane, False)
+
+    def _complete(self, reqid: int, p: PendingPut, lane: Lane, stored: bool) -> None:
+        """Answer an armed PUT: ``stored`` (every chunk is, on the last reply's thread),
+        or else through the whole finish, which stores failed chunks again."""
+        d = self.daemon
+        try:
+            meta = d._put_done(p) if stored else d._put_finish(p, max(0.0, p.deadline - time.monotonic()))
+            frame = frame_bytes(Op.REPLY, reqid=reqid, meta=meta)
+        except StorageError as exc:
+            frame = frame_bytes(Op.REPLY, reqid=reqid, status=status_for(exc), payload=str(exc).encode())
+        except Exception as exc:  # noqa: BLE001 - a bug; on a reader thread it must not end the thread
+            log.exception("PUT %r: completing it failed", p.key)
+            frame = frame_bytes(Op.REPLY, reqid=reqid, status=Status.ERROR, payload=f"PUT {p.key!r}: {exc}".encode())
+        lane.send_last([frame], copy=False)
+        p.waiter.finished()
+
+    def _join(self) -> None:
+        """Wait until the armed PUT is answered; past its deadline, answer it here."""
+        p, self._armed = self._armed, None
+        if p is None or p.waiter.wait_done(max(0.0, p.deadline - time.monotonic())):
+            return
+        run = p.waiter.take()
+        if run is not None:
+            run(False)
+        else:  # its completion runs on another thread
+            p.waiter.wait_done(None)
 
     def _finish_puts(self, *, reply: bool = True) -> None:
         """Complete the PUTs sent and not yet answered, and answer each in turn

@@ -197,7 +197,8 @@ class StoreState:
             else:
                 if old is not None:
                     self._unplace(ev.now, obj, s, i)
-                holders = frozenset(pl[0] for pl in st.places if pl is not None)
+                # never the function that failed it (it may be hung, not gone), nor its other chunks'
+                holders = frozenset([pl[0] for pl in st.places if pl is not None] + ([old[0]] if old else []))
                 try:
                     new = self.placement.place([st.cl], exclude=holders).places[0]
                 except PoolExhausted:

@@ -150,6 +150,15 @@ def test_retry_places_a_failed_chunk_again_away_from_its_stripes_other_chunks(s:
     assert s.handle(ChunkStored(obj=obj, stripe=0, index=1, place=gone)) == [Release(gone[0], (chunk_key("r/a", 1, 0, 1),))]
 
 
+def test_retry_never_places_a_chunk_again_on_the_function_that_failed_it(s: StoreState) -> None:
+    obj = put(s, "r/a", d=1, p=0, ack=False, ready=False)  # one chunk: no other chunk to avoid
+    (failed_fn, _, _) = obj.stripes[0].places[0]
+    for _ in range(3):  # a hung function (timed out: (-1, -1)) is not chosen again
+        (send,) = s.handle(PutRetry(obj=obj, failed=((-1, -1),)))
+        assert isinstance(send, SendChunk) and send.place[0] != failed_fn
+        failed_fn = send.place[0]
+
+
 def test_retry_of_a_metadata_placed_chunk_goes_back_to_its_place(s: StoreState) -> None:
     obj = put(s, "r/a", alloc=[(0, 4, 0), (1, 4, 0), (2, 4, 0)], ack=False, ready=False)
     s.handle(FunctionLost(fn=0))  # a writing version: the PUT's retry puts it back, not recovery
