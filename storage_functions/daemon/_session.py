@@ -18,8 +18,9 @@ at once; the replies go out in request order before anything else is
 answered or the session would block. A PUT with nothing behind it is armed
 instead: the thread that receives its last function reply makes it readable
 and answers it (one thread hand-off less per PUT), while this one waits for the
-next request, and answers it itself once ``put_timeout_s`` ran out. The COS proxy (COS_PUT/GET/DEL) reads and writes the
-SDK's own COS objects for clients, so tasks hold no COS credentials.
+next request, and answers it itself once ``put_timeout_s`` ran out. The COS
+proxy (COS_PUT/GET/DEL) reads and writes the SDK's own COS objects for
+clients, so tasks hold no COS credentials.
 
 Not here: what PUT, GET and free do (``_server``), function connections
 after their HELLO (``_functions``).
