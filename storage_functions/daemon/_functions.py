@@ -100,6 +100,7 @@ class FunctionHandle:
         self.inflight = 0
         self.invoked_at = 0.0
         self.last_bye = 0.0
+        self.last_died = -1.0  # monotonic: when an instance's connection last went without a BYE
         self.last_used = 0.0
         self.instance: str | None = None
         self.term = 0  # the function's insertion log as last reported (SION's term/hash check)
@@ -398,13 +399,14 @@ class FunctionHandle:
             conn.sock.close()
         except OSError:
             pass
-        for cb in pending.values():
-            cb(None, None)
         if was_closed and not pending:
             return
+        # the handle forgets the instance before the callbacks run: a PUT they retry at once
+        # goes to a new instance, not to this dead connection again
         with self.cond:
             if self.conns.get(conn.kind) is conn:
                 # died without BYE: the other connection goes with it
+                self.last_died = time.monotonic()
                 others = [c for c in self.conns.values() if c is not conn]
                 self.conns = {}
                 self.state = "sleeping"
@@ -416,6 +418,8 @@ class FunctionHandle:
                 c.sock.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
+        for cb in pending.values():
+            cb(None, None)
 
     def close(self) -> None:
         with self.cond:

@@ -58,6 +58,7 @@ class PendingPut:
     size: int
     waiter: Waiter
     deadline: float  # monotonic: the functions' replies are given up on after it
+    began: float  # monotonic: when its first chunk could go out
 
 
 class PutPath:
@@ -95,7 +96,8 @@ class PutPath:
                 left -= stripe_shape(f.key, sf, s, left).ol
                 drain(sock, sf.paylen, scratch)
             raise error
-        (begun,) = self._do(PutBegun(key=f.key, size=size, now=time.monotonic()))
+        began = time.monotonic()
+        (begun,) = self._do(PutBegun(key=f.key, size=size, now=began))
         assert isinstance(begun, Begun)
         obj = begun.obj
         waiter = Waiter()
@@ -144,7 +146,7 @@ class PutPath:
             fh.abort()
             self._abandon(obj)
             raise
-        return PendingPut(f.key, obj, size, waiter, time.monotonic() + self.config.put_timeout_s)
+        return PendingPut(f.key, obj, size, waiter, time.monotonic() + self.config.put_timeout_s, began)
 
     def _put_finish(self, p: PendingPut, timeout: float | None = None) -> dict[str, Any]:
         """Wait for the functions' replies to a sent PUT (``timeout``, by default
@@ -155,7 +157,9 @@ class PutPath:
         if failed:
             failed = self._retry_chunks(obj, failed)
         if failed and obj.alloc is not None:
-            (dg,) = self._do(ChunkFailed(obj=obj, failed=tuple(failed), now=time.monotonic()))
+            died = tuple((s, i, place) for s, i in failed if s >= 0  # reached, then its instance died
+                         for place in [self._planned(obj, s, i)] if self._handle(place[0]).last_died >= p.began)
+            (dg,) = self._do(ChunkFailed(obj=obj, failed=tuple(failed), died=died, now=time.monotonic()))
             assert isinstance(dg, Degraded)
             if dg.ok:  # every stripe has d chunks in memory; parity, the buffer and COS cover the rest
                 self.count("degraded_puts")

@@ -165,13 +165,17 @@ class StoreState:
         obj = ev.obj
         if (-1, -1) in ev.failed:  # timed out: which chunks is not known
             return [Degraded(False)]
+        died = {(s, i): place for s, i, place in ev.died}
         lost: dict[int, int] = {}
-        for s, _ in ev.failed:
-            lost[s] = lost.get(s, 0) + 1
+        for s, i in ev.failed:
+            if (s, i) not in died:
+                lost[s] = lost.get(s, 0) + 1
         if any(st.n - lost.get(s, 0) < st.d for s, st in enumerate(obj.stripes)):
             return [Degraded(False)]
         for s, i in ev.failed:
             self._unplace(ev.now, obj, s, i)
+            if (s, i) in died:  # recovered once ready (``_put_ready``)
+                obj.lost_writing.append((s, i, died[s, i]))
         return [Degraded(True)]
 
     def _put_retry(self, ev: Event) -> list[Instruction]:

@@ -73,10 +73,15 @@ class ChunkStored(Event):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ChunkFailed(Event):
     """Chunks of a PUT failed twice (``failed``: (stripe, index)); if every stripe
-    keeps ``d`` chunks the PUT goes on degraded (their places are given up)."""
+    keeps ``d`` chunks the PUT goes on degraded (their places are given up). ``died``:
+    those of them (with their places) whose function was reached and whose instance then
+    died during the PUT: they do not count against ``d``; they are recovered there once
+    the version is ready, from the buffer that holds it (as chunks lost after their
+    acknowledgement are). A function that could not be started fails the PUT."""
 
     obj: ObjectVersion
     failed: tuple[tuple[int, int], ...]
+    died: tuple[tuple[int, int, Place], ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

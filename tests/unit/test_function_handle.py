@@ -121,3 +121,47 @@ def test_no_request_goes_out_on_a_connection_before_its_welcome() -> None:
         go.set()
         for s in (small, small_peer, large, large_peer):
             s.close()
+
+
+def test_an_instance_that_dies_is_forgotten_before_its_requests_are_failed() -> None:
+    """A PUT whose reply callback retries at once (``_put``'s armed completion) must reach a new
+    instance: when the callbacks of a dead connection run, the handle no longer offers it."""
+    invocations: list[str] = []
+    invoked = threading.Event()
+
+    def invoke(name: str, ev: Any) -> None:
+        invocations.append(name)
+        invoked.set()
+
+    h = FunctionHandle(0, "sion-0", invoke=invoke, event=lambda h, warmup: {"secret": h.secret},
+                       invoke_timeout_s=30.0, on_lost=lambda h: None, on_mem=lambda h, m: None)
+    h.request(Op.PING, "", lambda f, s: None)  # queued: the function is invoked
+    assert invoked.wait(10)
+    invoked.clear()
+    small, small_peer = socket.socketpair()
+    large, large_peer = socket.socketpair()
+    seen: list[tuple[str, bool]] = []
+    retried: list[Frame | None] = []
+
+    def on_reply(f: Frame | None, s: Any) -> None:
+        seen.append((h.state, "small" in h.conns))
+        h.request(Op.PING, "", lambda f2, s2: retried.append(f2))  # the retry
+    try:
+        h.attach(_hello(h, "small", lost=False), small)
+        h.attach(_hello(h, "large", lost=False), large)
+        assert h.state == "active"
+        for peer in (small_peer, large_peer):
+            assert recv_frame(peer).op == Op.REPLY  # the welcomes
+        assert recv_frame(small_peer).op == Op.PING  # the queued PING went out
+        h.request(Op.PUT, "k", on_reply)
+        assert recv_frame(small_peer).op == Op.PUT
+        reader = threading.Thread(target=h.serve, args=(h.conns["small"],))
+        reader.start()
+        small_peer.close()  # the instance dies with the PUT unanswered
+        reader.join(10)
+        assert seen == [("sleeping", False)]  # the dead connection was no longer offered ...
+        assert invoked.wait(10) and not retried  # ... so the retry waits for a new instance
+        assert h.last_died > 0
+    finally:
+        for s in (small, large, large_peer):
+            s.close()

@@ -150,6 +150,18 @@ def test_retry_places_a_failed_chunk_again_away_from_its_stripes_other_chunks(s:
     assert s.handle(ChunkStored(obj=obj, stripe=0, index=1, place=gone)) == [Release(gone[0], (chunk_key("r/a", 1, 0, 1),))]
 
 
+def test_chunks_whose_instance_died_mid_put_are_recovered_once_ready_not_counted_as_failed(
+        s: StoreState) -> None:
+    obj = put(s, "r/a", alloc=[(0, 4, 0), (1, 4, 0), (2, 4, 0)], ack=False, ready=False)  # d=2, p=1
+    # two chunks failed: one function cannot start (a failure), one's instance died (recovered later)
+    assert s.handle(ChunkFailed(obj=obj, failed=((0, 0), (0, 1)))) == [Degraded(False)]
+    assert s.handle(ChunkFailed(obj=obj, failed=((0, 0), (0, 1)), died=((0, 0, (0, 4, 0)),))) == [Degraded(True)]
+    assert obj.stripes[0].places[:2] == [None, None] and obj.lost_writing == [(0, 0, (0, 4, 0))]
+    out = s.handle(PutReady(obj=obj))
+    assert out == [Upload(obj), Recover(0, ((obj, 0, 0, (0, 4, 0)),))]
+    assert s.missing == {("r/a", 1, 0, 0): (0, 4, 0)}
+
+
 def test_retry_never_places_a_chunk_again_on_the_function_that_failed_it(s: StoreState) -> None:
     obj = put(s, "r/a", d=1, p=0, ack=False, ready=False)  # one chunk: no other chunk to avoid
     (failed_fn, _, _) = obj.stripes[0].places[0]

@@ -106,7 +106,13 @@ def history(data: st.DataObject, *, gc: bool) -> None:
                     s.handle(ChunkStored(obj=obj, stripe=x.stripe, index=x.index, place=x.place, now=now))
                 how = "ready"
             if failed and how == "degraded":
-                (dg,) = s.handle(ChunkFailed(obj=obj, failed=failed, now=now))
+                died = ()
+                if obj.alloc is not None:  # some instances reached, then lost: recovered once ready
+                    cl0 = obj.stripes[0].cl
+                    died = tuple((sk, si, (fn, blk + (sk * cl0) // BS, (sk * cl0) % BS))
+                                 for sk, si in failed if data.draw(st.booleans())
+                                 for fn, blk, _, _ in [obj.alloc[si]])
+                (dg,) = s.handle(ChunkFailed(obj=obj, failed=failed, died=died, now=now))
                 assert isinstance(dg, Degraded)
                 how = "ready" if dg.ok else "abandon"
             if how == "abandon":
