@@ -55,6 +55,7 @@ def version_record(obj: ObjectVersion) -> dict[str, Any]:
     a buffer segment holds its bytes (``[segment, offset, length]``), if one does."""
     held = obj.held
     return {"size": obj.size, "cos_key": obj.cos_key, "buf": held.place() if held is not None else None,
+            "readers": obj.readers,
             "alloc": [list(a) for a in obj.alloc] if obj.alloc is not None else None,
             "stripes": [{"d": st.d, "p": st.p, "fs": st.fs, "ol": st.ol, "cl": st.cl, "crcs": list(st.crcs),
                          "places": [list(pl) if pl is not None else None for pl in st.places], "off": st.offset}
@@ -70,7 +71,9 @@ def version_from_record(key: str, version: int, m: dict[str, Any]) -> ObjectVers
                for s in m.get("stripes", [])]
     alloc = m.get("alloc")
     pack = m.get("pack")
+    readers = m.get("readers")  # the PUT's read count (a broadcast's copies are readied by it)
     return ObjectVersion(key, version, size=int(m.get("size", 0)), stripes=stripes, state="ready",
+                         readers=readers if isinstance(readers, int) and readers > 0 else 0,
                          cos_key=str(m.get("cos_key", "")),
                          pack=(str(pack[0]), int(pack[1])) if isinstance(pack, list) and len(pack) == 2 else None,
                          alloc=[(a[0], int(a[1]), int(a[2]), int(a[3])) for a in alloc] if alloc else None)

@@ -81,8 +81,9 @@ def test_compaction_keeps_the_live_image(tmp_path: Path) -> None:
 def test_a_version_round_trips_through_its_record() -> None:
     obj = ObjectVersion("r-1/x", 3, size=10, cos_key="sion/objects/k-r-1%2Fx/00000003",
                         stripes=[Stripe(2, 1, 5, 10, 5, [1, 2, 3], [(0, 4, 0), None, (2, 4, 16)], 0)],
-                        alloc=[("sion-0", 4, 0, 5), ("sion-1", 4, 0, 5), ("sion-2", 4, 16, 5)])
+                        alloc=[("sion-0", 4, 0, 5), ("sion-1", 4, 0, 5), ("sion-2", 4, 16, 5)], readers=48)
     back = version_from_record(obj.key, obj.version, version_record(obj))
+    assert back.readers == 48  # a restarted daemon still readies a broadcast's copies
     assert back.meta() == obj.meta() and back.head() == obj.head()
     assert back.stripes[0].places == obj.stripes[0].places and back.alloc == obj.alloc
     assert back.state == "ready"
