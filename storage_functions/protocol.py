@@ -65,16 +65,17 @@ from .exceptions import (
 __all__ = [
     "HEADER", "HEADER_SIZE", "Op", "Status", "Frame", "send_frame", "recv_frame",
     "recv_into", "recv_exact", "drain", "error_for", "status_for", "tune_socket", "frame_bytes", "pack_header",
-    "sendmsg_all", "DEFAULT_DAEMON_PORT", "META_LIMIT", "HELLO_LIMIT",
+    "sendmsg_all", "DEFAULT_DAEMON_PORT", "META_LIMIT", "HELLO_LIMIT", "compact_json",
 ]
 
 #: The client daemon's TCP port unless configured otherwise (sdk.Config.daemon_port).
 DEFAULT_DAEMON_PORT = 7918
 
 HEADER = struct.Struct("!BBHIIIQQQ")
-#: one compact encoder and one decoder for every frame's meta (``json.dumps`` with options
-#: builds a new encoder per call, and ``json.loads`` of bytes sniffs their encoding first)
-_dumps = json.JSONEncoder(separators=(",", ":")).encode
+#: compact JSON, one encoder for every frame's meta and the daemon's records (``json.dumps``
+#: with options builds a new encoder per call); one decoder (``json.loads`` of bytes sniffs
+#: their encoding first)
+compact_json = json.JSONEncoder(separators=(",", ":")).encode
 _loads = json.JSONDecoder().decode
 HEADER_SIZE = HEADER.size  # 40
 
@@ -178,7 +179,7 @@ def pack_header(op: int, *, status: int = 0, reqid: int = 0, key: bytes = b"", m
 def frame_bytes(op: int, *, status: int = 0, reqid: int = 0, key: str = "", meta: dict[str, Any] | None = None,
                 crc: int = 0, a: int = 0, b: int = 0, payload: bytes = b"") -> bytes:
     """One whole frame as bytes (small payloads only)."""
-    mb = _dumps(meta).encode() if meta else b""
+    mb = compact_json(meta).encode() if meta else b""
     return pack_header(op, status=status, reqid=reqid, key=key.encode() if key else b"", meta=mb, crc=crc, a=a, b=b,
                        paylen=len(payload)) + payload
 
@@ -192,7 +193,7 @@ def send_frame(sock: socket.socket, op: int, *, status: int = 0, reqid: int = 0,
     streams the payload itself. ``before``: whole frames (``frame_bytes``)
     that go out first in the same ``sendmsg``."""
     kb = key.encode() if key else b""
-    mb = _dumps(meta).encode() if meta else b""
+    mb = compact_json(meta).encode() if meta else b""
     pieces: list[Any]
     if payload is None:
         pieces = []

@@ -41,19 +41,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..private_files import FILE_MODE
+from ..protocol import compact_json
 
 __all__ = ["DurableLog", "LogImage", "frame", "read_frames", "replay", "TABLE_LOG"]
 
 #: The log's file name inside the daemon's buffer directory.
 TABLE_LOG = "_table.log"
 _HEAD = struct.Struct("!II")
-_MAX_RECORD = 64 << 20
-_dumps = json.JSONEncoder(separators=(",", ":")).encode  # a put record of a huge object's stripes is far below this
+_MAX_RECORD = 64 << 20  # a put record of a huge object's stripes is far below this
 
 
 def frame(record: dict[str, Any]) -> bytes:
     """One record as it goes to the file."""
-    raw = _dumps(record).encode()
+    raw = compact_json(record).encode()
     return _HEAD.pack(len(raw), zlib.crc32(raw)) + raw
 
 

@@ -16,12 +16,13 @@ in the last 8 bytes. Chunk ``i`` of stripe ``s`` is at
 
 from __future__ import annotations
 
-import json
 import struct
 import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
+
+from ..protocol import compact_json
 
 if TYPE_CHECKING:
     from ._buffer import Held
@@ -29,7 +30,6 @@ if TYPE_CHECKING:
 __all__ = ["Stripe", "ObjectVersion", "ObjectTable", "cos_object_key", "chunk_key", "trailer"]
 
 TRAILER = struct.Struct("!I4s")
-_dumps = json.JSONEncoder(separators=(",", ":")).encode
 
 
 def cos_object_key(prefix: str, key: str, version: int) -> str:
@@ -100,7 +100,7 @@ class ObjectVersion:
         ``inline``: the reply carries the whole object as its payload."""
         cache = self._head_json
         if cache is None:
-            raw = _dumps(self.head())
+            raw = compact_json(self.head())
             cache = self._head_json = (raw.encode(), (raw[:-1] + ',"inline":1}').encode())
         return cache[1] if inline else cache[0]
 
@@ -110,7 +110,7 @@ class ObjectVersion:
 
 
 def trailer(obj: ObjectVersion) -> bytes:
-    raw = _dumps(obj.meta()).encode()
+    raw = compact_json(obj.meta()).encode()
     return raw + TRAILER.pack(len(raw), b"SION")
 
 

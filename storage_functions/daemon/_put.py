@@ -157,9 +157,8 @@ class PutPath:
         if failed:
             failed = self._retry_chunks(obj, failed)
         if failed and obj.alloc is not None:
-            died = tuple((s, i, place) for s, i in failed if s >= 0  # reached, then its instance died
-                         for place in [self._planned(obj, s, i)] if self._handle(place[0]).last_died >= p.began)
-            (dg,) = self._do(ChunkFailed(obj=obj, failed=tuple(failed), died=died, now=time.monotonic()))
+            (dg,) = self._do(ChunkFailed(obj=obj, failed=tuple(failed), died=self._died(p, failed),
+                                         now=time.monotonic()))
             assert isinstance(dg, Degraded)
             if dg.ok:  # every stripe has d chunks in memory; parity, the buffer and COS cover the rest
                 self.count("degraded_puts")
@@ -169,6 +168,17 @@ class PutPath:
             self._abandon(obj)
             raise StoreError(f"PUT {p.key!r}: {len(failed)} chunk(s) could not be stored in any function")
         return self._put_done(p)
+
+    def _died(self, p: PendingPut, failed: list[tuple[int, int]]) -> tuple[tuple[int, int, Place], ...]:
+        """The failed chunks (with their places) whose function was reached and whose
+        instance then died while the PUT ran."""
+        died = []
+        for s, i in failed:
+            if s >= 0:  # (-1, -1): timed out, which chunk is not known
+                place = self._planned(p.obj, s, i)
+                if self._handle(place[0]).last_died >= p.began:
+                    died.append((s, i, place))
+        return tuple(died)
 
     def _put_done(self, p: PendingPut) -> dict[str, Any]:
         """Make a PUT whose chunks are all stored readable; the reply's meta. Quick and
