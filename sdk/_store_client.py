@@ -27,6 +27,7 @@ from storage_functions.protocol import (Op, Status, error_for, frame_bytes, recv
                                         tune_socket)
 
 from ._erasure import Codec, StripeInfo
+from ._fresh import FRESH_MIN, fresh_bytearray, fresh_bytes
 from ._stream import DONE, FrameReader, GetStream, StripeReceiver, open_get, read_head, read_inline
 
 __all__ = ["StoreClient", "PutResult", "GetStream", "PUT_HINTS"]
@@ -73,7 +74,6 @@ class StoreClient:
         self._idle: list[socket.socket] = []
         self._lock = threading.Lock()
         self._closed = False
-        self._scratch: bytearray | None = None
 
     # -- connections ----------------------------------------------------------
     def _connect(self) -> socket.socket:
@@ -291,16 +291,20 @@ class StoreClient:
 
     def get(self, key: str, version: int | None = None) -> bytes:
         """The latest (or the given) version of ``key``; decodes from the
-        first d chunks of each stripe the daemon forwards."""
-        scratch = self._take_scratch()
-        try:
-            out, size = self._call(self._get_into, key, version, scratch)
-            if out is scratch and scratch is not None:
-                with memoryview(scratch) as v:
-                    return bytes(v[:size])
-            return bytes(out)
-        finally:
-            self._give_scratch(scratch)
+        first d chunks of each stripe the daemon forwards. A large object is received
+        straight into the ``bytes`` object returned, on huge pages (``sdk._fresh``)."""
+        return self._call(self._get_bytes, key, version)  # type: ignore[no-any-return]
+
+    def _get_bytes(self, sock: socket.socket, key: str, version: int | None) -> bytes:
+        rd, head, infos = open_get(sock, key, version)
+        size = int(head.meta["size"])
+        fresh = fresh_bytes(size) if size >= FRESH_MIN else None
+        if fresh is None:
+            return bytes(self._receive(rd, key, head, infos)[0])
+        obj, view = fresh
+        with view:
+            self._receive(rd, key, head, infos, view)
+        return obj
 
     def get_into(self, key: str, buffer: Any, version: int | None = None) -> int:
         """Receive the latest (or the given) version of ``key`` into ``buffer``, a
@@ -322,59 +326,28 @@ class StoreClient:
         if size > len(view):
             raise BufferTooSmall(f"get_into({key!r}): the object is {size} bytes and the buffer holds "
                                  f"{len(view)}; pass a buffer of at least {size} bytes", size)
-        self._receive(rd, key, head, infos, None, view[:size])
+        self._receive(rd, key, head, infos, view[:size])
         return size
 
     def get_buffer(self, key: str, version: int | None = None) -> bytearray:
-        """Like :meth:`get` without the final copy into ``bytes``."""
+        """Like :meth:`get`, as a ``bytearray``."""
         return self._call(self._get, key, version)  # type: ignore[no-any-return]
 
-    # A fresh 100 MiB buffer costs ~50 ms of page faults on a small VM, as
-    # much as the transfer itself: get() receives large objects into one
-    # reused, already-faulted scratch buffer and copies out only the bytes
-    # object it returns (get_buffer hands its buffer to the caller, so it
-    # cannot reuse one).
-    _SCRATCH_MIN = 1 << 20
-    _SCRATCH_MAX = 256 << 20
-
-    def _take_scratch(self) -> bytearray | None:
-        with self._lock:
-            buf, self._scratch = self._scratch, None
-        return buf if buf is not None else bytearray(0)
-
-    def _give_scratch(self, buf: bytearray | None) -> None:
-        if buf is None or len(buf) > self._SCRATCH_MAX:
-            return
-        with self._lock:
-            if self._scratch is None or len(self._scratch) < len(buf):
-                self._scratch = buf
-
     def _get(self, sock: socket.socket, key: str, version: int | None) -> bytearray:
-        return self._get_into(sock, key, version, None)[0]
-
-    def _get_into(self, sock: socket.socket, key: str, version: int | None,
-                  scratch: bytearray | None) -> tuple[bytearray, int]:
-        """(buffer, size): a new bytearray, or ``scratch`` (grown as needed)
-        holding the object in its first ``size`` bytes."""
         rd, head, infos = open_get(sock, key, version)
-        return self._receive(rd, key, head, infos, scratch)
+        return self._receive(rd, key, head, infos)[0]
 
     def _receive(self, rd: FrameReader, key: str, head: Any, infos: list[StripeInfo] | None,
-                 scratch: bytearray | None, into: memoryview | None = None) -> tuple[bytearray, int]:
-        """The rest of a GET reply whose head was read: see :meth:`_get_into`; with
-        ``into`` (exactly the object's size) the bytes land there and the bytearray
-        returned is empty."""
+                 into: memoryview | None = None) -> tuple[bytearray, int]:
+        """The rest of a GET reply whose head was read: (a new bytearray holding the
+        object, its size); with ``into`` (exactly the object's size) the bytes land
+        there and the bytearray returned is empty."""
         size = int(head.meta["size"])
         if into is not None:
             out = bytearray(0)
             view = into
-        elif scratch is not None and self._SCRATCH_MIN <= size <= self._SCRATCH_MAX:
-            if len(scratch) < size:
-                scratch.extend(bytes(size - len(scratch)))
-            out = scratch
-            view = memoryview(out)[:size]
         else:
-            out = bytearray(size)
+            out = fresh_bytearray(size) if size >= FRESH_MIN else bytearray(size)
             view = memoryview(out)
         if infos is None:  # one uncoded slice, carried by the reply itself
             read_inline(rd, key, head, view)
@@ -413,7 +386,7 @@ class StoreClient:
                 sent += 1
             try:
                 head, infos = read_head(rd)
-                out.append(self._receive(rd, key, head, infos, None)[0])
+                out.append(self._receive(rd, key, head, infos)[0])
             except StorageError as exc:
                 if not getattr(exc, "_stream_ok", False):
                     raise

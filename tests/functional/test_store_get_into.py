@@ -69,3 +69,15 @@ def test_read_only_buffers_and_unknown_keys(client: StoreClient) -> None:
         client.get_into("into-ro", b"xxxx")
     with pytest.raises(UnknownKey):
         client.get_into("into-nope", bytearray(10))
+
+
+@pytest.mark.parametrize("size", [4096, 64 * 1024, 3 * MiB + 17, 9 * MiB])  # copied out; received in place
+def test_get_and_get_buffer_return_fresh_objects_of_the_right_type(client: StoreClient, size: int) -> None:
+    data = os.urandom(size)
+    client.put(f"fresh-{size}", data)
+    first, second = client.get(f"fresh-{size}"), client.get(f"fresh-{size}")
+    assert type(first) is bytes and first == data and second == data and first is not second
+    buf = client.get_buffer(f"fresh-{size}")
+    assert type(buf) is bytearray and buf == data
+    buf[:1] = b"\x00" if data[:1] != b"\x00" else b"\x01"  # the caller's own: changing it changes nothing stored
+    assert client.get(f"fresh-{size}") == data and first == data
