@@ -37,13 +37,16 @@ class Waiter:
     def __init__(self) -> None:
         self.cond = threading.Condition()
         self.outstanding = 0
+        self.waiting: dict[tuple[int, int], int] = {}  # chunk -> its replies outstanding
         self.failed: list[tuple[int, int]] = []
         self._then: Callable[[bool], None] | None = None
         self.done = False  # the armed completion ran to its end
 
-    def add(self) -> None:
+    def add(self, s: int, i: int) -> None:
+        """Chunk ``i`` of stripe ``s`` went out: its reply (or :meth:`fail`) is awaited."""
         with self.cond:
             self.outstanding += 1
+            self.waiting[(s, i)] = self.waiting.get((s, i), 0) + 1
 
     def fail(self, s: int, i: int) -> None:
         self._settle(s, i, False)
@@ -67,6 +70,9 @@ class Waiter:
             if not ok:
                 self.failed.append((s, i))
             self.outstanding -= 1
+            left = self.waiting.pop((s, i), 1) - 1
+            if left > 0:
+                self.waiting[(s, i)] = left
             if self.outstanding <= 0 and self._then is not None:
                 run, self._then = self._then, None
                 stored = not self.failed
@@ -106,9 +112,11 @@ class Waiter:
             return self.cond.wait_for(lambda: self.done, timeout)
 
     def wait(self, timeout: float) -> list[tuple[int, int]]:
+        """The chunks that failed, once every reply is in; past ``timeout``, also the
+        chunks whose replies are still outstanding (their functions did not answer)."""
         with self.cond:
             if not self.cond.wait_for(lambda: self.outstanding <= 0, timeout):
-                return sorted(set(self.failed)) or [(-1, -1)]
+                return sorted(set(self.failed) | set(self.waiting))
             return sorted(set(self.failed))
 
 

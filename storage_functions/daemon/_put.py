@@ -174,10 +174,9 @@ class PutPath:
         instance then died while the PUT ran."""
         died = []
         for s, i in failed:
-            if s >= 0:  # (-1, -1): timed out, which chunk is not known
-                place = self._planned(p.obj, s, i)
-                if self._handle(place[0]).last_died >= p.began:
-                    died.append((s, i, place))
+            place = self._planned(p.obj, s, i)
+            if self._handle(place[0]).last_died >= p.began:
+                died.append((s, i, place))
         return tuple(died)
 
     def _put_done(self, p: PendingPut) -> dict[str, Any]:
@@ -245,7 +244,7 @@ class PutPath:
             payload = view[:cl]
             recv_into(sock, payload)
             fh.write(payload)
-        waiter.add()
+        waiter.add(s, i)
         if place is None:  # its function was lost since placement (or the version freed): buffer only
             if payload is None:
                 write(NullSock())  # type: ignore[arg-type]
@@ -276,8 +275,7 @@ class PutPath:
         placement authority, else on another function (``PutRetry``)."""
         if not obj.stripes:
             return failed
-        k = len(obj.stripes)
-        chunks = tuple((s % k, i % obj.stripes[s % k].n) for s, i in failed)  # (-1, -1): timed out: the last
+        chunks = tuple(failed)
         planned = tuple(self._planned(obj, s, i) for s, i in chunks) if obj.alloc is not None else None
         sends = self._do(PutRetry(obj=obj, failed=chunks, planned=planned, now=time.monotonic()))
         waiter = Waiter()
@@ -293,7 +291,7 @@ class PutPath:
         st = obj.stripes[s]
         data = r.read(obj.chunk_offset(s, i), st.cl)
         self.count("chunk_retries")
-        waiter.add()
+        waiter.add(s, i)
         fn, block, off = place
         ckey = chunk_key(obj.key, obj.version, s, i)
         self._handle(fn).request(Op.PUT, ckey, waiter.callback(s, i, self._acked(obj, s, i, place)),

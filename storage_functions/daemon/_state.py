@@ -163,8 +163,6 @@ class StoreState:
     def _chunk_failed(self, ev: Event) -> list[Instruction]:
         assert isinstance(ev, ChunkFailed)
         obj = ev.obj
-        if (-1, -1) in ev.failed:  # timed out: which chunks is not known
-            return [Degraded(False)]
         died = {(s, i): place for s, i, place in ev.died}
         lost: dict[int, int] = {}
         for s, i in ev.failed:
@@ -185,9 +183,7 @@ class StoreState:
         if not self.live(obj):  # freed while its PUT ran: nothing to place again
             return out
         for k, (s, i) in enumerate(ev.failed):
-            s %= len(obj.stripes)  # (-1, -1): timed out, the last chunk is tried again
             st = obj.stripes[s]
-            i %= st.n
             old = st.places[i]
             if ev.planned is not None:
                 new = ev.planned[k]

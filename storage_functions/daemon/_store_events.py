@@ -72,7 +72,8 @@ class ChunkStored(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ChunkFailed(Event):
-    """Chunks of a PUT failed twice (``failed``: (stripe, index)); if every stripe
+    """Chunks of a PUT failed twice (``failed``: (stripe, index); a chunk whose function
+    did not answer within ``put_timeout_s`` failed); if every stripe
     keeps ``d`` chunks the PUT goes on degraded (their places are given up). ``died``:
     those of them (with their places) whose function was reached and whose instance then
     died during the PUT: they do not count against ``d``; they are recovered there once

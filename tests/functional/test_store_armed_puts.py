@@ -55,3 +55,36 @@ def test_a_put_on_a_stopped_function_is_stored_elsewhere_once_its_timeout_ran_ou
         finally:
             for pid in pids:
                 os.kill(pid, signal.SIGCONT)
+
+
+def test_the_chunk_stored_elsewhere_is_the_one_the_stopped_function_did_not_answer(store: LocalStore) -> None:
+    """A coded object: the chunk retried is the stopped function's, whichever index it
+    has, not a guess (the last), and the version keeps no place on that function."""
+    codec = Codec(2, 1, threshold=4096, stripe_size=64 << 10)
+    with StoreClient(store.address, store.token, codec=codec) as c:
+        for i in range(6):
+            c.put(f"warm{i}", os.urandom(8192))
+        d = store.daemon
+        first = d.table.latest("warm0").stripes[0].places
+        stopped = first[0][0]  # a function that held a data chunk, not the last one
+        pids = [i.pid for i in store.platform.instances(d.handles[stopped].name)]
+        assert pids
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            hit = None
+            for n in range(12):  # until a PUT places a chunk before the last on the stopped function
+                data = os.urandom(48 << 10)
+                retries = d.counters.get("chunk_retries", 0)
+                c.put(f"k{n}", data)
+                obj = d.table.latest(f"k{n}")
+                assert all(pl is not None and pl[0] != stopped for st in obj.stripes for pl in st.places)
+                assert c.get(f"k{n}") == data
+                if d.counters.get("chunk_retries", 0) > retries:
+                    assert d.counters["chunk_retries"] - retries == 1  # that chunk only
+                    hit = n
+                    break
+            assert hit is not None, "no PUT placed a chunk on the stopped function"
+        finally:
+            for pid in pids:
+                os.kill(pid, signal.SIGCONT)

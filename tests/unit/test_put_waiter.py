@@ -19,7 +19,7 @@ def _armed(n: int) -> tuple[Waiter, list[tuple[bool, str]], threading.Event, lis
     w = Waiter()
     cbs = []
     for i in range(n):
-        w.add()
+        w.add(0, i)
         cbs.append(w.callback(0, i))
     ran: list[tuple[bool, str]] = []
     done = threading.Event()
@@ -64,7 +64,7 @@ def test_a_put_taken_back_by_its_session_is_not_completed_by_a_late_reply() -> N
 
 def test_a_waiter_whose_replies_are_all_in_cannot_be_armed() -> None:
     w = Waiter()
-    w.add()
+    w.add(0, 0)
     w.callback(0, 0)(_reply(Status.ERROR), None)
     assert not w.then(lambda stored: None)
     assert w.wait(0) == [(0, 0)]
@@ -75,3 +75,17 @@ def test_wait_done_until_the_completion_finished() -> None:
     assert not w.wait_done(0)
     threading.Thread(target=w.finished).start()
     assert w.wait_done(10)
+
+
+def test_past_its_timeout_a_put_names_exactly_the_chunks_whose_functions_did_not_answer() -> None:
+    w = Waiter()
+    cbs = {}
+    for s, i in [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2)]:
+        w.add(s, i)
+        cbs[s, i] = w.callback(s, i)
+    for chunk in [(0, 0), (0, 2), (1, 0), (1, 2)]:
+        cbs[chunk](_reply(), None)
+    cbs[1, 1](None, None)  # failed
+    assert w.wait(0) == [(0, 1), (1, 1)]  # (0, 1) never answered, (1, 1) failed: not the last chunk
+    cbs[0, 1](_reply(), None)  # a late answer
+    assert w.wait(0) == [(1, 1)]

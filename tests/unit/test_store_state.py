@@ -134,7 +134,7 @@ def test_a_chunk_recovered_after_its_free_goes_again(s: StoreState) -> None:
 def test_degraded_put_gives_up_the_failed_places_only_when_every_stripe_keeps_d(s: StoreState) -> None:
     obj = put(s, "r/a", stripes=2, ack=False, ready=False)
     assert s.handle(ChunkFailed(obj=obj, failed=((0, 0), (0, 1)))) == [Degraded(False)]
-    assert s.handle(ChunkFailed(obj=obj, failed=((-1, -1),))) == [Degraded(False)]
+    assert s.handle(ChunkFailed(obj=obj, failed=((1, 0), (1, 1)))) == [Degraded(False)]
     assert s.handle(ChunkFailed(obj=obj, failed=((0, 0), (1, 2)))) == [Degraded(True)]
     assert obj.stripes[0].places[0] is None and obj.stripes[1].places[2] is None
     assert sum(s.fn_chunks.values()) == 4
@@ -165,8 +165,8 @@ def test_chunks_whose_instance_died_mid_put_are_recovered_once_ready_not_counted
 def test_retry_never_places_a_chunk_again_on_the_function_that_failed_it(s: StoreState) -> None:
     obj = put(s, "r/a", d=1, p=0, ack=False, ready=False)  # one chunk: no other chunk to avoid
     (failed_fn, _, _) = obj.stripes[0].places[0]
-    for _ in range(3):  # a hung function (timed out: (-1, -1)) is not chosen again
-        (send,) = s.handle(PutRetry(obj=obj, failed=((-1, -1),)))
+    for _ in range(3):  # a hung function (its chunk timed out) is not chosen again
+        (send,) = s.handle(PutRetry(obj=obj, failed=((0, 0),)))
         assert isinstance(send, SendChunk) and send.place[0] != failed_fn
         failed_fn = send.place[0]
 
