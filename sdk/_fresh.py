@@ -64,8 +64,12 @@ def _load() -> _CApi | None:
         except (AttributeError, OSError):
             madvise = None
     # a bytes object's storage follows its header: sizeof(b"") counts the header and
-    # the terminating NUL byte
-    return _CApi(new_bytes, new_bytearray, madvise, sys.getsizeof(b"") - 1)
+    # the terminating NUL byte; checked on a known object before it is relied on
+    offset = sys.getsizeof(b"") - 1
+    probe = bytes(range(1, 33))
+    if ctypes.string_at(id(probe) + offset, len(probe)) != probe:
+        return None
+    return _CApi(new_bytes, new_bytearray, madvise, offset)
 
 
 _API = _load()
