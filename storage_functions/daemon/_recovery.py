@@ -207,8 +207,9 @@ class Recovery:
             chunks = chunks + self._from_log(fn, {c.ckey for c in chunks})
         except Exception:  # noqa: BLE001 - the table's list alone still restores what it placed
             log.exception("reading the insertion log of function %d failed", fn)
-        with self._lock:
+        with self._idle:
             self._starting -= 1
+            self._idle.notify_all()  # nothing new to restore: a wait_idle may be over now
             new = [c for c in chunks if c.cid not in self._open]
             for c in new:
                 self._open[c.cid] = c
