@@ -111,6 +111,11 @@ class Waiter:
         with self.cond:
             return self.cond.wait_for(lambda: self.done, timeout)
 
+    def silent(self) -> list[tuple[int, int]]:
+        """The chunks whose replies are still outstanding."""
+        with self.cond:
+            return sorted(self.waiting)
+
     def wait(self, timeout: float) -> list[tuple[int, int]]:
         """The chunks that failed, once every reply is in; past ``timeout``, also the
         chunks whose replies are still outstanding (their functions did not answer)."""
@@ -155,6 +160,7 @@ class Collector:
         self.win = GetWindow(obj.stripes, window=window, extra=extra,
                              route=lambda s, i: host.recovery.route(obj, s, i),
                              ready=lambda fn: fn < len(handles) and handles[fn].state == "active"
+                             and not handles[fn].silent
                              and not host.recovery.busy(fn))
         # the daemon's cache functions (``_burst_io``), when it has them; not a GetHost member
         # while ``_get`` is being rewritten elsewhere (then: declare it on GetPath and GetHost)

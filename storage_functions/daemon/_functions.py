@@ -101,6 +101,9 @@ class FunctionHandle:
         self.invoked_at = 0.0
         self.last_bye = 0.0
         self.last_died = -1.0  # monotonic: when an instance's connection last went without a BYE
+        # monotonic: since when the instance has let a request go unanswered past its timeout
+        # (stopped or hung, its connections open); 0.0 once anything comes from it again
+        self.silent_since = 0.0
         self.last_used = 0.0
         self.instance: str | None = None
         self.term = 0  # the function's insertion log as last reported (SION's term/hash check)
@@ -110,6 +113,18 @@ class FunctionHandle:
         self.invocations = 0
         self.lost_count = 0
         self._reqids = itertools.count(1)
+
+    @property
+    def silent(self) -> bool:
+        """The instance let a request go unanswered past its timeout and has said nothing
+        since: PUTs store their chunks elsewhere (or go on degraded) instead of waiting for
+        it again, and GETs ask it last."""
+        return self.silent_since > 0.0
+
+    def mark_silent(self) -> None:
+        if not self.silent_since:
+            self.silent_since = time.monotonic()
+            log.warning("function %s did not answer in time: its chunks go elsewhere until it answers", self.name)
 
     # -- requests -------------------------------------------------------------
     def request(self, op: int, key: str, on_reply: ReplyCallback, *, a: int = 0, b: int = 0, crc: int = 0,
@@ -330,6 +345,8 @@ class FunctionHandle:
                 frame = recv_frame(sock, head)
                 if frame is None:
                     break
+                if self.silent_since:  # it answers again
+                    self.silent_since = 0.0
                 if frame.op == Op.BYE:
                     self._bye(frame)
                     continue
@@ -407,6 +424,7 @@ class FunctionHandle:
             if self.conns.get(conn.kind) is conn:
                 # died without BYE: the other connection goes with it
                 self.last_died = time.monotonic()
+                self.silent_since = 0.0  # the next instance is a new one
                 others = [c for c in self.conns.values() if c is not conn]
                 self.conns = {}
                 self.state = "sleeping"

@@ -154,6 +154,7 @@ class PutPath:
         readable; the reply's meta (or StoreError)."""
         obj = p.obj
         failed = p.waiter.wait(self.config.put_timeout_s if timeout is None else timeout)
+        self._mark_silent(obj, p.waiter)
         if failed:
             failed = self._retry_chunks(obj, failed)
         if failed and obj.alloc is not None:
@@ -168,6 +169,15 @@ class PutPath:
             self._abandon(obj)
             raise StoreError(f"PUT {p.key!r}: {len(failed)} chunk(s) could not be stored in any function")
         return self._put_done(p)
+
+    def _mark_silent(self, obj: ObjectVersion, waiter: Waiter) -> None:
+        """The functions of chunks still unanswered past the PUT's timeout are silent
+        (``FunctionHandle.silent``): later chunks go elsewhere until they answer."""
+        for s, i in waiter.silent():
+            place = obj.stripes[s].places[i] if s < len(obj.stripes) else None
+            if place is not None:
+                self.count("silent_functions")
+                self._handle(place[0]).mark_silent()
 
     def _died(self, p: PendingPut, failed: list[tuple[int, int]]) -> tuple[tuple[int, int, Place], ...]:
         """The failed chunks (with their places) whose function was reached and whose
@@ -252,6 +262,12 @@ class PutPath:
             return
         fn, block, off = place
         ckey = chunk_key(obj.key, obj.version, s, i)
+        if self._handle(fn).silent:  # it let a chunk go unanswered: this one goes elsewhere, at once
+            self.count("chunks_not_sent_to_silent")
+            if payload is None:
+                write(NullSock())  # type: ignore[arg-type]
+            waiter.fail(s, i)
+            return
         try:
             self._handle(fn).request_put_stream(ckey, block, off, st.crcs[i], cl, write if payload is None else None,
                                                 waiter.callback(s, i, self._acked(obj, s, i, place)),
@@ -293,6 +309,10 @@ class PutPath:
         self.count("chunk_retries")
         waiter.add(s, i)
         fn, block, off = place
+        if self._handle(fn).silent:  # (its planned place, on a silent function): failed at once
+            self.count("chunks_not_sent_to_silent")
+            waiter.fail(s, i)
+            return
         ckey = chunk_key(obj.key, obj.version, s, i)
         self._handle(fn).request(Op.PUT, ckey, waiter.callback(s, i, self._acked(obj, s, i, place)),
                                  a=block, b=off, crc=st.crcs[i], payload=data,

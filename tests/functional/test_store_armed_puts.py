@@ -23,7 +23,7 @@ TIMEOUT_S = 1.0
 @pytest.fixture()
 def store() -> Iterator[LocalStore]:
     with LocalStore(function_memory_mb=256, group_size=3, max_functions=6, idle_s=60.0,
-                    put_timeout_s=TIMEOUT_S) as st:
+                    put_timeout_s=TIMEOUT_S, parity_upload_delay_s=0.0) as st:
         yield st
 
 
@@ -88,3 +88,48 @@ def test_the_chunk_stored_elsewhere_is_the_one_the_stopped_function_did_not_answ
         finally:
             for pid in pids:
                 os.kill(pid, signal.SIGCONT)
+
+
+def test_once_a_function_let_a_chunk_time_out_later_puts_do_not_wait_for_it(store: LocalStore) -> None:
+    """The first PUT placed on a stopped function waits out ``put_timeout_s``; the function
+    is then silent: later PUTs placed there store the chunk elsewhere at once, GETs still
+    answer, and once the function answers again it takes chunks again."""
+    d = store.daemon
+    with StoreClient(store.address, store.token, codec=Codec(10, 2)) as c:
+        for i in range(6):
+            c.put(f"warm{i}", b"w" * 4096)
+        coded = os.urandom(48 << 10)
+        with StoreClient(store.address, store.token, codec=Codec(2, 1, threshold=4096)) as c2:
+            c2.put("coded", coded)  # 3 chunks, one per function of the group
+        assert d.wait_uploads(30)  # out of the buffer: a GET reads the functions
+        stopped = d.table.latest("coded").stripes[0].places[0][0]  # holds data chunk 0
+        h = d.handles[stopped]
+        pids = [i.pid for i in store.platform.instances(h.name)]
+        assert pids
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            n = 0
+            while not h.silent:  # until a PUT is placed on it and times out there
+                assert n < 12, "no PUT was placed on the stopped function"
+                c.put(f"k{n}", b"k" * 4096)
+                n += 1
+            assert d.counters["silent_functions"] == 1
+            data = os.urandom(4096)
+            took = []
+            for m in range(24):  # placed on it again and again: never waited for
+                t = time.monotonic()
+                c.put(f"later{m}", data)
+                took.append(time.monotonic() - t)
+                assert d.table.latest(f"later{m}").stripes[0].places[0][0] != stopped
+            assert d.counters.get("chunks_not_sent_to_silent", 0) >= 1
+            assert max(took) < TIMEOUT_S / 2, took
+            assert all(c.get(f"later{m}") == data for m in range(24))
+            t = time.monotonic()  # first-d asks the parity chunk at once, not after get_straggler_s
+            assert c.get("coded") == coded
+            assert time.monotonic() - t < d.config.get_straggler_s
+        finally:
+            for pid in pids:
+                os.kill(pid, signal.SIGCONT)
+        d.function_memory(h.name, timeout_s=10)  # answered after its late replies: it answers again
+        assert not h.silent

@@ -4,12 +4,14 @@ takes the advice (checked in ``/proc/self/smaps``, not assumed)."""
 
 from __future__ import annotations
 
+import ctypes
+import mmap
 import os
 import sys
 
 import pytest
 
-from sdk._fresh import FRESH_MIN, HUGE_MIN, fresh_bytearray, fresh_bytes
+from sdk._fresh import FRESH_MIN, HUGE_MIN, advise_huge, fresh_bytearray, fresh_bytes
 
 MiB = 1 << 20
 
@@ -65,17 +67,33 @@ def test_a_fresh_bytearray_holds_what_was_written_and_stays_resizable() -> None:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux") or not _thp_advisable(),
                     reason="transparent huge pages are off on this machine")
-def test_a_large_fresh_result_is_backed_by_huge_pages() -> None:
-    size = 40 * MiB  # over glibc's mmap threshold, mostly fresh memory (after a long run it may be heap in part)
-    made = fresh_bytes(size)
+def test_the_advice_backs_fresh_memory_with_huge_pages() -> None:
+    """On a fresh anonymous mapping (a large result's memory when malloc maps it; after a
+    long run malloc may hand out heap it already backed, which faults less anyway)."""
+    size = 40 * MiB
+    m = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    try:
+        address = ctypes.addressof(ctypes.c_char.from_buffer(m))
+        assert advise_huge(address, size)
+        m[:] = b"\x01" * size  # the first touch backs it
+        assert _huge_bytes_in(address, address + size) >= size - 4 * MiB, "backed with 4 KiB pages"
+        assert not advise_huge(address, HUGE_MIN - 4096)  # below HUGE_MIN: no advice
+    finally:
+        m.close()
+
+
+def test_a_large_fresh_result_is_advised_over_its_own_storage(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sdk._fresh as fresh
+
+    seen: list[tuple[int, int]] = []
+    monkeypatch.setattr(fresh, "advise_huge", lambda address, n: seen.append((address, n)) or True)
+    size = 8 * MiB
+    made = fresh.fresh_bytes(size)
     if made is None:
         pytest.skip("no CPython C API here")
     obj, view = made
-    view[:] = b"\x01" * size  # the first touch backs it
-    address = id(obj) + sys.getsizeof(b"") - 1
+    view[:] = b"\x02" * size
     view.release()
-    assert _huge_bytes_in(address, address + size) >= size // 2, "the kernel backed the result with 4 KiB pages"
-    small = fresh_bytes(HUGE_MIN - 4096)
-    assert small is not None
-    small[1][:] = b"\x02" * len(small[1])  # below HUGE_MIN: no advice (small results stay in malloc's arenas)
-    assert small[0] == b"\x02" * (HUGE_MIN - 4096)
+    assert seen == [(id(obj) + sys.getsizeof(b"") - 1, size)] and obj == b"\x02" * size
+    out = fresh.fresh_bytearray(size)
+    assert seen[-1][1] == size and len(seen) == 2 and len(out) == size
