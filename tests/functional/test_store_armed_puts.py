@@ -2,7 +2,9 @@
 receives its last function reply (``_session``'s armed PUT): a function that
 stops answering (its process stopped, its connection open) still gets the PUT
 answered once ``put_timeout_s`` ran out, its chunk stored on another function
-(never again on the one that did not answer), and the connection serves on."""
+(never again on the one that did not answer; the chunk retried is exactly the one
+not answered), and the connection serves on. The function is then silent: later
+PUTs do not wait for it and GETs ask it last, until it answers again."""
 
 from __future__ import annotations
 
