@@ -68,7 +68,9 @@ class DaemonConfig:
     # back after its first window of stripes); a GET past it waits for those before it
     get_pipeline_bytes: int = 16 << 20
     hello_timeout_s: float = 10.0  # a new connection's whole HELLO must arrive within this, or it is closed
-    spin_us: float = 500.0  # a function busy-polls its small connection this long after a single-slice GET
+    # a function busy-polls its small connection this long after a latency-bound request: a
+    # single-slice GET or a PUT of at most 64 KiB (``runtime._handler.latency_bound``)
+    spin_us: float = 500.0
     debug: bool = False
     # what the storage functions dial: "HOST" or "HOST:PORT"; "" = the bound address. Lambdas
     # dial OUT to the daemon, so on AWS this is an address of the daemon's VM they can reach

@@ -14,6 +14,21 @@ from storage_functions.daemon._objects import Stripe, trailer
 from storage_functions.runtime import BlockMemory, LogState, MemoryFull, leave_at, node_hash
 
 
+def test_a_function_spins_only_after_latency_bound_requests() -> None:
+    """Busy-polling after small PUTs and hinted GETs (the next small request does not pay a
+    sleeping CPU's wake-up); never after a coded object's chunks or an unhinted GET."""
+    from storage_functions.protocol import Frame, Op
+    from storage_functions.runtime._handler import SPIN_PUT_MAX, latency_bound
+
+    def frame(op: int, b: int = 0, paylen: int = 0) -> Frame:
+        return Frame(op, 0, 0, "k", {}, 0, 0, b, paylen)
+
+    assert latency_bound(frame(Op.GET, b=1)) and not latency_bound(frame(Op.GET, b=0))
+    assert latency_bound(frame(Op.PUT, paylen=4096)) and latency_bound(frame(Op.PUT, paylen=SPIN_PUT_MAX))
+    assert not latency_bound(frame(Op.PUT, paylen=SPIN_PUT_MAX + 1))  # e.g. a 1 MiB object's chunk
+    assert not latency_bound(frame(Op.DEL)) and not latency_bound(frame(Op.PING))
+
+
 def test_leave_at_waits_idle_then_rounds_up_to_the_billing_tick() -> None:
     assert leave_at(0.0, 0.0, 1.0, 0.0, 0.0) == 1.0
     assert leave_at(0.0, 0.05, 0.1, 0.1, 0.002) == pytest.approx(0.198)
