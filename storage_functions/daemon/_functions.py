@@ -121,10 +121,14 @@ class FunctionHandle:
         it again, and GETs ask it last."""
         return self.silent_since > 0.0
 
-    def mark_silent(self) -> None:
-        if not self.silent_since:
-            self.silent_since = time.monotonic()
-            log.warning("function %s did not answer in time: its chunks go elsewhere until it answers", self.name)
+    def mark_silent(self) -> bool:
+        """The instance let a request go unanswered past its timeout; True when it was not
+        silent before."""
+        if self.silent_since:
+            return False
+        self.silent_since = time.monotonic()
+        log.warning("function %s did not answer in time: its chunks go elsewhere until it answers", self.name)
+        return True
 
     # -- requests -------------------------------------------------------------
     def request(self, op: int, key: str, on_reply: ReplyCallback, *, a: int = 0, b: int = 0, crc: int = 0,

@@ -175,9 +175,8 @@ class PutPath:
         (``FunctionHandle.silent``): later chunks go elsewhere until they answer."""
         for s, i in waiter.silent():
             place = obj.stripes[s].places[i] if s < len(obj.stripes) else None
-            if place is not None:
+            if place is not None and self._handle(place[0]).mark_silent():
                 self.count("silent_functions")
-                self._handle(place[0]).mark_silent()
 
     def _died(self, p: PendingPut, failed: list[tuple[int, int]]) -> tuple[tuple[int, int, Place], ...]:
         """The failed chunks (with their places) whose function was reached and whose
