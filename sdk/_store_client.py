@@ -356,6 +356,8 @@ class StoreClient:
         for info in infos:
             starts.append(off)
             off += info.ol
+        if off != size:  # the result may be uninitialised memory: every byte of it must arrive
+            raise ProtocolError(f"GET {key!r}: the reply's stripes hold {off} bytes of a {size}-byte object")
 
         def complete(s: int, decoded: bytes | None) -> None:
             if decoded is not None:

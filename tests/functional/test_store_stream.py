@@ -18,7 +18,7 @@ import pytest
 from sdk._erasure import Codec
 from sdk._store_client import StoreClient
 from storage_functions.daemon import LocalStore
-from storage_functions.exceptions import NotEnoughChunks, ObjectTooLarge, UnknownKey
+from storage_functions.exceptions import NotEnoughChunks, ObjectTooLarge, ProtocolError, UnknownKey
 from storage_functions.protocol import Op, Status, drain, recv_frame, send_frame
 
 from . import test_store_local
@@ -342,3 +342,26 @@ def test_close_drains_a_short_remainder_else_closes(size: int) -> None:
             assert c._idle == []  # the daemon's side sees the connection go
         t.join(10)
         assert not t.is_alive()
+
+
+def test_a_reply_whose_stripes_do_not_cover_the_object_is_refused() -> None:
+    """``get`` receives into uninitialised memory (``sdk._fresh``): a head whose stripes
+    hold fewer bytes than the object's size would leave some of it unwritten."""
+    codec = Codec(4, 2, stripe_size=MiB)
+    data = os.urandom(2 * MiB)
+
+    def frames(sock: socket.socket) -> None:
+        stripes = list(codec.stripes(data))
+        meta = {"version": 1, "size": len(data) + 4096,  # 4 KiB the stripes do not hold
+                "stripes": [{"d": i.d, "p": i.p, "fs": i.fs, "ol": i.ol, "cl": i.cl} for i, _ in stripes]}
+        send_frame(sock, Op.REPLY, meta=meta)
+        for s, (_, chunks) in enumerate(stripes):
+            for i in range(4):
+                send_frame(sock, Op.CHUNK, a=s, b=i, payload=chunks[i])
+        send_frame(sock, Op.END)
+
+    c, theirs, t = _scripted(frames)
+    with c, theirs:
+        with pytest.raises(ProtocolError, match="stripes hold 2097152 bytes of a 2101248-byte object"):
+            c.get("k")
+        t.join(10)
