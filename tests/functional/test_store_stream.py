@@ -268,12 +268,19 @@ def _scripted(frames: Callable[[socket.socket], None]) -> tuple[StoreClient, soc
     return c, theirs, t
 
 
-def _head(sock: socket.socket, codec: Codec, data: bytes) -> list[tuple[Any, list[Any]]]:
+def _head(sock: socket.socket, codec: Codec, data: bytes, size: int | None = None) -> list[tuple[Any, list[Any]]]:
     stripes = list(codec.stripes(data))
-    meta = {"version": 3, "size": len(data),
+    meta = {"version": 3, "size": len(data) if size is None else size,
             "stripes": [{"d": i.d, "p": i.p, "fs": i.fs, "ol": i.ol, "cl": i.cl} for i, _ in stripes]}
     send_frame(sock, Op.REPLY, meta=meta)
     return stripes
+
+
+def _data_chunks_and_end(sock: socket.socket, stripes: list[tuple[Any, list[Any]]]) -> None:
+    for s, (info, chunks) in enumerate(stripes):
+        for i in range(info.d):
+            send_frame(sock, Op.CHUNK, a=s, b=i, payload=chunks[i])
+    send_frame(sock, Op.END)
 
 
 def test_interleaved_parity_and_surplus_chunks() -> None:
@@ -325,11 +332,7 @@ def test_close_drains_a_short_remainder_else_closes(size: int) -> None:
     data = os.urandom(size)
 
     def frames(sock: socket.socket) -> None:
-        stripes = _head(sock, codec, data)
-        for s, (_, chunks) in enumerate(stripes):
-            for i in range(4):
-                send_frame(sock, Op.CHUNK, a=s, b=i, payload=chunks[i])
-        send_frame(sock, Op.END)
+        _data_chunks_and_end(sock, _head(sock, codec, data))
 
     c, theirs, t = _scripted(frames)
     with c, theirs:
@@ -351,14 +354,7 @@ def test_a_reply_whose_stripes_do_not_cover_the_object_is_refused() -> None:
     data = os.urandom(2 * MiB)
 
     def frames(sock: socket.socket) -> None:
-        stripes = list(codec.stripes(data))
-        meta = {"version": 1, "size": len(data) + 4096,  # 4 KiB the stripes do not hold
-                "stripes": [{"d": i.d, "p": i.p, "fs": i.fs, "ol": i.ol, "cl": i.cl} for i, _ in stripes]}
-        send_frame(sock, Op.REPLY, meta=meta)
-        for s, (_, chunks) in enumerate(stripes):
-            for i in range(4):
-                send_frame(sock, Op.CHUNK, a=s, b=i, payload=chunks[i])
-        send_frame(sock, Op.END)
+        _data_chunks_and_end(sock, _head(sock, codec, data, size=len(data) + 4096))  # 4 KiB no stripe holds
 
     c, theirs, t = _scripted(frames)
     with c, theirs:
