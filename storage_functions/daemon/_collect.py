@@ -1,4 +1,4 @@
-"""The daemon's per-request helpers: ``Waiter`` counts a PUT's outstanding
+"""The daemon's per-request helpers: ``Waiter`` keeps a PUT's outstanding
 chunk writes, ``Collector`` runs the first-d GET of one object version:
 the I/O shell (requests to functions, reader-thread callbacks, writes to the
 client's outbox) around its pure window of stripes (``_window.GetWindow``), ``NullSock`` keeps a
@@ -30,14 +30,13 @@ class NullSock:
 
 
 class Waiter:
-    """Counts outstanding chunk PUTs; collects the failed ones. A PUT may be armed
+    """Keeps the chunk PUTs whose replies are outstanding; collects the failed ones. A PUT may be armed
     (:meth:`then`) so that its last reply completes it where it arrives instead of
     waking the thread that sent it."""
 
     def __init__(self) -> None:
         self.cond = threading.Condition()
-        self.outstanding = 0
-        self.waiting: dict[tuple[int, int], int] = {}  # chunk -> its replies outstanding
+        self.waiting: set[tuple[int, int]] = set()  # chunks sent, their replies outstanding
         self.failed: list[tuple[int, int]] = []
         self._then: Callable[[bool], None] | None = None
         self.done = False  # the armed completion ran to its end
@@ -45,8 +44,7 @@ class Waiter:
     def add(self, s: int, i: int) -> None:
         """Chunk ``i`` of stripe ``s`` went out: its reply (or :meth:`fail`) is awaited."""
         with self.cond:
-            self.outstanding += 1
-            self.waiting[(s, i)] = self.waiting.get((s, i), 0) + 1
+            self.waiting.add((s, i))
 
     def fail(self, s: int, i: int) -> None:
         self._settle(s, i, False)
@@ -69,11 +67,8 @@ class Waiter:
         with self.cond:
             if not ok:
                 self.failed.append((s, i))
-            self.outstanding -= 1
-            left = self.waiting.pop((s, i), 1) - 1
-            if left > 0:
-                self.waiting[(s, i)] = left
-            if self.outstanding <= 0 and self._then is not None:
+            self.waiting.discard((s, i))
+            if not self.waiting and self._then is not None:
                 run, self._then = self._then, None
                 stored = not self.failed
             self.cond.notify_all()
@@ -90,7 +85,7 @@ class Waiter:
         (it may block to store chunks again). False, and nothing armed, when every reply
         is in already: the caller completes the PUT itself."""
         with self.cond:
-            if self.outstanding <= 0:
+            if not self.waiting:
                 return False
             self._then = complete
             return True
@@ -120,8 +115,8 @@ class Waiter:
         """The chunks that failed, once every reply is in; past ``timeout``, also the
         chunks whose replies are still outstanding (their functions did not answer)."""
         with self.cond:
-            if not self.cond.wait_for(lambda: self.outstanding <= 0, timeout):
-                return sorted(set(self.failed) | set(self.waiting))
+            if not self.cond.wait_for(lambda: not self.waiting, timeout):
+                return sorted(set(self.failed) | self.waiting)
             return sorted(set(self.failed))
 
 
