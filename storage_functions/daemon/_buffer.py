@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from typing import IO, Any, Callable
 
 from ..private_files import open_private, private_dir
-from ._file_ring import DIRECT_MIN_MBPS, DIRECT_WINDOW, FileRing
+from ._file_ring import DIRECT_MIN_MBPS, DIRECT_WINDOW, FileRing, SlotPool
 from ._objects import TRAILER, ObjectVersion, cos_object_key
 from ._runs import run_of
 from ._segments import SegmentLog
@@ -133,7 +133,7 @@ class BufferWriter:
             self.path = buf.path_for(obj)
             self.fh = open_private(self.path, "wb")
             if size >= buf.ring_min_object:  # a thread of its own pays off past a few MiB
-                self.ring = FileRing(self.fh, self.path, direct=buf.direct_io)
+                self.ring = FileRing(self.fh, self.path, direct=buf.direct_io, pool=buf.slots)
 
     def write(self, piece: bytes | bytearray | memoryview) -> None:
         if self.mem is not None:
@@ -206,6 +206,7 @@ class PersistentBuffer:
         self.memory_bytes, self.memory_max_object = memory_bytes, memory_max_object
         self.ring_min_object = ring_min_object  # versions from this size are written to their file off the relay
         self.direct_io = direct_io  # ... with O_DIRECT where the file system allows (``_file_ring``)
+        self.slots = SlotPool()  # the rings' slots, reused from one large version to the next
         self._direct_bytes, self._direct_s = 0, 0.0  # direct writes since the last judgement: bytes, seconds
         self.batch = max(1, batch)
         self.close_timeout_s = close_timeout_s
@@ -470,6 +471,7 @@ class PersistentBuffer:
         for t in self._workers:
             t.join(max(0.0, deadline - time.monotonic()))
         self.segments.close()
+        self.slots.clear()
 
     # -- uploader threads -------------------------------------------------------------------
     def _next_job(self) -> tuple[str, Any] | None:

@@ -12,7 +12,7 @@ import pytest
 
 from storage_functions.daemon import _file_ring
 from storage_functions.daemon._buffer import PersistentBuffer
-from storage_functions.daemon._file_ring import DIRECT_MIN_MBPS, DIRECT_WINDOW, FileRing
+from storage_functions.daemon._file_ring import DIRECT_MIN_MBPS, DIRECT_WINDOW, FileRing, SlotPool
 from storage_functions.private_files import open_private
 
 SLOT = 64 << 10
@@ -35,7 +35,7 @@ def test_the_file_holds_every_byte_in_order_and_its_length_is_returned(tmp_path:
     data = os.urandom(10 * SLOT + 12345)
     path = str(tmp_path / "v.buf")
     with open_private(path, "wb") as fh:
-        ring = FileRing(fh, path, direct=direct, slot_bytes=SLOT, slots=2)
+        ring = FileRing(fh, path, direct=direct, pool=SlotPool(SLOT), slots=2)
         _fill(ring, data[:7 * SLOT + 100])
         ring.write(data[7 * SLOT + 100:])  # the rest as a copy, like the trailer
         assert ring.close() == len(data)
@@ -77,7 +77,7 @@ def test_a_file_system_that_refuses_o_direct_gets_every_slot_through_the_page_ca
     data = os.urandom(3 * SLOT + 1)
     path = str(tmp_path / "v.buf")
     with open_private(path, "wb") as fh:
-        ring = FileRing(fh, path, direct=True, slot_bytes=SLOT)
+        ring = FileRing(fh, path, direct=True, pool=SlotPool(SLOT))
         _fill(ring, data)
         assert ring.close() == len(data)
     assert Path(path).read_bytes() == data and not ring.direct and ring.direct_writes == 0
@@ -90,12 +90,12 @@ def test_a_write_error_reaches_the_puts_thread(tmp_path: Path, monkeypatch: pyte
     monkeypatch.setattr(_file_ring.os, "pwrite", full)
     path = str(tmp_path / "v.buf")
     with open_private(path, "wb") as fh:
-        ring = FileRing(fh, path, direct=False, slot_bytes=SLOT, slots=1)
+        ring = FileRing(fh, path, direct=False, pool=SlotPool(SLOT), slots=1)
         with pytest.raises(OSError, match="no space left"):
             _fill(ring, os.urandom(4 * SLOT))  # the receiver waits for a slot the writer gave back failed
             ring.close()
-    with open(os.devnull, "wb") as fh, pytest.raises(ValueError, match="page size"):
-        FileRing(fh, slot_bytes=1000)
+    with pytest.raises(ValueError, match="page size"):
+        SlotPool(1000)
 
 
 def test_closing_while_a_view_of_a_slot_is_still_held_does_not_fail(tmp_path: Path) -> None:
@@ -103,10 +103,41 @@ def test_closing_while_a_view_of_a_slot_is_still_held_does_not_fail(tmp_path: Pa
     abort closes the ring all the same."""
     path = str(tmp_path / "v.buf")
     with open_private(path, "wb") as fh:
-        ring = FileRing(fh, path, direct=True, slot_bytes=SLOT)
+        ring = FileRing(fh, path, direct=True, pool=SlotPool(SLOT))
         held = ring.space()
         held[:5] = b"abcde"
         ring.advance(5)
         assert ring.close() == 5
         del held
     assert Path(path).read_bytes() == b"abcde"
+
+
+def test_the_next_ring_reuses_the_slots_a_clean_ring_gave_back_and_a_failed_ones_are_not(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pool = SlotPool(SLOT, keep=4)
+    for n in range(3):  # three versions of 5 slots each, through a ring of 2 slots
+        data = os.urandom(5 * SLOT)
+        path = str(tmp_path / f"v{n}.buf")
+        with open_private(path, "wb") as fh:
+            ring = FileRing(fh, path, direct=True, pool=pool, slots=2)
+            _fill(ring, data)
+            assert ring.close() == len(data)
+        assert Path(path).read_bytes() == data  # a reused slot carries none of the last version's bytes
+    assert pool.made == 2 and pool.idle() == 2
+
+    def full(fd: int, data: memoryview, pos: int) -> int:
+        raise OSError(errno.ENOSPC, "no space left on device")
+
+    monkeypatch.setattr(_file_ring.os, "pwrite", full)
+    path = str(tmp_path / "failed.buf")
+    with open_private(path, "wb") as fh:
+        ring = FileRing(fh, path, direct=False, pool=pool, slots=2)
+        with pytest.raises(OSError, match="no space left"):
+            _fill(ring, os.urandom(4 * SLOT))
+        with pytest.raises(OSError, match="no space left"):
+            ring.close()
+    assert pool.idle() == 0  # unmapped: a view of a failed ring's slot may still be held
+    pool.give(pool.take())
+    assert pool.made == 3 and pool.idle() == 1
+    pool.clear()
+    assert pool.idle() == 0
