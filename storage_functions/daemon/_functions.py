@@ -17,7 +17,10 @@ Requests never block the caller: ``request`` queues when the function is not
 connected and triggers an invocation; the reply callback runs on the
 connection's reader thread and must consume exactly ``frame.paylen`` bytes
 from the socket it is given (or receives ``None, None`` when the request
-failed because the instance went away).
+failed because the instance went away). An error reply's payload (its
+message) is read by the reader itself and the callback sees ``paylen`` 0: a
+callback that forgot it would leave the message to be read as the next frame's
+header and break the connection (as prefetches did).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import secrets
 import socket
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from ..protocol import Frame, Op, Status, recv_frame, send_frame
@@ -361,8 +364,11 @@ class FunctionHandle:
                     cb = conn.pending.pop(frame.reqid, None)
                 if cb is None:
                     _skip(sock, frame.paylen)
-                else:
-                    cb(frame, sock)
+                    continue
+                if frame.paylen and frame.status != Status.OK:  # an error's message: read here
+                    _skip(sock, frame.paylen)
+                    frame = replace(frame, paylen=0)
+                cb(frame, sock)
         except (OSError, ConnectionError) as exc:
             if not conn.closed:
                 log.info("connection %s/%s lost: %r", self.name, conn.kind, exc)

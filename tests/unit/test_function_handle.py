@@ -10,7 +10,7 @@ import threading
 from typing import Any
 
 from storage_functions.daemon._functions import FunctionHandle
-from storage_functions.protocol import Frame, Op, recv_frame
+from storage_functions.protocol import Frame, Op, Status, recv_frame, send_frame
 
 
 def _hello(h: FunctionHandle, kind: str, *, lost: bool) -> Frame:
@@ -164,4 +164,38 @@ def test_an_instance_that_dies_is_forgotten_before_its_requests_are_failed() -> 
         assert h.last_died > 0
     finally:
         for s in (small, large, large_peer):
+            s.close()
+
+
+def test_an_error_replys_message_is_read_whatever_its_callback_does() -> None:
+    """A callback that never reads its reply's payload (a prefetch's did not) must not leave an
+    error's message to be read as the next frame: the reader takes it, the callback sees
+    ``paylen`` 0, and the next reply on the connection reaches its own callback."""
+    invoked = threading.Event()
+    h = FunctionHandle(0, "sion-0", invoke=lambda name, ev: invoked.set(), event=lambda h, warmup: {"secret": h.secret},
+                       invoke_timeout_s=30.0, on_lost=lambda h: None, on_mem=lambda h, m: None)
+    small, small_peer = socket.socketpair()
+    large, large_peer = socket.socketpair()
+    got: list[Frame | None] = []
+    second = threading.Event()
+    try:
+        h.request(Op.GET, "k1", lambda f, s: got.append(f))  # queued (the function is invoked); never reads a payload
+        assert invoked.wait(10)
+        h.attach(_hello(h, "small", lost=False), small)
+        h.attach(_hello(h, "large", lost=False), large)
+        assert h.state == "active"
+        for peer in (small_peer, large_peer):
+            assert recv_frame(peer).op == Op.REPLY  # the welcomes
+        h.request(Op.GET, "k2", lambda f, s: (got.append(f), second.set()))
+        first, nxt = recv_frame(small_peer), recv_frame(small_peer)
+        reader = threading.Thread(target=h.serve, args=(h.conns["small"],), daemon=True)
+        reader.start()
+        send_frame(small_peer, Op.REPLY, status=Status.NOT_FOUND, reqid=first.reqid,
+                   payload=b"1/0/1/hot: COSNotFound('no key sion/obj')")
+        send_frame(small_peer, Op.REPLY, reqid=nxt.reqid, a=7)
+        assert second.wait(10)
+        assert [(f.status, f.paylen) for f in got if f is not None] == [(Status.NOT_FOUND, 0), (Status.OK, 0)]
+        assert h.state == "active" and "small" in h.conns  # the connection stayed in step
+    finally:
+        for s in (small, small_peer, large, large_peer):
             s.close()
