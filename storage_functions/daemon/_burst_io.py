@@ -6,7 +6,12 @@ that failed, and deletes a freed version's copies; a version with many readers
 (``prefetch``: a GET that loads and answers no bytes). Only versions COS holds are
 routed (a cache function loads from COS), and only chunks of at least
 ``cache_min_chunk`` bytes: a queue of small, latency-bound requests drains faster than a
-cache function loads from COS."""
+cache function loads from COS.
+
+A freed version's DEL goes on the cache function's small connection, its loads on the large
+one, so the DEL can reach the function while a load is still reading COS (and delete
+nothing); a load that ends after its version was freed is therefore deleted again when its
+reply arrives (``_loaded_late``), as recovery does with a chunk that lands after a free."""
 
 from __future__ import annotations
 
@@ -73,6 +78,7 @@ class CacheFunctions:
                 router.dropped(cid, to)
             elif f.b == 1:
                 d.count("cache_loads")  # this GET's chunk came from COS into the cache function
+                self._loaded_late(obj, s, i, to)
             cb(f, sock)
 
         return d._handle(to), _cos_copy(obj, s, i), reply
@@ -103,19 +109,28 @@ class CacheFunctions:
                                                     range(d.config.max_functions), self._warm):
                         d.count("cache_prefetches")
                         meta = {**_cos_copy(obj, s, i), "prefetch": True}
-                        d._handle(fn).request(Op.GET, chunk_key(obj.key, obj.version, s, i), self._loaded(cid, fn),
+                        d._handle(fn).request(Op.GET, chunk_key(obj.key, obj.version, s, i), self._loaded(obj, cid, fn),
                                               large=st.cl >= d.config.large_threshold, meta=meta)
             if obj.state == "freed":  # freed meanwhile, its copies perhaps forgotten before these opened
                 self.forget(obj)
 
-    def _loaded(self, cid: tuple[str, int, int, int], fn: int) -> Reply:
+    def _loaded(self, obj: ObjectVersion, cid: tuple[str, int, int, int], fn: int) -> Reply:
         """The reply to a prefetch: a cache function that could not load it is dropped."""
         def reply(f: Frame | None, sock: socket.socket | None) -> None:
             if f is None or f.status != Status.OK:
                 self.router.dropped(cid, fn)
             elif f.b == 1:
                 self.daemon.count("cache_loads")
+                self._loaded_late(obj, cid[2], cid[3], fn)
         return reply
+
+    def _loaded_late(self, obj: ObjectVersion, s: int, i: int, fn: int) -> None:
+        """Cache function ``fn`` loaded chunk ``i`` of stripe ``s``: if ``obj`` was freed by now,
+        its DEL may have come first (see the module's doc), so the copy is deleted again. A
+        free after this check sends its DEL after this reply, so after the load."""
+        if obj.state == "freed":
+            self.daemon.count("cache_loads_freed")
+            self.daemon._handle(fn).delete([chunk_key(obj.key, obj.version, s, i)])
 
     def forget(self, obj: ObjectVersion) -> None:
         for fn, keys in self.router.forget(obj.key, obj.version).items():

@@ -94,3 +94,34 @@ def test_a_broadcasts_copies_are_loaded_before_its_readers_ask() -> None:
         stats = d.stats()["cache"]
         assert stats["cache_routed"] > 0 and stats["cache_opened"] == 20  # the burst opened none
         assert d.counters["cache_loads"] == 20 and d.counters["cos_fallbacks"] == 0  # nor loaded any
+
+
+def test_a_copy_loaded_after_its_object_was_freed_does_not_stay(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A freed version's DEL reaches a cache function on its small connection while the
+    prefetch it is serving on the large one still loads from COS (modelled at 0.5 MB/s
+    here), so the DEL finds nothing to delete: the daemon deletes each copy again when its
+    load ends after the free, and no copy of the freed object stays in any function. (The
+    free's COS delete is held until the loads end, so that every load reads its chunk.)"""
+    with LocalStore(function_memory_mb=256, idle_s=5.0, cache_copies=2, cache_queue_depth=1, max_functions=24,
+                    upload_delay_s=60.0, parity_upload_delay_s=60.0, function_bandwidth_mbps=0.5,
+                    check_state=True) as st, StoreClient(st.address, st.token) as c:
+        d = st.daemon
+        cos_deletes = threading.Event()
+        real_delete = d.buffer.cos.delete
+        monkeypatch.setattr(d.buffer.cos, "delete", lambda key: (cos_deletes.wait(30), real_delete(key)))
+        try:
+            c.put("hot", os.urandom(2 * MiB), hints={"readers": 16})
+            wait_for(lambda: d.counters.get("cache_prefetches", 0) == 20, 30, "the 20 prefetches sent")
+            copies = {fn for fns in d.cache_functions.router.copies.values() for fn in fns}
+            assert copies and d.counters.get("cache_loads", 0) == 0  # each takes ~0.4 s of modelled download
+            c.delete("hot")  # its DELs go out now, while the loads are under way
+            wait_for(lambda: d.counters.get("cache_loads", 0) == 20, 30, "the 20 loads to end")
+            assert d.counters.get("cache_loads_freed", 0) == 20 and d.counters["bad_frames"] == 0
+        finally:
+            cos_deletes.set()
+
+        def held() -> list[str]:
+            return [k for fn in copies for k in d.function_memory(d.handles[fn].name)["entries"]
+                    if k.endswith("/hot")]
+
+        wait_for(lambda: not held(), 10, "the copies loaded after the free to be deleted")
