@@ -30,7 +30,8 @@ from . import _worker
 from ._forkserver import ForkServer
 from ._worker import HEADER, encode_frame
 
-__all__ = ["Instance", "InstanceInfo", "FunctionSpec", "InstanceState", "read_rss_mb", "close_all"]
+__all__ = ["Instance", "InstanceInfo", "FunctionSpec", "InstanceState", "read_rss_mb", "read_resident_mb",
+           "close_all"]
 
 InstanceState = Literal["starting", "idle", "busy", "dead"]
 _WORKER = Path(_worker.__file__).resolve()
@@ -87,6 +88,21 @@ def read_rss_mb(pid: int) -> tuple[float, float] | None:
         elif line.startswith(b"VmHWM:"):
             hwm = int(line.split()[1]) / 1024.0
     return None if rss is None else (rss, hwm if hwm is not None else rss)
+
+
+_PAGE_MB = os.sysconf("SC_PAGE_SIZE") / (1 << 20) if hasattr(os, "sysconf") else 4096 / (1 << 20)
+
+
+def read_resident_mb(pid: int) -> float | None:
+    """Current RSS of ``pid`` in MiB from ``/proc/<pid>/statm`` (its second field, resident
+    pages: what ``VmRSS`` counts), or None. A third of the cost of reading ``status``
+    (8.6 against 22 µs here), for the memory monitor's every tick."""
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as fh:
+            fields = fh.read().split()
+        return int(fields[1]) * _PAGE_MB
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 class Process(Protocol):

@@ -39,7 +39,7 @@ from ..exceptions import (
 )
 from ._config import PlatformConfig
 from ._forkserver import ForkServerError, ForkServers
-from ._instance import FunctionSpec, Instance, InstanceInfo, close_all, read_rss_mb
+from ._instance import FunctionSpec, Instance, InstanceInfo, close_all, read_resident_mb
 from ._policy import kill_delay, matches, reclaim_at
 from ._pricing import BillingMeter, BillingReport
 
@@ -535,11 +535,11 @@ class LocalPlatform:
             busy = [i for i in self._instances.values() if i.state == "busy" and i.proc is not None]
         close_all(done)
         if self.config.enforce_memory:
-            for inst in busy:
-                rss = read_rss_mb(inst.pid)
+            for inst in busy:  # the worker's reply reports its exact peak; this samples it
+                rss = read_resident_mb(inst.pid)
                 if rss is not None:
-                    inst.peak_rss_mb = max(inst.peak_rss_mb, rss[1])
-                    if rss[0] > inst.spec.memory_mb:
+                    inst.peak_rss_mb = max(inst.peak_rss_mb, rss)
+                    if rss > inst.spec.memory_mb:
                         inst.kill("oom")
         kill_file = self.config.kill_file
         if kill_file and os.path.exists(kill_file):

@@ -17,6 +17,7 @@ from storage_functions.exceptions import (
     ConcurrencyLimit, FunctionNotDeployed, InvalidPayload, InvocationFailed, PlatformConfigError,
 )
 from storage_functions.local import LocalPlatform, PlatformConfig
+from storage_functions.local._instance import read_resident_mb, read_rss_mb
 
 HANDLER_SOURCE = textwrap.dedent('''
     import json, os, sys, time
@@ -347,3 +348,16 @@ def test_shutdown_kills_everything_and_fails_waiters(handler_dir: Path) -> None:
     with pytest.raises(InvocationFailed, match="shut down"):
         p.invoke("echo", {})
     p.shutdown()  # idempotent
+
+
+def test_the_monitors_resident_size_is_what_status_reports() -> None:
+    """The memory monitor reads ``statm`` every tick (a third of ``status``'s cost): the same
+    resident size ``VmRSS`` gives, and None for a process that is gone."""
+    ballast = b"\x01" * (64 << 20)  # 64 MiB written (a zeroed allocation would not be resident)
+    before = read_rss_mb(os.getpid())
+    resident = read_resident_mb(os.getpid())
+    after = read_rss_mb(os.getpid())
+    assert before is not None and after is not None and resident is not None
+    assert min(before[0], after[0]) - 1 <= resident <= max(before[0], after[0]) + 1
+    assert resident > 64 and len(ballast) == 64 << 20
+    assert read_resident_mb(2 ** 22 + 7) is None  # above pid_max: never a process
