@@ -181,7 +181,10 @@ class FileRing:
         self._thread.join()
         free, self._free = self._free, []
         for slot in free:  # back to the pool; a failed ring's may still be viewed (its frame): not reused
-            self.pool.give(slot) if self.error is None else _unmap(slot)
+            if self.error is None:
+                self.pool.give(slot)
+            else:
+                _unmap(slot)
         if self.error is not None:
             raise OSError(f"buffer file write failed: {self.error!r}")
         return self.pos
