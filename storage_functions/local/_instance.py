@@ -90,7 +90,7 @@ def read_rss_mb(pid: int) -> tuple[float, float] | None:
     return None if rss is None else (rss, hwm if hwm is not None else rss)
 
 
-_PAGE_MB = os.sysconf("SC_PAGE_SIZE") / (1 << 20)  # /proc is Linux's, and so is sysconf
+_PAGE_MB = os.sysconf("SC_PAGE_SIZE") / (1 << 20)  # statm counts pages
 
 
 def read_resident_mb(pid: int) -> float | None:
