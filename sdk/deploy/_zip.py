@@ -40,8 +40,9 @@ TASK_LAYER_PACKAGES = ("thrift", "pyeclib", "msgpack", "aws-lambda-powertools")
 
 
 #: Left out of the task zip: ``sdk.torch`` is for training jobs that read stored samples
-#: (torch is no layer package; a task importing it would fail at import anyway).
-TASK_EXCLUDED = frozenset({"sdk/torch.py"})
+#: (torch is no layer package; a task importing it would fail at import anyway); the Thrift
+#: compiler's ``constants`` module, which nothing imports (the IDL declares no constant).
+TASK_EXCLUDED = frozenset({"sdk/torch.py", "funcsion_rpc/gen/metadata/constants.py"})
 #: Files beside a WDS that run on the developer's machine only (``funcsion run``'s inputs).
 LOCAL_ONLY = frozenset({"inputs.py"})
 

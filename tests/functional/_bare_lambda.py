@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import importlib.metadata as md
+import itertools
 import json
 import os
 import queue
@@ -25,11 +26,13 @@ import signal
 import subprocess
 import sys
 import threading
+import zipfile
 from pathlib import Path
 from typing import Any, TextIO
 
 from packaging.requirements import Requirement
 
+from storage_functions.exceptions import InvocationFailed
 from storage_functions.invoker import Invoker
 
 REPO = Path(__file__).resolve().parents[2]
@@ -100,7 +103,9 @@ class ZipInvoker(Invoker):
 
     def __init__(self, zip_path: Path, handler: str, *, paths: tuple[Path, ...] = (), env: dict[str, str],
                  log_dir: Path, memory_mb: int = 256, timeout_s: float = 120.0) -> None:
-        self.argv = [sys.executable, "-I", "-S", str(RUNTIME_SCRIPT), handler, ",".join(sorted(first_party())),
+        with zipfile.ZipFile(zip_path) as z:  # the repository's packages and the zip's own modules (handlers)
+            tops = first_party() | {m.split(".")[0] for m in zip_modules(z.namelist())}
+        self.argv = [sys.executable, "-I", "-S", str(RUNTIME_SCRIPT), handler, ",".join(sorted(tops)),
                      str(zip_path), *map(str, paths)]
         self.env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", **env}
         self.log_dir = log_dir
@@ -111,6 +116,7 @@ class ZipInvoker(Invoker):
         self._logs: list[TextIO] = []
         self.started = 0
         self.deployed: dict[str, dict[str, Any]] = {}
+        self._ids = itertools.count(1)
 
     def _instance(self, name: str) -> _Instance:
         with self.cond:
@@ -134,21 +140,33 @@ class ZipInvoker(Invoker):
 
     def _request(self, name: str, payload: str) -> dict[str, Any]:
         return {"event": json.loads(payload), "function_name": name, "memory_mb": self.memory_mb,
-                "timeout_s": self.timeout_s}
+                "timeout_s": self.timeout_s, "id": next(self._ids)}
 
     def _invoke_async(self, function_name: str, payload: str) -> None:
         self._instance(function_name).send(self._request(function_name, payload))
 
     def _invoke(self, function_name: str, payload: str) -> Any:
+        req = self._request(function_name, payload)
+        inst = self._instance(function_name)
+        inst.send(req)
+
+        def reply() -> dict[str, Any] | None | bool:
+            for nm, r in self.outcomes:
+                if nm == function_name and (r is None or r.get("id") == req["id"]):
+                    return r
+            return False
+
         with self.cond:
-            n = len(self.outcomes)
-        self._instance(function_name).send(self._request(function_name, payload))
-        with self.cond:
-            self.cond.wait_for(lambda: any(nm == function_name for nm, _ in self.outcomes[n:]), self.timeout_s)
-            reply = next((r for nm, r in self.outcomes[n:] if nm == function_name), None)
-        if reply is None or "errorType" in reply:
-            raise AssertionError(f"{function_name} failed: {reply}")
-        return reply["result"]
+            self.cond.wait_for(lambda: reply() is not False, self.timeout_s)
+            got = reply()
+        if not isinstance(got, dict):
+            raise InvocationFailed(f"{function_name}: the instance died or did not answer in {self.timeout_s:g} s",
+                                   function_name=function_name, reason="killed")
+        if "errorType" in got:
+            raise InvocationFailed(f"{function_name}: {got['errorType']}: {got['errorMessage']}",
+                                   function_name=function_name, reason="error", error_type=got["errorType"],
+                                   error_message=got["errorMessage"], stack_trace="".join(got["stackTrace"]))
+        return got["result"]
 
     def deploy(self, name: str, handler: str, **settings: Any) -> None:
         """As ``LocalPlatform.deploy`` (a ``Stack``'s store calls it): every function runs the

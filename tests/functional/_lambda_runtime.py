@@ -6,8 +6,8 @@ As Lambda does, it puts the deployment zip and the layers (``PATH...``) on
 (``module.function`` or ``module:function``) once at init, then serves
 invocations one after another in the same process (a warm instance keeps its
 module globals): each is one JSON line on stdin, ``{"event": ...,
-"function_name": ..., "memory_mb": ..., "timeout_s": ...}``, and its outcome
-one JSON line on stdout: ``{"result": ...}`` or Lambda's error shape
+"function_name": ..., "memory_mb": ..., "timeout_s": ..., "id": ...}``, and its
+outcome one JSON line on stdout (with the request's ``id``): ``{"result": ...}`` or Lambda's error shape
 (``errorType``, ``errorMessage``, ``stackTrace``), plus ``modules``, the
 first-party modules (top-level names in ``FIRST_PARTY``, comma-separated) in
 ``sys.modules`` with where each was loaded from, for the tests' allow-list
@@ -67,6 +67,7 @@ def main() -> None:
                 reply = {"result": handler(req["event"], ctx)}
             except Exception as exc:  # noqa: BLE001 - the invocation's error, as Lambda reports it
                 reply = _error(exc)
+        reply["id"] = req.get("id")
         reply["modules"] = {m: getattr(mod, "__file__", None) or "" for m, mod in list(sys.modules.items())
                             if m.split(".")[0] in tops}
         out.write(json.dumps(reply) + "\n")
