@@ -11,13 +11,16 @@
   function (reserved concurrency 1: events wait for the instance), warm
   between invocations; ``kill`` SIGKILLs it and the next invocation starts a
   new one.
-- ``zip_modules`` / ``first_party``: the module names a zip holds, and which
-  top-level names are this repository's, for the allow-list check.
+- ``check_allow_list``: the first-party modules the invocations imported
+  (the runtime reports them) against the zip's modules, both ways
+  (``zip_modules``, ``reachable``: a lazy import on a path not taken counts).
 """
 
 from __future__ import annotations
 
+import ast
 import importlib.metadata as md
+import io
 import itertools
 import json
 import os
@@ -74,6 +77,60 @@ def zip_modules(names: list[str]) -> set[str]:
             parts = n[:-3].split("/")
             out.add(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
     return out
+
+
+def _type_checking(node: ast.AST) -> bool:
+    test = getattr(node, "test", None)
+    return isinstance(node, ast.If) and (
+        (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING")
+        or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"))
+
+
+def _imports(module: str, source: bytes, is_package: bool) -> set[str]:
+    """The absolute names ``module``'s source imports anywhere (in functions and branches too;
+    not under ``if TYPE_CHECKING``), each with its submodule candidates (``from a import b``: a.b)."""
+    out: set[str] = set()
+    todo: list[ast.AST] = [ast.parse(source)]
+    while todo:
+        node = todo.pop()
+        if _type_checking(node):
+            todo.extend(getattr(node, "orelse", []))
+            continue
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = module.split(".") if is_package else module.split(".")[:-1]
+                base = ".".join(parts[:len(parts) - node.level + 1])
+                target = f"{base}.{node.module}" if node.module else base
+            else:
+                target = node.module or ""
+            out.add(target)
+            out.update(f"{target}.{a.name}" for a in node.names)
+        todo.extend(ast.iter_child_nodes(node))
+    return out
+
+
+def reachable(zip_bytes: bytes, imported: set[str]) -> set[str]:
+    """The zip's modules that the source of ``imported`` (and, in turn, of what they reach)
+    imports on some path: a lazy import in a branch this run did not take."""
+    with zipfile.ZipFile(io.BytesIO(zip_bytes)) as z:
+        sources = {}
+        for n in z.namelist():
+            if n.endswith(".py"):
+                (mod,) = zip_modules([n])
+                sources[mod] = (z.read(n), n.endswith("/__init__.py"))
+    seen: set[str] = set()
+    todo = [m for m in imported if m in sources]
+    while todo:
+        m = todo.pop()
+        if m in seen:
+            continue
+        seen.add(m)
+        for name in _imports(m, *sources[m]):
+            parts = name.split(".")
+            todo.extend(p for p in (".".join(parts[:k]) for k in range(1, len(parts) + 1)) if p in sources)
+    return seen
 
 
 class _Instance:
@@ -148,10 +205,12 @@ class ZipInvoker(Invoker):
     def _invoke(self, function_name: str, payload: str) -> Any:
         req = self._request(function_name, payload)
         inst = self._instance(function_name)
+        with self.cond:
+            since = len(self.outcomes)  # an earlier instance's death is not this invocation's
         inst.send(req)
 
         def reply() -> dict[str, Any] | None | bool:
-            for nm, r in self.outcomes:
+            for nm, r in self.outcomes[since:]:
                 if nm == function_name and (r is None or r.get("id") == req["id"]):
                     return r
             return False
@@ -202,3 +261,35 @@ class ZipInvoker(Invoker):
             inst.reader.join(10)
         for log in self._logs:
             log.close()
+
+
+#: modules a zip holds that no handler path imports, and why (none today)
+UNUSED_BY_DESIGN: dict[str, str] = {}
+
+
+def check_allow_list(zip_bytes: bytes, zip_path: Path, replies: list[dict[str, Any]]) -> set[str]:
+    """Every first-party module the handlers imported came from the zip (nothing missing),
+    and every module of the zip was imported, or is imported by their code on a path these
+    invocations did not take (a lazy import in another branch: ``reachable``), but
+    ``UNUSED_BY_DESIGN`` (nothing unused). Returns the modules imported."""
+    used: dict[str, str] = {}
+    for r in replies:
+        used.update(r["modules"])
+    outside = {m: f for m, f in used.items() if not f.startswith(str(zip_path) + os.sep)}
+    assert not outside, f"imported from outside the zip: {outside}"
+    held = zip_modules(zipfile.ZipFile(io.BytesIO(zip_bytes)).namelist())
+    assert set(used) <= held
+    unused = held - set(used) - reachable(zip_bytes, set(used))
+    assert unused == set(UNUSED_BY_DESIGN), f"in the zip, imported by no handler path: {sorted(unused)}"
+    return set(used)
+
+
+def failures(outcomes: list[tuple[str, dict[str, Any] | None]]) -> list[str]:
+    """Invocations that failed as Lambda reports it, or returned errors, in one line each."""
+    out = []
+    for name, r in outcomes:
+        if r is not None and "errorType" in r:
+            out.append(f"{name}: {r['errorType']}: {r['errorMessage']}")
+        elif r is not None and r["result"].get("errors"):
+            out.append(f"{name}: {r['result']['errors']}")
+    return out

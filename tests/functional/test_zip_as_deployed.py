@@ -30,13 +30,11 @@ import pytest
 from sdk._config import Config
 from sdk.cli._moto import CREDS, MotoS3
 from sdk.local._stack import Stack
-from storage_functions.deploy import RUNTIME_HANDLER, build_zip
+from storage_functions.deploy import RUNTIME_FILES, RUNTIME_HANDLER, build_zip
 from storage_functions.runtime import log_key
-from tests.functional._bare_lambda import LAMBDA_RUNTIME_PACKAGES, ZipInvoker, package_dir, zip_modules
-
-#: modules a zip holds that no handler path imports, and why (none today)
-UNUSED_BY_DESIGN: dict[str, str] = {}
-
+from tests.functional._bare_lambda import (
+    LAMBDA_RUNTIME_PACKAGES, ZipInvoker, check_allow_list, failures, package_dir, reachable, zip_modules,
+)
 
 @pytest.fixture(scope="module")
 def moto_s3() -> Iterator[MotoS3]:
@@ -50,28 +48,15 @@ def runtime_packages(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return package_dir(tmp_path_factory.mktemp("lambda-runtime"), *LAMBDA_RUNTIME_PACKAGES)
 
 
-def check_allow_list(zip_bytes: bytes, zip_path: Path, replies: list[dict[str, Any]]) -> None:
-    """Every first-party module the handlers imported came from the zip, and every module
-    of the zip was imported (but ``UNUSED_BY_DESIGN``)."""
-    used: dict[str, str] = {}
-    for r in replies:
-        used.update(r["modules"])
-    outside = {m: f for m, f in used.items() if not f.startswith(str(zip_path) + os.sep)}
-    assert not outside, f"imported from outside the zip: {outside}"
-    held = zip_modules(zipfile.ZipFile(io.BytesIO(zip_bytes)).namelist())
-    assert set(used) <= held
-    assert held - set(used) == set(UNUSED_BY_DESIGN), f"in the zip, never imported: {sorted(held - set(used))}"
-
-
-def failures(outcomes: list[tuple[str, dict[str, Any] | None]]) -> list[str]:
-    """Invocations that failed as Lambda reports it, or returned errors, in one line each."""
-    out = []
-    for name, r in outcomes:
-        if r is not None and "errorType" in r:
-            out.append(f"{name}: {r['errorType']}: {r['errorMessage']}")
-        elif r is not None and r["result"].get("errors"):
-            out.append(f"{name}: {r['result']['errors']}")
-    return out
+def test_the_allow_list_check_counts_lazy_imports_and_flags_what_nothing_imports() -> None:
+    """``reachable``: a module imported in a function (COS, only when a seal or a recovery needs
+    it) counts as used; one imported under ``TYPE_CHECKING`` alone, or not at all, does not."""
+    z = build_zip(files=(*RUNTIME_FILES, "storage_functions/invoker.py", "storage_functions/cost.py"))
+    got = reachable(z, {"storage_functions.runtime"})
+    assert {"storage_functions.cos", "storage_functions.cos._s3", "storage_functions.private_files"} <= got
+    # storage_functions/__init__ names .invoker under TYPE_CHECKING only; nothing imports .cost
+    assert not {"storage_functions.invoker", "storage_functions.cost"} & got
+    assert got == zip_modules(zipfile.ZipFile(io.BytesIO(build_zip())).namelist())
 
 
 WDS = {"app": "zip-as-deployed", "workflow_id": 1, "category": "test",

@@ -25,15 +25,16 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from sdk.deploy import start_execution
 from sdk.deploy._plan import plan_workflow
 from sdk.deploy._zip import TASK_LAYER_PACKAGES
 from sdk.deploy.sfn_local import HandlerError, LambdaBridge
-from sdk.deploy import start_execution
 from sdk.local._stack import Stack
 from storage_functions.cos import open_cos
 from storage_functions.exceptions import InvocationFailed
-from tests.functional._bare_lambda import LAMBDA_RUNTIME_PACKAGES, ZipInvoker, package_dir
-from tests.functional.test_zip_as_deployed import check_allow_list, failures
+from tests.functional._bare_lambda import (
+    LAMBDA_RUNTIME_PACKAGES, ZipInvoker, check_allow_list, failures, package_dir,
+)
 
 WC = Path(__file__).resolve().parents[2] / "examples" / "wordcount" / "wordcount.wds.json"
 MOTO = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
