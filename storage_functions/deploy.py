@@ -2,12 +2,16 @@
 Lambda functions through boto3.
 
 ``build_zip()`` zips the files of an allow-list (``RUNTIME_FILES``: what
-``storage_functions.runtime.handler`` imports, and nothing of the VM-side
-daemon, the local platform, the invoker, COS adapters or this module),
-byte-for-byte reproducible (fixed timestamps, sorted entries) so that an
-unchanged runtime has an unchanged ``CodeSha256`` and a redeploy leaves the
-code alone. The zip needs only the standard library (no layer); this module
-needs boto3 to deploy it. ``collect`` and ``reproducible_zip`` build the task
+``storage_functions.runtime.handler`` imports on every path, the COS adapters
+included, since an invocation seals its insertion log into COS and recovery
+and cache functions read chunks from it; nothing of the VM-side daemon, the
+local platform, the invoker or this module), byte-for-byte reproducible
+(fixed timestamps, sorted entries) so that an unchanged runtime has an
+unchanged ``CodeSha256`` and a redeploy leaves the code alone. The zip needs
+the standard library and, for S3, boto3, which Lambda's Python runtime
+provides (no layer); a test runs it so, in a bare interpreter
+(``tests/functional/test_zip_as_deployed.py``). This module needs boto3 to
+deploy it. ``collect`` and ``reproducible_zip`` build the task
 zip too (``sdk.deploy``).
 
 ``deploy_storage_functions(count=N, role_arn=...)`` makes functions
@@ -41,7 +45,8 @@ DEFAULT_PREFIX = "funcsion-storage-"
 DEFAULT_RUNTIME = "python3.12"
 #: The storage-function zip, relative to the directory holding the packages (see ``collect``).
 RUNTIME_FILES = ("funcsion_errors/", "storage_functions/__init__.py", "storage_functions/exceptions.py",
-                 "storage_functions/protocol.py", "storage_functions/checksum.py", "storage_functions/readiness.py", "storage_functions/runtime/")
+                 "storage_functions/protocol.py", "storage_functions/checksum.py", "storage_functions/readiness.py",
+                 "storage_functions/runtime/", "storage_functions/cos/", "storage_functions/private_files.py")
 _ROOT = Path(__file__).resolve().parent.parent
 _EPOCH = (1980, 1, 1, 0, 0, 0)
 _ARN_ROLE = re.compile(r"^arn:aws[a-zA-Z-]*:iam::\d{12}:role/.+$")

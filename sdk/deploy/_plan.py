@@ -76,7 +76,7 @@ def plan_workflow(wds_path: str | Path, *, role_arn: str, params: Mapping[str, i
             config["Layers"] = list(layers)
         functions.append(FunctionPlan(entry, lambda_name(app, entry), config))
     sm_name = re.sub(r"[^A-Za-z0-9_-]", "-", f"funcsion-{app}-{graph.workflow.workflow_id}")[:80]
-    return WorkflowPlan(graph, functions, sm_name, build_task_zip(path.parent),
+    return WorkflowPlan(graph, functions, sm_name, build_task_zip(path.parent, entries.values()),
                         AslOptions(max_concurrency=max_concurrency))
 
 

@@ -7,8 +7,9 @@ in the execution input (the state machine refuses anything else). Tasks
 need no S3 permission: the daemon reads and writes their COS objects.
 
 What gets made is planned without AWS (``sdk.deploy._plan``, also behind
-``--dry-run``). The task zip (``sdk.deploy._zip``, from an allow-list) holds the Python files
-beside the WDS (handlers, inputs) and the code a task imports. Third-party
+``--dry-run``). The task zip (``sdk.deploy._zip``, from an allow-list) holds the handler
+modules beside the WDS with the files they import (not ``inputs.py``) and the code a task
+imports. Third-party
 packages the SDK needs in a Lambda (``TASK_LAYER_PACKAGES``: thrift, pyeclib,
 msgpack, aws-lambda-powertools) come from Lambda layers named with
 ``layers``. Reproducible to the byte, so an unchanged workflow redeploys

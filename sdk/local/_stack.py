@@ -57,11 +57,14 @@ class Stack:
 
     def __init__(self, config: Config, *, metadata_port: int | None = None, daemon_port: int | None = None,
                  journal: bool = True, daemon: Mapping[str, Any] | None = None,
-                 daemon_process: bool | None = None) -> None:
+                 daemon_process: bool | None = None, platform: Any = None) -> None:
         """``daemon``: ``DaemonConfig`` fields to override (e.g. a small pool:
         ``{"max_functions": 12}``). ``daemon_process``: run the daemon (with its platform and
         control loop) in a child process that ``restart_daemon`` can kill -9 (default: when
-        ``config.restart_daemon_after_s`` asks for it)."""
+        ``config.restart_daemon_after_s`` asks for it). ``platform``: what runs the storage
+        functions instead of a local platform started here (anything with ``LocalPlatform``'s
+        ``deploy`` and ``invoke_async``; the caller shuts it down; not with ``daemon_process``):
+        the as-deployed tests run them from the storage zip."""
         self.config = config
         self.root = Path(config.state_dir).resolve()
         self.metadata_port = config.metadata_port if metadata_port is None else metadata_port
@@ -72,6 +75,9 @@ class Stack:
         self._started = False
         self.follower: Follower | None = None
         self.daemon_process = config.restart_daemon_after_s > 0 if daemon_process is None else daemon_process
+        if platform is not None and self.daemon_process:
+            raise ValueError("Stack: a given platform runs in this process, not with daemon_process")
+        self._given_platform = platform
         self.platform: Any = None
         self.store: Any = None  # a LocalStore, or a DaemonProcess (daemon_process)
         self._lock = StateDirLock(self.root)
@@ -119,7 +125,7 @@ class Stack:
         if self.daemon_process:
             self._start_daemon_process(dcfg, platform)
             return
-        self.platform = LocalPlatform(PlatformConfig(**platform))
+        self.platform = self._given_platform or LocalPlatform(PlatformConfig(**platform))
         self.store = LocalStore(str(self.root / "store"), config=dcfg, platform=self.platform).start()
         self.daemon_config = self.store.config
         self._started = True
@@ -171,7 +177,7 @@ class Stack:
             self.store.stop()
         finally:
             try:
-                if self.platform is not None:
+                if self.platform is not None and self.platform is not self._given_platform:
                     self.platform.shutdown()
                 self.metadata_server.close()
                 if self.journal is not None:

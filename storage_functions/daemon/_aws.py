@@ -4,8 +4,13 @@
 them (how many, their memory), and runs a ``Daemon`` that invokes them
 through ``AwsInvoker`` (boto3) with COS in an S3 bucket, the one store both
 the daemon and the Lambdas can reach. Used by ``funcsion serve daemon
---invoker aws`` and its tests. Not here: deploying the functions
-(``storage_functions.deploy``), the CLI's checks of the addresses.
+--invoker aws`` and its tests. At start it probes the COS prefix as the
+server's role will use it: one tiny object written, read back and deleted
+(``check_cos``); a missing bucket, an unreachable endpoint, missing
+credentials or a denied action is one line naming the bucket/prefix, the
+action and the fix (``probe_error``), never a botocore traceback. Not here:
+deploying the functions (``storage_functions.deploy``), the CLI's checks of
+the addresses.
 """
 
 from __future__ import annotations
@@ -20,7 +25,12 @@ from ..invoker import AwsInvoker
 from ._config import DaemonConfig
 from ._server import Daemon
 
-__all__ = ["AwsStore", "deployed_functions"]
+__all__ = ["AwsStore", "deployed_functions", "probe_error", "PROBE_ACTIONS"]
+
+#: what the daemon does under its COS prefix, in the order ``check_cos`` tries it
+PROBE_ACTIONS = ("s3:PutObject", "s3:GetObject", "s3:DeleteObject")
+_DENIED = {"AccessDenied", "AllAccessDisabled", "403", "AccountProblem"}
+_BAD_CREDENTIALS = {"InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken", "TokenRefreshRequired"}
 
 
 def deployed_functions(client: Any, prefix: str) -> dict[int, dict[str, Any]]:
@@ -120,13 +130,27 @@ class AwsStore:
         return self.daemon.cos
 
     def check_cos(self) -> None:
-        """Raise ``COSConfigError`` unless the S3 bucket answers."""
+        """Write, read back and delete one tiny object under the COS prefix, as the daemon
+        will; raise ``COSConfigError`` (one line: ``probe_error``) at the first that fails."""
         cos = self.daemon.cos
-        try:
-            cos.client.head_bucket(Bucket=cos.bucket)
-        except Exception as exc:  # noqa: BLE001 - any botocore failure: one clear configuration error
-            raise COSConfigError(f"COS {self.config.cos_url}: bucket {cos.bucket!r} is not reachable: "
-                                 f"{type(exc).__name__}: {exc}") from None
+        key = f"{cos.prefix}.funcsion-probe-{secrets.token_hex(6)}"
+        body = secrets.token_bytes(16)
+        for action in PROBE_ACTIONS:
+            try:
+                if action == "s3:PutObject":
+                    cos.client.put_object(Bucket=cos.bucket, Key=key, Body=body)
+                elif action == "s3:GetObject":
+                    got = cos.client.get_object(Bucket=cos.bucket, Key=key)["Body"].read()
+                    if got != body:
+                        raise COSConfigError(f"COS s3://{cos.bucket}/{cos.prefix}: an object read back differs "
+                                             "from what was written: is the endpoint an S3 service?")
+                else:
+                    cos.client.delete_object(Bucket=cos.bucket, Key=key)
+            except COSConfigError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - any botocore failure: one line naming what to fix
+                raise COSConfigError(probe_error(cos.bucket, cos.prefix, action, exc,
+                                                 endpoint=cos.endpoint_url)) from None
 
     def start(self) -> AwsStore:
         """Check the bucket, then listen (functions are invoked on demand)."""
@@ -148,3 +172,35 @@ class AwsStore:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def probe_error(bucket: str, prefix: str, action: str, exc: BaseException, *, endpoint: str | None = None) -> str:
+    """One line for a failed COS probe step: what was tried where, what S3 (or botocore)
+    said, and the fix."""
+    where = f"s3://{bucket}/{prefix}"
+    response = getattr(exc, "response", None) or {}
+    err = response.get("Error", {}) if isinstance(response, dict) else {}
+    code = str(err.get("Code") or (response.get("ResponseMetadata", {}) if isinstance(response, dict) else {})
+               .get("HTTPStatusCode", "") or "")
+    message = str(err.get("Message") or "").rstrip(".")
+    kind = type(exc).__name__
+    if code == "NoSuchBucket":
+        return (f"COS {where}: bucket {bucket!r} does not exist ({action} said NoSuchBucket): create it "
+                f"(aws s3 mb s3://{bucket}) or fix the bucket in --cos")
+    if code in _DENIED:
+        return (f"COS {where}: {action} was denied ({code}{': ' + message if message else ''}): give the "
+                f"server's role s3:PutObject, s3:GetObject and s3:DeleteObject on arn:aws:s3:::{bucket}/{prefix}*")
+    if code in _BAD_CREDENTIALS:
+        return (f"COS {where}: S3 refused the server's credentials on {action} ({code}{': ' + message if message else ''}): "
+                "run the server with a role (instance profile or ECS task role) rather than keys, or renew them")
+    if kind in ("NoCredentialsError", "PartialCredentialsError", "CredentialRetrievalError"):
+        return (f"COS {where}: no AWS credentials for {action} ({kind}): run the server with a role "
+                "(instance profile or ECS task role) or set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY")
+    if kind in ("EndpointConnectionError", "ConnectTimeoutError", "ReadTimeoutError", "ConnectionClosedError",
+                "ProxyConnectionError", "SSLError"):
+        at = endpoint or "its regional endpoint"
+        return (f"COS {where}: S3 is not reachable at {at} ({kind} on {action}): check the endpoint_url of "
+                "--cos and --region, and that this host reaches S3 (in a VPC: an S3 gateway endpoint)")
+    said = f"{code}: {message}" if code else f"{kind}: {exc}"
+    return f"COS {where}: {action} failed ({said}); the server's role needs s3:PutObject, s3:GetObject and " \
+           f"s3:DeleteObject on arn:aws:s3:::{bucket}/{prefix}*"

@@ -81,7 +81,8 @@ class FunctionHandle:
                  event: Callable[[FunctionHandle, bool], dict[str, Any]], invoke_timeout_s: float,
                  on_lost: Callable[[FunctionHandle], None], on_mem: Callable[[FunctionHandle, int], None],
                  on_instance: Callable[[FunctionHandle], None] | None = None,
-                 on_get: Callable[[int, str], None] | None = None) -> None:
+                 on_get: Callable[[int, str], None] | None = None,
+                 on_errors: Callable[[FunctionHandle, list[str]], None] | None = None) -> None:
         self.index = index
         self.name = name
         self._invoke = invoke
@@ -91,6 +92,7 @@ class FunctionHandle:
         self._on_mem = on_mem
         self._on_instance = on_instance
         self._on_get = on_get  # (function, chunk key) of every GET asked of it (the GC window's marks)
+        self._on_errors = on_errors  # what a BYE reports went wrong (a seal that did not reach COS)
         self.cond = threading.Condition()
         self.state = "sleeping"  # sleeping | invoking | active
         self.secret = ""
@@ -376,6 +378,9 @@ class FunctionHandle:
             self._conn_lost(conn)
 
     def _bye(self, frame: Frame) -> None:
+        errors = frame.meta.get("errors")
+        if errors and self._on_errors is not None:
+            self._on_errors(self, [str(e)[:500] for e in errors[:8]] if isinstance(errors, list) else [str(errors)[:500]])
         with self.cond:
             ok = self.state == "active" and self.inflight == 0 and not self.backlog
             if ok:

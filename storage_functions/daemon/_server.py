@@ -412,7 +412,7 @@ class Daemon(PutPath, GetPath):
                                    invoke_timeout_s=self.config.invoke_timeout_s, on_lost=self._function_lost,
                                    on_mem=lambda h, m: None,
                                    on_instance=lambda h: self.recovery.instance_changed(h.index),
-                                   on_get=self.reads.note)
+                                   on_get=self.reads.note, on_errors=self._function_errors)
                 self.handles.append(h)
                 self._by_name[name] = h
             return self.handles[index]
@@ -427,6 +427,12 @@ class Daemon(PutPath, GetPath):
                 "term": h.term, "hash": h.hash, "diff_rank": h.diff_rank, "cache_cap": c.capacity - c.hardcap,
                 "recover_workers": c.recover_workers, "bandwidth_mbps": c.function_bandwidth_mbps,
                 "send_mbps": c.function_send_mbps}
+
+    def _function_errors(self, h: FunctionHandle, errors: list[str]) -> None:
+        """A function's BYE reported what went wrong in its invocation (its insertion log
+        not written to COS: a loss then recovers what the table placed there)."""
+        self.count("function_errors", len(errors))
+        log.warning("function %s: %s", h.name, "; ".join(errors))
 
     def _function_lost(self, h: FunctionHandle) -> None:
         """A new instance answered for ``h`` and found its memory is not what the daemon

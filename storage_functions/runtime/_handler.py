@@ -296,11 +296,15 @@ class _Invocation:
                 "snapshots": lg.snapshots - snaps, "seals_deferred": lg.deferred - deferred}
 
     def _serve_guarded(self, sock: socket.socket, small: bool) -> None:
+        """Serve one connection; whatever ends it ends the invocation with a result that
+        names it (``errors``), never with an exception before the connections close."""
         try:
             self._serve(sock, small)
         except (OSError, ConnectionError) as exc:
             if not self.stopping.is_set():
                 self.errors.append(f"{'small' if small else 'large'}: {exc!r}")
+        except Exception as exc:  # noqa: BLE001 - a bug or a broken frame: the daemon sees the connection go
+            self.errors.append(f"{'small' if small else 'large'}: {exc!r}")
         finally:
             self.stopping.set()
 
@@ -320,11 +324,15 @@ class _Invocation:
                 if not readable:
                     if bye_sent_at:
                         return  # the daemon never answered our BYE: leave
+                    failed = len(self.errors)
                     self._seal()
                     lg = self.state.log
+                    meta: dict[str, Any] = {"term": lg.term, "hash": lg.hash, "diff_rank": lg.diff_rank,
+                                            "mem": self.state.memory.used()}
+                    if len(self.errors) > failed:  # the daemon learns why this seal did not reach COS
+                        meta["errors"] = self.errors[failed:]
                     with self._wlock(sock):
-                        send_frame(sock, Op.BYE, meta={"term": lg.term, "hash": lg.hash, "diff_rank": lg.diff_rank,
-                                                      "mem": self.state.memory.used()})
+                        send_frame(sock, Op.BYE, meta=meta)
                     bye_sent_at = time.monotonic()
                     continue
             frame = recv_frame(sock, head)
@@ -511,7 +519,11 @@ class _Invocation:
     # -- persistence --------------------------------------------------------
     def _seal(self) -> None:
         """Seal the insertion log (``_log``: a node when a chunk stored since the last one is
-        still in memory, a snapshot every ``snapshot_every`` terms) and write it to COS."""
+        still in memory, a snapshot every ``snapshot_every`` terms) and write it to COS.
+        Never raises: a COS that cannot be opened or written is an entry of ``errors`` (the
+        BYE carries it to the daemon), and the next seal writes a snapshot, so that the
+        chain recovery reads no longer needs the node that did not land (until then a loss
+        recovers what the daemon's table placed here, ``daemon._recovery``)."""
         st = self.state
 
         def chunks() -> list[list[Any]]:
@@ -526,7 +538,11 @@ class _Invocation:
         if sealed is None:
             return
         node, snap = sealed
-        cos = self._open_cos()
+        try:
+            cos = self._open_cos()
+        except Exception as exc:  # noqa: BLE001 - a missing module or a bad URL: as a COS that cannot be written
+            self._seal_failed(node["term"], f"opening COS: {exc!r}")
+            return
         if cos is None:
             return
         prefix = str(self.event.get("cos_prefix", "sion"))
@@ -540,8 +556,14 @@ class _Invocation:
                 return
             except Exception as exc:  # noqa: BLE001 - COS errors vary by backend
                 if attempt == 2:
-                    self.errors.append(f"insertion log term {node['term']}: {exc!r}")
+                    self._seal_failed(node["term"], repr(exc))
+                    return
                 time.sleep(0.05 * (attempt + 1))
+
+    def _seal_failed(self, term: int, why: str) -> None:
+        with self.state.lock:
+            self.state.log.snap_term = -1  # the next seal writes a snapshot: the chain skips this node
+        self.errors.append(f"insertion log term {term} of {self.state.name} not written to COS: {why}")
 
     def _open_cos(self) -> Any:
         url = self.event.get("cos_url")

@@ -213,10 +213,124 @@ def test_serve_daemon_aws_checks_the_deployment(moto_endpoint: str) -> None:
     try:
         assert store.config.advertise == "127.0.0.1:7000" and store.config.port == 7000  # binds the advertised port
         assert store.config.dial_address(("127.0.0.1", 7000)) == ("127.0.0.1", 7000)
-        with pytest.raises(COSConfigError, match="bucket 'b' is not reachable"):
+        with pytest.raises(COSConfigError, match="bucket 'b' does not exist"):
             store.start()
     finally:
         store.stop()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.parametrize("bucket,endpoint,match", [
+    ("nope", None, "COS s3://nope/p/: bucket 'nope' does not exist (s3:PutObject said NoSuchBucket): create it"),
+    ("funcsion-cos", "closed", "COS s3://funcsion-cos/p/: S3 is not reachable at http://127.0.0.1:"),
+])
+def test_serve_daemon_aws_probes_its_cos_prefix_and_fails_in_one_line(
+        moto_endpoint: str, bucket: str, endpoint: str | None, match: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """At start the daemon writes, reads and deletes one object under its prefix; what fails is one
+    line naming the bucket/prefix, the action and the fix, and exit code 2."""
+    import boto3
+
+    from sdk.cli import main
+
+    _deploy(moto_endpoint, 2).close()
+    s3 = boto3.client("s3", region_name=REGION, endpoint_url=moto_endpoint)
+    s3.create_bucket(Bucket="funcsion-cos")
+    cos_endpoint = f"http://127.0.0.1:{_free_port()}" if endpoint == "closed" else moto_endpoint
+    argv = ["serve", "daemon", "--invoker", "aws", "--region", REGION, "--endpoint-url", moto_endpoint,
+            "--function-prefix", "sion-", "--group-size", "2", "--advertise", "127.0.0.1",
+            "--cos", f"s3://{bucket}/p?endpoint_url={cos_endpoint}"]
+    assert main(argv) == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines() if "warning:" not in ln]
+    assert len(err) == 1 and match in err[0], err
+    if endpoint == "closed":
+        assert "(EndpointConnectionError on s3:PutObject)" in err[0] and "S3 gateway endpoint" in err[0]
+    assert "Contents" not in s3.list_objects_v2(Bucket="funcsion-cos")
+    s3.close()
+
+
+@pytest.fixture
+def iam_enforcing_s3() -> Iterator[str]:
+    """moto's server as a process of its own that checks IAM after its first 4 requests (the
+    bucket, a user, its policy, its key: see the test)."""
+    import socket
+    import subprocess
+    import sys
+
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                            env={**os.environ, **CREDS, "INITIAL_NO_AUTH_ACTION_COUNT": "4"},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, "moto's server did not start"
+                time.sleep(0.05)  # polling a port that is not open yet: nothing to wait on
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_serve_daemon_aws_names_a_denied_write_and_the_policy_it_needs(
+        moto_endpoint: str, iam_enforcing_s3: str, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The server's credentials may read and delete under the prefix, not write: the probe's
+    PUT is denied by IAM (moto checks the user's policy) and the line names the grant."""
+    import boto3
+
+    from sdk.cli import main
+
+    _deploy(moto_endpoint, 2).close()
+    s3 = boto3.client("s3", region_name=REGION, endpoint_url=iam_enforcing_s3)
+    iam = boto3.client("iam", region_name=REGION, endpoint_url=iam_enforcing_s3)
+    s3.create_bucket(Bucket="funcsion-cos")
+    iam.create_user(UserName="server")
+    iam.put_user_policy(UserName="server", PolicyName="cos", PolicyDocument=json.dumps({
+        "Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": ["s3:GetObject", "s3:DeleteObject"],
+                                                "Resource": "arn:aws:s3:::funcsion-cos/p/*"}]}))
+    key = iam.create_access_key(UserName="server")["AccessKey"]
+    s3.close()
+    iam.close()
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", key["AccessKeyId"])
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", key["SecretAccessKey"])
+    monkeypatch.delenv("AWS_SESSION_TOKEN")
+    monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)  # it caches the credentials it first read
+    assert main(["serve", "daemon", "--invoker", "aws", "--region", REGION, "--endpoint-url", moto_endpoint,
+                 "--function-prefix", "sion-", "--group-size", "2", "--advertise", "127.0.0.1",
+                 "--cos", f"s3://funcsion-cos/p?endpoint_url={iam_enforcing_s3}"]) == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines() if "warning:" not in ln]
+    assert len(err) == 1 and "COS s3://funcsion-cos/p/: s3:PutObject was denied (AccessDenied" in err[0], err
+    assert "s3:PutObject, s3:GetObject and s3:DeleteObject on arn:aws:s3:::funcsion-cos/p/*" in err[0]
+
+
+def test_the_cos_probe_leaves_nothing_behind(moto_endpoint: str) -> None:
+    import boto3
+
+    from storage_functions.daemon import AwsStore
+
+    _deploy(moto_endpoint, 2).close()
+    s3 = boto3.client("s3", region_name=REGION, endpoint_url=moto_endpoint)
+    s3.create_bucket(Bucket="funcsion-cos")
+    store = AwsStore(f"s3://funcsion-cos/p?endpoint_url={moto_endpoint}", function_prefix="sion-",
+                     region_name=REGION, endpoint_url=moto_endpoint, group_size=2)
+    puts: list[str] = []
+    store.cos.client.meta.events.register("provide-client-params.s3.PutObject",
+                                          lambda params, **_: puts.append(params["Key"]))
+    with store:
+        assert len(puts) == 1 and puts[0].startswith("p/.funcsion-probe-")  # under the prefix the role is given
+    assert "Contents" not in s3.list_objects_v2(Bucket="funcsion-cos")
+    s3.close()
 
 
 @pytest.mark.parametrize("argv,match", [

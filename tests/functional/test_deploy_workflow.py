@@ -38,7 +38,24 @@ def test_task_zip_has_handlers_and_sdk_but_no_server_code(example_paths: dict[st
                                  "storage_functions/cos/", "hdag/", "lifetime_model/"))
                    or n in ("storage_functions/invoker.py", "storage_functions/deploy.py") for n in names), names
     assert "sdk/torch.py" not in names  # torch is no layer package: training code stays out of task Lambdas
+    assert "inputs.py" not in names  # funcsion run makes a run's inputs with it, on the developer's machine
     assert build_task_zip(example_paths["wordcount"].parent) == z  # reproducible
+
+
+def test_task_zip_carries_the_handlers_modules_and_what_they_import(example_paths: dict[str, Path],
+                                                                    tmp_path: Path) -> None:
+    from sdk.deploy._zip import own_modules
+
+    (tmp_path / "handlers.py").write_text("import helper\nfrom util import x\n")
+    (tmp_path / "helper.py").write_text("def f():\n    import deep\n")
+    for name in ("util", "deep", "unused", "inputs"):
+        (tmp_path / f"{name}.py").write_text("x = 1\n")
+    got = [p.name for p in own_modules(tmp_path, ["handlers:map", "sdk._cleanup:handler"])]
+    assert got == ["deep.py", "handlers.py", "helper.py", "util.py"]
+    assert [p.name for p in own_modules(tmp_path)] == ["deep.py", "handlers.py", "helper.py", "unused.py", "util.py"]
+    gg = example_paths["wordcount"].parent.parent / "gg_compile"
+    names = set(zipfile.ZipFile(io.BytesIO(build_task_zip(gg, ["handlers:compile"]))).namelist())
+    assert "handlers.py" in names and not {"inputs.py", "cproject.py"} & names  # cproject makes inputs only
 
 
 @mock_aws
