@@ -91,9 +91,11 @@ def _after_end(before: Mapping[str, Any], kept: Mapping[str, Any], summary: Mapp
 def run_workflow(wds_path: str | Path | PreparedRun, *, config: Config, stack: Stack | None = None,
                  client: Client | None = None, inputs: Mapping[str, str] | None = None,
                  params: Mapping[str, int] | None = None, policy: str | None = None,
-                 options: ExecutorOptions | None = None, hints: RunHints | None = None) -> RunReport:
+                 options: ExecutorOptions | None = None, hints: RunHints | None = None,
+                 where: Mapping[str, Any] | None = None) -> RunReport:
     """Run a workflow once. Give an in-process ``stack`` or a driver ``client`` of a running one.
-    ``wds_path`` may be a ``prepare_run`` result (then ``inputs`` and ``params`` are not used)."""
+    ``wds_path`` may be a ``prepare_run`` result (then ``inputs`` and ``params`` are not used).
+    ``where``: which stack this is, for the report's ``stack`` (``sdk.run`` says)."""
     prep = wds_path if isinstance(wds_path, PreparedRun) else prepare_run(
         wds_path, inputs=inputs, params=params, options=options, limits=config.wds_limits())
     if client is None:
@@ -117,6 +119,7 @@ def run_workflow(wds_path: str | Path | PreparedRun, *, config: Config, stack: S
                                capacity_bytes=hints.capacity_bytes, latency_sensitive=hints.latency_sensitive)
         try:
             report = _Driver(prep, config, run, key, stack, executor).execute(policy or config.policy, t0)
+            report.stack = dict(where or {})
         finally:
             run.close()
     finally:
