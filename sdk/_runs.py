@@ -280,6 +280,13 @@ class _Target:
                                  "it, or drop the option)")
 
     def __enter__(self) -> _Target:
+        if self.info["kind"] == "up":  # a driver killed while this stack lived left its run running
+            from ._client import Client
+            from .local._drivers import end_orphaned_runs
+
+            assert self.endpoints is not None
+            with Client(self.endpoints) as admin:
+                end_orphaned_runs(self.cfg.state_dir, admin.metadata)
         if self.endpoints is None:
             from .local._stack import Stack
 

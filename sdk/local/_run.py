@@ -9,7 +9,9 @@ calls (an output that cannot be copied, COS or the metadata server failing)
 and an interruption (``KeyboardInterrupt``: Ctrl-C, or ``RunInterrupted``
 from a signal handler) stop the tasks, end the run (which frees everything
 but its outputs and persisted copies) and return the report with status
-``failed`` or ``aborted`` and the cause in ``error``. Only bad input raises,
+``failed`` or ``aborted`` and the cause in ``error``. While it drives a run, the driver holds
+the run's lock file (``_drivers``): should it die, the next stack or driver on the state
+directory ends the run at once instead of at its TTL. Only bad input raises,
 before any run exists (``prepare_run``).
 
 ``leaked_bytes`` in the report is what the metadata server or the daemon
@@ -37,6 +39,7 @@ from ._executor import ExecutionResult, ExecutorOptions, LocalExecutor
 from ._inputs import InputError, PreparedRun, default_inputs, prepare_run
 from ._chaos import DaemonRestart, StorageChaos
 from ._cost import StoreSnapshot, run_cost
+from ._drivers import DriverLock
 from ._report import RunReport, memory_figures, memory_series, object_rows, recovery_figures, task_rows
 from ._report_store import save_report
 from ._stack import Stack
@@ -118,7 +121,8 @@ def run_workflow(wds_path: str | Path | PreparedRun, *, config: Config, stack: S
                                                                             executor.workers),
                                capacity_bytes=hints.capacity_bytes, latency_sensitive=hints.latency_sensitive)
         try:
-            report = _Driver(prep, config, run, key, stack, executor).execute(policy or config.policy, t0)
+            with DriverLock(config.state_dir, run.run_id):  # a stack that finds it free ends the run
+                report = _Driver(prep, config, run, key, stack, executor).execute(policy or config.policy, t0)
             report.stack = dict(where or {})
         finally:
             run.close()
