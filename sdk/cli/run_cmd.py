@@ -145,6 +145,7 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
 def _interrupts() -> Iterator[None]:
     """SIGINT and SIGTERM stop the run (``RunInterrupted``: it is ended and reported); a second
     one exits at once. Only in the main thread (signal handlers live there)."""
+    from sdk.local._progress import announce
     from sdk.local._run import RunInterrupted
 
     if threading.current_thread() is not threading.main_thread():
@@ -159,7 +160,8 @@ def _interrupts() -> Iterator[None]:
                   flush=True)
             os._exit(130)
         seen.append(name)
-        print(f"funcsion run: {name}: stopping the run (again to exit at once)", file=sys.stderr, flush=True)
+        # below the progress bars, once the run took them off (at once: it stops on this exception)
+        announce(f"funcsion run: {name}: stopping the run (again to exit at once)")
         raise RunInterrupted(name)
 
     previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
