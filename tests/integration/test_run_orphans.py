@@ -65,3 +65,50 @@ def test_a_killed_drivers_run_is_ended_when_a_stack_starts(tmp_path: Path) -> No
     assert time.monotonic() - t0 < 20
     assert not (state / DRIVERS_DIR / f"{run_id}.lock").exists()
     assert (state / "cos" / "persisted" / run_id).is_dir()  # a persisted copy stays
+
+
+@pytest.mark.slow
+def test_a_run_on_a_stack_that_dies_gives_up_in_seconds(tmp_path: Path) -> None:
+    """`funcsion up`, a run on it, the stack killed while a task holds data: the run ends
+    with a report within seconds (it took 30-62 s: the driver and the tasks waited for the
+    dead daemon as for one restarting), and the report names the stack it used."""
+    import json
+    import os
+    import signal
+    import threading
+
+    import sdk
+    from sdk.cli._summary import format_report
+
+    wf = tmp_path / "wf"
+    shutil.copytree(SLOW, wf)
+    (wf / "src.txt").write_text("payload ")
+    state = tmp_path / "state"
+    up = subprocess.run([sys.executable, "-m", "sdk.cli", "up", "--state-dir", str(state)], capture_output=True,
+                        text=True, timeout=120)
+    assert up.returncode == 0, up.stderr
+    pid = int(json.loads((state / "stack.json").read_text())["pid"])
+    killed = threading.Event()
+    when: list[float] = []
+
+    def kill_when_started() -> None:
+        _wait("the consumer task to start", lambda: (wf / "STARTED").exists(), 60)
+        os.kill(pid, signal.SIGKILL)
+        when.append(time.monotonic())
+        killed.set()
+        (wf / "RELEASE").write_text("")  # the consumer goes on, to a stack that is gone
+
+    killer = threading.Thread(target=kill_when_started, daemon=True)
+    killer.start()
+    try:
+        report = sdk.run(wf / "slow.wds.json", inputs={"src": wf / "src.txt"}, state_dir=str(state))
+    finally:
+        if not killed.is_set():
+            os.kill(pid, signal.SIGKILL)
+    took = time.monotonic() - when[0]
+    assert report.status == "failed" and "metadata server" in str(report.error)
+    assert took < 10, f"the run took {took:.1f} s to give up"
+    stack = report.raw["stack"]
+    assert stack["kind"] == "up" and stack["stack_file"] == str((state / "stack.json").resolve())
+    assert stack["pid"] == pid and stack["metadata"] and stack["daemon"]
+    assert f"  stack: the one `funcsion up` keeps in {state.resolve()}" in format_report(report.raw)
