@@ -89,6 +89,7 @@ class StageBar:
     retries: int = 0
     failed: int = 0
     finished: set[str] = field(default_factory=set)  # succeeded or failed for good
+    stopped: int = 0  # tasks still running when the run stopped
     opened_at: float | None = None
     closed_at: float | None = None
 
@@ -98,6 +99,8 @@ class StageBar:
             parts.append(f"{self.retries} retr{'y' if self.retries == 1 else 'ies'}")
         if self.failed:
             parts.append(f"{self.failed} failed")
+        if self.stopped:
+            parts.append(f"{self.stopped} stopped")
         return ", ".join(parts)
 
 
@@ -145,6 +148,7 @@ class StageProgress:
         for bar in self.bars.values():
             if bar.opened_at is not None and bar.closed_at is None:
                 bar.closed_at = now
+                bar.stopped, bar.running = len(bar.running), set()  # a stopped run's tasks end with it
                 self.sink.note(bar.stage, bar.note())
                 self.sink.close(bar.stage)
         self.sink.end()

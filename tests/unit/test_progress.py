@@ -134,7 +134,7 @@ def test_a_stopped_run_takes_its_bars_off_before_the_abort_line_and_leaves_none_
     screen = [ln for ln in _screen(term.getvalue()) if ln]
     assert len(screen) == 4, screen
     assert screen[0].startswith("split") and "1/1" in screen[0]
-    assert screen[1].startswith("map") and "0/3" in screen[1] and "2 running" in screen[1]
+    assert screen[1].startswith("map") and "0/3" in screen[1] and "2 stopped" in screen[1]
     assert screen[2:] == ["funcsion run: SIGINT: stopping the run", "run r-1 of wf: aborted"]
 
 
