@@ -20,15 +20,17 @@ Not here: scheduling (``_schedule``) or what a failure says (``_executor``).
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any, Protocol
 
 __all__ = ["StageProgress", "ProgressSink", "NullSink", "TqdmSink", "StageBar", "starting_stack_line", "announce"]
 
-#: Lines ``announce`` holds while bars are drawn, and the sinks drawing them now.
+#: Lines ``announce`` holds while bars are drawn, and the sinks drawing them now (weakly: a
+#: sink dropped without ``end`` holds nothing back).
 _held: list[tuple[str, IO[str] | None]] = []
-_drawing: set[int] = set()
+_drawing: weakref.WeakSet[TqdmSink] = weakref.WeakSet()
 
 
 def announce(text: str, file: IO[str] | None = None) -> None:
@@ -184,7 +186,7 @@ class TqdmSink:
                                  nrows=None if sized else 50)
         self._lines[stage] = position
         self._order = sorted(self._bars, key=lambda k: self._lines[k])
-        _drawing.add(id(self))
+        _drawing.add(self)
 
     def advance(self, stage: int, n: int) -> None:
         if stage not in self._final:
@@ -213,7 +215,7 @@ class TqdmSink:
         self.file.write("".join(f"\r{self._final[k]}\n" for k, _ in bars))
         self.file.flush()
         self._bars.clear()
-        _drawing.discard(id(self))
+        _drawing.discard(self)
         _release_held()
 
 
