@@ -393,8 +393,8 @@ def _admission(budget: int, peaks: int | Sequence[int] | None, jobs: int) -> tup
 
     if not budget:
         if peaks:
-            raise RunOptionError("--job-peak (job_peaks) is the expected peak for --admit-budget (admit_budget): give the "
-                                 "budget too")
+            raise RunOptionError("--job-peak is the expected peak for --admit-budget (in Python: job_peaks and "
+                                 "admit_budget): give the budget too")
         return None, None
     if budget < 0:
         raise RunOptionError(f"--admit-budget {budget}: give a number of bytes > 0")
