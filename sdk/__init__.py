@@ -8,7 +8,9 @@ In a task::
         sdk.put("counts_00", count(text))
 
 In a script or driver: ``sdk.Client(endpoints)``, ``client.start_run(key)``,
-then ``put``/``get``/``list``/``delete`` on the run. The ``funcsion`` CLI lives
+then ``put``/``get``/``list``/``delete`` on the run. A whole run, as ``funcsion run``
+does it: ``report = sdk.run("wf.wds.json", inputs=..., params=..., policy=...)``
+(``sdk.run_jobs([...])`` for concurrent jobs; see ``sdk._runs``), imported lazily. The ``funcsion`` CLI lives
 in ``sdk.cli`` and the embedded stack in ``sdk.local``; neither is imported
 here, so a Lambda deployment never loads networkx or server code.
 """
@@ -34,6 +36,7 @@ from ._task import (
     put_many,
     task,
 )
+from ._runs import JobsReport, OutputNotKept, Report, RunFailed, RunOptionError, run, run_jobs
 from ._values import ValueStream
 from .exceptions import (
     CodecError,
@@ -54,4 +57,5 @@ __all__ = [
     "MetadataError", "MissingOutputs", "NoRunContext", "ObjectExpired", "RunContext", "StoreFailure", "TaskError", "TaskFailed",
     "TaskSession", "UndeclaredOutput", "UndeclaredRead", "current", "get", "get_many", "inputs", "logger",
     "outputs", "put", "put_many", "task", "ValueStream",
+    "JobsReport", "OutputNotKept", "Report", "RunFailed", "RunOptionError", "run", "run_jobs",
 ]

@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import socket
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -85,6 +86,16 @@ class Endpoints:
         return Codec(self.ec_data or DEFAULT_D, self.ec_parity or DEFAULT_P,
                      threshold=self.block_size or DEFAULT_THRESHOLD)
 
+    def stack_alive(self) -> bool:
+        """Whether the stack's metadata server takes connections: while it does, a daemon that
+        went away is restarting and worth waiting for (``StoreClient``'s ``alive``); once it does
+        not, the whole stack is gone and nothing will come back."""
+        try:
+            socket.create_connection(parse_addr(self.metadata), timeout=1.0).close()
+        except OSError:
+            return False
+        return True
+
     def for_run(self, run_id: str) -> Endpoints:
         """What a task of ``run_id`` gets: a store token for that run's keys only
         (``storage_functions.auth``) and no admin token."""
@@ -125,7 +136,7 @@ class Client:
         host, port = parse_addr(endpoints.metadata)
         self._md = metadata or MetadataClient(host, port, token=token, admin_token=endpoints.admin_token)
         self._store = store or StoreClient(parse_addr(endpoints.daemon), endpoints.store_token,
-                                           codec=endpoints.codec())
+                                           codec=endpoints.codec(), alive=endpoints.stack_alive)
         self._owns = metadata is None, store is None
         self.plan: dict[str, Any] = {}
 

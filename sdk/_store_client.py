@@ -60,7 +60,7 @@ class StoreClient:
 
     def __init__(self, daemon_addr: tuple[str, int] | str, token: str, *, codec: Codec | None = None,
                  max_object_bytes: int | None = None, timeout: float = 120.0, pool_size: int = 16,
-                 reconnect_s: float = 30.0) -> None:
+                 reconnect_s: float = 30.0, alive: Callable[[], bool] | None = None) -> None:
         if isinstance(daemon_addr, str):
             host, _, port = daemon_addr.rpartition(":")
             daemon_addr = (host or "127.0.0.1", int(port))
@@ -71,6 +71,9 @@ class StoreClient:
         self.timeout = timeout
         self.pool_size = pool_size
         self.reconnect_s = reconnect_s  # a daemon restart: calls wait this long for it to return
+        # whether the daemon may still come back (the stack it belongs to lives): asked when a
+        # call finds it gone, False ends the wait at once (a dead stack's daemon never returns)
+        self.alive = alive
         self._idle: list[socket.socket] = []
         self._lock = threading.Lock()
         self._closed = False
@@ -132,14 +135,15 @@ class StoreClient:
         went away before its reply was whole (restarted: its table survives, see
         ``storage_functions.daemon._restore``), is tried again on a new connection until
         ``reconnect_s`` ran out; a request already sent is sent again only when ``again``
-        allows it (True: the same arguments; a callable: fresh ones; False/None: never)."""
+        allows it (True: the same arguments; a callable: fresh ones; False/None: never). With
+        ``alive``, the wait ends as soon as it says the daemon's stack is gone."""
         deadline = time.monotonic() + self.reconnect_s
         delay = 0.05
         while True:
             try:
                 sock = self._borrow()
             except (ConnectionRefusedError, ConnectionResetError, ConnectionAbortedError):
-                if time.monotonic() + delay > deadline:
+                if time.monotonic() + delay > deadline or not self._may_return():
                     raise
                 time.sleep(delay)  # the daemon is (re)starting
                 delay = min(delay * 2, 1.0)
@@ -148,13 +152,19 @@ class StoreClient:
                 result = fn(sock, *args)
             except BaseException as exc:
                 self._settle(sock, exc)
-                if not again or not _connection_lost(exc) or time.monotonic() > deadline:
+                if not again or not _connection_lost(exc) or time.monotonic() > deadline or not self._may_return():
                     raise
                 if callable(again):
                     args = again()
                 continue
             self._give_back(sock)
             return result
+
+    def _may_return(self) -> bool:
+        try:
+            return self.alive is None or bool(self.alive())
+        except Exception:  # noqa: BLE001 - a probe that fails says: gone
+            return False
 
     # -- operations -------------------------------------------------------------
     def put(self, key: str, data: bytes | bytearray | memoryview, alloc: Alloc | None = None, *,

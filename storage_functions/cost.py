@@ -29,7 +29,10 @@ COS and recovery, and change what memory costs when idle:
   quarter, holds the run's peak live bytes, for the wall time (per hour: the
   node price); no Lambda and no COS.
 
-Per hour figures are the run's at its own rate (``usd x 3600 / wall_s``).
+Per hour figures are the run's at its own rate (``usd x 3600 / wall_s``). ``format_cost``
+shows them only for runs of at least ``MIN_RATE_WALL_S`` (10 s): below that a run's fixed
+costs (its warm-ups, its first requests) scaled to an hour are noise (a 0.1 s run would
+claim its one warm-up 36,000 times an hour); the account's JSON keeps them.
 Pure: numbers in, dicts out; ``window_usage`` attributes invocation records
 to a time window. Collecting the numbers is ``sdk.local._cost``.
 """
@@ -55,7 +58,10 @@ from .pricing import (
 )
 
 __all__ = ["Invocation", "StorageUsage", "CostInputs", "window_usage", "lambda_usd", "cache_nodes",
-           "cost_account", "format_cost", "DEFAULT_WARMUP_MS", "INFINICACHE_WARM_INTERVAL_S"]
+           "cost_account", "format_cost", "DEFAULT_WARMUP_MS", "INFINICACHE_WARM_INTERVAL_S", "MIN_RATE_WALL_S"]
+
+#: The shortest run whose cost ``format_cost`` extrapolates to an hour (see the module docstring).
+MIN_RATE_WALL_S = 10.0
 
 #: INFINICACHE's warm-up interval (Sec. 4.3: every minute keeps instances alive for hours)
 INFINICACHE_WARM_INTERVAL_S = 60.0
@@ -242,8 +248,10 @@ def format_cost(acct: Mapping[str, Any]) -> list[str]:
     t, io, w, r, cr, cs = (ln[k] for k in ("tasks", "storage_io", "warmups", "recovery", "cos_requests",
                                             "cos_storage"))
     gb = "" if io.get("gb_s") is None else f", {io['gb_s']:.3f} GB-s"
-    out = [f"  cost at AWS prices ({acct['prices_as_of']}): {usd(acct['total_usd'])} this run, "
-           f"{usd(ph['total_usd'])}/h at its rate",
+    rated = float(acct.get("wall_s") or 0.0) >= MIN_RATE_WALL_S
+    rate = (f"{usd(ph['total_usd'])}/h at its rate" if rated else
+            f"no hourly rate from a run under {MIN_RATE_WALL_S:g} s")
+    out = [f"  cost at AWS prices ({acct['prices_as_of']}): {usd(acct['total_usd'])} this run, {rate}",
            f"    tasks {t['invocations']} invocations, {t['gb_s']:.3f} GB-s: {usd(t['usd'])}",
            f"    storage functions: I/O {io['invocations']} invocations{gb}: {usd(io['usd'])}; "
            f"warm-ups {w['invocations']}: {usd(w['usd'])}; recovery {r['cos_gets']} COS reads "
@@ -252,8 +260,10 @@ def format_cost(acct: Mapping[str, Any]) -> list[str]:
            f"{cs['gb_months']:.2e} GB-months: {usd(cs['usd'])}"]
     ov = acct.get("overhead")
     sp, ao = acct["static_pool"], acct["always_on"]
-    out.append(f"    storage {usd(acct['storage_usd'])} ({usd(ph['storage_usd'])}/h"
-               + (f", overhead over pay-per-access {ov:.1%}" if ov is not None else "") + "); "
-               f"static pool of {sp['functions']} warm functions {usd(sp['usd_per_hour'])}/h; "
-               f"always-on {ao['nodes']}x {ao['node']} {usd(ao['usd_per_hour'])}/h")
+    notes = ([f"{usd(ph['storage_usd'])}/h"] if rated else []) + (
+        [f"overhead over pay-per-access {ov:.1%}"] if ov is not None else [])
+    pool = (f"static pool of {sp['functions']} warm functions {usd(sp['usd_per_hour'])}/h" if rated else
+            f"static pool of {sp['functions']} warm functions {usd(sp['usd'])}")
+    out.append(f"    storage {usd(acct['storage_usd'])}" + (f" ({', '.join(notes)})" if notes else "") + "; "
+               f"{pool}; always-on {ao['nodes']}x {ao['node']} {usd(ao['usd_per_hour'])}/h")
     return out

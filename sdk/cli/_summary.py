@@ -10,7 +10,7 @@ from typing import Any
 
 from storage_functions.cost import format_cost
 
-__all__ = ["format_report", "failure_line", "failure_details", "stage_table"]
+__all__ = ["format_report", "failure_line", "failure_details", "stage_table", "tasks_line", "stack_line"]
 
 
 def failure_line(d: dict[str, Any]) -> str | None:
@@ -49,15 +49,47 @@ def failure_details(d: dict[str, Any], *, traceback: bool = True) -> list[str]:
     return lines
 
 
+def _times(n: int) -> str:
+    return {1: "once", 2: "twice"}.get(n, f"{n} times")
+
+
+def tasks_line(tasks: dict[str, Any]) -> str:
+    """``tasks: 3 ran (of 5 planned), retried: worker_00 twice; aborted: worker_01``: the tasks
+    that ran (an attempt started; a failed or aborted run skips the rest), the retries of each
+    (attempts after the first) and the tasks a stopped run interrupted."""
+    ran = [n for n, t in tasks.items() if t.get("attempts", 0) > 0]
+    count = f"{len(ran)}" if len(ran) == len(tasks) else f"{len(ran)} ran (of {len(tasks)} planned)"
+    retried = {n: t["attempts"] - 1 for n, t in tasks.items() if t.get("attempts", 0) > 1}
+    line = f"  tasks: {count}, retried: " + (
+        ", ".join(f"{n} {_times(r)}" for n, r in retried.items()) if retried else "none")
+    aborted = [n for n, t in tasks.items() if t.get("state") == "aborted"]
+    return line + (f"; aborted: {', '.join(aborted)}" if aborted else "")
+
+
+def stack_line(s: dict[str, Any]) -> str | None:
+    """Which stack the run used (the report's ``stack``; None for a report without it)."""
+    kind = s.get("kind")
+    if not kind:
+        return None
+    addrs = f"metadata {s.get('metadata', '?')}, daemon {s.get('daemon', '?')}"
+    if kind == "up":
+        return (f"  stack: the one `funcsion up` keeps in {s.get('state_dir')} ({s.get('stack_file')}, pid "
+                f"{s.get('pid')}: {addrs})")
+    if kind == "given":
+        return f"  stack: --stack ({addrs}); reports and logs in {s.get('state_dir')}"
+    return f"  stack: embedded for this run in {s.get('state_dir')} ({addrs}, stopped after it)"
+
+
 def format_report(d: dict[str, Any]) -> str:
     lines = [f"run {d['run_id']} of {d['workflow']}: {d['status']} in {d['wall_s']:.2f} s (policy {d['policy']})"]
+    where = stack_line(d.get("stack") or {})
+    if where:
+        lines.append(where)
     for name, where in d["outputs"].items():
         lines.append(f"  output {name}: {where}")
     for name, where in d.get("persisted", {}).items():
         lines.append(f"  persisted {name}: {where} (kept until deleted)")
-    retried = {n: t["attempts"] for n, t in d["tasks"].items() if t["attempts"] > 1}
-    lines.append(f"  tasks: {len(d['tasks'])}, retried: "
-                 + (", ".join(f"{n} x{a}" for n, a in retried.items()) if retried else "none"))
+    lines.append(tasks_line(d["tasks"]))
     objs = d["objects"]
     freed = sum(1 for o in objs.values() if o["state"] == "freed")
     lines.append(f"  objects: {len(objs)}, freed during the run: {freed}")

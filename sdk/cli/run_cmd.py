@@ -14,6 +14,8 @@ aborted. The report is saved as ``<state_dir>/runs/<run_id>.json`` (``funcsion
 runs``, ``funcsion report``, ``funcsion get``). SIGINT
 (Ctrl-C) or SIGTERM aborts the run: its tasks are stopped, the run is ended
 and reported; a second signal exits at once (the run's TTL ends it later).
+The run itself is ``sdk.run`` (``sdk._runs``), the Python API, with its options from
+the command line.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ._common import add_param_option, parse_params, parse_size, stack_endpoints, stack_option
+from ._common import add_param_option, parse_params, parse_size
 from ._summary import failure_details, failure_line, format_report
 
 __all__ = ["add_parser", "run", "format_report"]
@@ -93,12 +95,11 @@ def _pairs(items: list[str], parser: argparse.ArgumentParser) -> dict[str, str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sdk._client import Client
-    from sdk._config import Config
+    """``sdk.run`` (the same code path), its options from the command line; its
+    ``RunOptionError`` is a usage error (exit 2)."""
+    from sdk._runs import RunOptionError
+    from sdk._runs import run as run_one
     from sdk.exceptions import MetadataError, StoreFailure
-    from sdk.local._executor import ExecutorOptions, parse_crash_specs
-    from sdk.local._run import RunHints, prepare_run, run_workflow
-    from sdk.local._stack import Stack, read_stack_file
     from sdk.local._stack_errors import StateDirBusy
 
     if len(args.wds) > 1:
@@ -108,53 +109,18 @@ def run(args: argparse.Namespace) -> int:
         args._parser.error("--admit-budget and --job-peak admit concurrent jobs: give several WDS files")
     params = parse_params(args.param, args._parser)
     inputs = _pairs(args.input, args._parser)
-    given = None
-    if args.stack is not None:
-        try:
-            given = stack_option(args.stack, os.environ)
-        except ValueError as exc:
-            args._parser.error(str(exc))
-    try:
-        crash = parse_crash_specs(args.crash)
-    except ValueError as exc:
-        args._parser.error(str(exc))
-    cfg = Config.load(state_dir=args.state_dir, policy=args.policy, crash_rate=args.crash_rate,
-                      kill_rate=args.kill_rate, kill_storage_rate=args.kill_storage_rate,
-                      restart_daemon_after_s=args.restart_daemon_after)
-    if cfg.restart_daemon_after_s and cfg.kill_storage_rate:
-        args._parser.error("--restart-daemon-after and --kill-storage-rate cannot be combined yet: run them "
-                           "one at a time (the storage chaos drives an in-process daemon)")
-    opts = ExecutorOptions(max_attempts=cfg.max_attempts, task_memory_mb=cfg.task_memory_mb,
-                           task_timeout_s=cfg.task_timeout_s, concurrency=cfg.task_concurrency,
-                           crash_rate=cfg.crash_rate, crash=crash, kill_rate=cfg.kill_rate, seed=args.seed,
-                           progress=False if (args.no_progress or args.json) else None)
-    if args.max_concurrency < 0:
-        args._parser.error(f"--max-concurrency {args.max_concurrency}: give a number of tasks >= 1")
-    hints = RunHints(args.max_concurrency, args.capacity, not args.latency_insensitive)
-    prep = prepare_run(args.wds[0], inputs=inputs, params=params, options=opts,
-                       limits=cfg.wds_limits())  # bad input: exit 2, before any stack starts
     try:
         with _interrupts():
-            running = read_stack_file(cfg.state_dir) if given is None else None
-            if cfg.restart_daemon_after_s and (given is not None or running is not None):
-                print(f"funcsion run: --restart-daemon-after needs an embedded stack; this run would use "
-                      f"{'--stack' if given is not None else 'the stack `funcsion up` started'} (stop it, or "
-                      "drop the option)", file=sys.stderr)
-                return 2
-            if given is not None or running is not None:
-                with Client(given or stack_endpoints(running or {})) as client:
-                    report = run_workflow(prep, config=cfg, client=client, options=opts, hints=hints)
-            else:
-                _say_starting(cfg, opts)
-                with Stack(cfg, metadata_port=0, daemon_port=0) as stack:
-                    report = run_workflow(prep, config=cfg, stack=stack, options=opts, hints=hints)
+            report = run_one(args.wds[0], inputs=inputs, params=params, policy=args.policy, **_options(args))
+    except RunOptionError as exc:
+        args._parser.error(str(exc))
     except (StateDirBusy, StoreFailure) as exc:  # no run started: nothing to report
         print(f"funcsion run: {exc}", file=sys.stderr)
         return 1
     except MetadataError as exc:
         print(f"funcsion run: the run could not start: {exc}", file=sys.stderr)
         return 1
-    doc = report.to_dict()
+    doc = report.raw
     print(format_report(doc))
     print(f"  report saved: {report.saved_to} (funcsion report {report.run_id} [--png FILE])")
     if args.json:
@@ -165,18 +131,21 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _say_starting(cfg: Any, opts: Any) -> None:
-    """A line while the embedded stack starts (a second or two), where progress bars are shown."""
-    from sdk.local._progress import starting_stack_line
-
-    if sys.stderr.isatty() if opts.progress is None else opts.progress:
-        print(starting_stack_line(str(cfg.state_dir), cfg.storage_functions), file=sys.stderr, flush=True)
+def _options(args: argparse.Namespace) -> dict[str, Any]:
+    """``sdk.run``'s options (``RunOptions``) from ``funcsion run``'s arguments."""
+    return {"state_dir": args.state_dir, "stack": args.stack, "crash_rate": args.crash_rate, "crash": args.crash,
+            "kill_rate": args.kill_rate, "kill_storage_rate": args.kill_storage_rate,
+            "restart_daemon_after_s": args.restart_daemon_after, "seed": args.seed,
+            "progress": False if (args.no_progress or args.json) else None,
+            "max_concurrency": args.max_concurrency, "capacity": args.capacity,
+            "latency_sensitive": not args.latency_insensitive}
 
 
 @contextmanager
 def _interrupts() -> Iterator[None]:
     """SIGINT and SIGTERM stop the run (``RunInterrupted``: it is ended and reported); a second
     one exits at once. Only in the main thread (signal handlers live there)."""
+    from sdk.local._progress import announce
     from sdk.local._run import RunInterrupted
 
     if threading.current_thread() is not threading.main_thread():
@@ -191,7 +160,8 @@ def _interrupts() -> Iterator[None]:
                   flush=True)
             os._exit(130)
         seen.append(name)
-        print(f"funcsion run: {name}: stopping the run (again to exit at once)", file=sys.stderr, flush=True)
+        # below the progress bars, once the run took them off (at once: it stops on this exception)
+        announce(f"funcsion run: {name}: stopping the run (again to exit at once)")
         raise RunInterrupted(name)
 
     previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}

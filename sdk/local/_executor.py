@@ -268,6 +268,7 @@ class LocalExecutor:
                         attempts.end(rid, t, "error", msg, getattr(exc, "stack_trace", None))
                         progress.failed(fn, t, retrying=retry_at is not None)
             except BaseException as exc:  # Ctrl-C, or a bug: stop the tasks so the pool's threads return
+                progress.finish(time.time())  # the bars go first: what is printed next lands below them
                 ahead.shutdown(wait=False, cancel_futures=True)
                 self._stop_tasks({fn for fn, _ in futures.values()})
                 reason = f"aborted: the run stopped ({type(exc).__name__})"

@@ -30,11 +30,11 @@ def run_jobs(jobs: Sequence[str | Path | PreparedRun], *, config: Config, stack:
              endpoints: Endpoints | None = None, policy: str | None = None,
              options: ExecutorOptions | None = None, params: Mapping[str, int] | None = None,
              hints: RunHints | None = None, admission: Admission | None = None,
-             peaks: Sequence[int] | None = None) -> list[RunReport]:
+             peaks: Sequence[int] | None = None, where: Mapping[str, Any] | None = None) -> list[RunReport]:
     """Run every job concurrently on an in-process ``stack`` or a running one's ``endpoints``
     (each job its own driver client); one report per job, in the given order. With
     ``admission``, ``peaks`` gives each job's expected peak in bytes and jobs start as the
-    controller admits them (job ``i`` is submitted as ``i``)."""
+    controller admits them (job ``i`` is submitted as ``i``). ``where``: the stack, for each report."""
     if (stack is None) == (endpoints is None):
         raise ValueError("run_jobs needs a stack or a running stack's endpoints")
     if admission is not None and (peaks is None or len(peaks) != len(jobs)):
@@ -66,12 +66,12 @@ def run_jobs(jobs: Sequence[str | Path | PreparedRun], *, config: Config, stack:
         try:
             if stack is not None:
                 reports[i] = run_workflow(prep, config=config, stack=stack, policy=policy, options=options,
-                                          hints=hints)
+                                          hints=hints, where=where)
             else:
                 assert endpoints is not None
                 with Client(endpoints) as client:
                     reports[i] = run_workflow(prep, config=config, client=client, policy=policy,
-                                              options=options, hints=hints)
+                                              options=options, hints=hints, where=where)
         except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread below
             errors.append(exc)
         finally:

@@ -9,7 +9,9 @@ calls (an output that cannot be copied, COS or the metadata server failing)
 and an interruption (``KeyboardInterrupt``: Ctrl-C, or ``RunInterrupted``
 from a signal handler) stop the tasks, end the run (which frees everything
 but its outputs and persisted copies) and return the report with status
-``failed`` or ``aborted`` and the cause in ``error``. Only bad input raises,
+``failed`` or ``aborted`` and the cause in ``error``. While it drives a run, the driver holds
+the run's lock file (``_drivers``): should it die, the next stack or driver on the state
+directory ends the run at once instead of at its TTL. Only bad input raises,
 before any run exists (``prepare_run``).
 
 ``leaked_bytes`` in the report is what the metadata server or the daemon
@@ -37,6 +39,7 @@ from ._executor import ExecutionResult, ExecutorOptions, LocalExecutor
 from ._inputs import InputError, PreparedRun, default_inputs, prepare_run
 from ._chaos import DaemonRestart, StorageChaos
 from ._cost import StoreSnapshot, run_cost
+from ._drivers import DriverLock
 from ._report import RunReport, memory_figures, memory_series, object_rows, recovery_figures, task_rows
 from ._report_store import save_report
 from ._stack import Stack
@@ -91,9 +94,11 @@ def _after_end(before: Mapping[str, Any], kept: Mapping[str, Any], summary: Mapp
 def run_workflow(wds_path: str | Path | PreparedRun, *, config: Config, stack: Stack | None = None,
                  client: Client | None = None, inputs: Mapping[str, str] | None = None,
                  params: Mapping[str, int] | None = None, policy: str | None = None,
-                 options: ExecutorOptions | None = None, hints: RunHints | None = None) -> RunReport:
+                 options: ExecutorOptions | None = None, hints: RunHints | None = None,
+                 where: Mapping[str, Any] | None = None) -> RunReport:
     """Run a workflow once. Give an in-process ``stack`` or a driver ``client`` of a running one.
-    ``wds_path`` may be a ``prepare_run`` result (then ``inputs`` and ``params`` are not used)."""
+    ``wds_path`` may be a ``prepare_run`` result (then ``inputs`` and ``params`` are not used).
+    ``where``: which stack this is, for the report's ``stack`` (``sdk.run`` says)."""
     prep = wds_path if isinstance(wds_path, PreparedRun) else prepare_run(
         wds_path, inputs=inputs, params=params, options=options, limits=config.wds_limits())
     if client is None:
@@ -116,7 +121,9 @@ def run_workflow(wds_path: str | Path | PreparedRun, *, config: Config, stack: S
                                                                             executor.workers),
                                capacity_bytes=hints.capacity_bytes, latency_sensitive=hints.latency_sensitive)
         try:
-            report = _Driver(prep, config, run, key, stack, executor).execute(policy or config.policy, t0)
+            with DriverLock(config.state_dir, run.run_id):  # a stack that finds it free ends the run
+                report = _Driver(prep, config, run, key, stack, executor).execute(policy or config.policy, t0)
+            report.stack = dict(where or {})
         finally:
             run.close()
     finally:
@@ -277,7 +284,7 @@ def _function_memory_mb(stack: Stack | None, config: Config) -> int:
 def _store_stats(endpoints: Endpoints) -> dict[str, Any] | None:
     """The daemon's counters (store token), or None when it cannot be asked."""
     try:
-        with StoreClient(parse_addr(endpoints.daemon), endpoints.store_token) as store:
+        with StoreClient(parse_addr(endpoints.daemon), endpoints.store_token, alive=endpoints.stack_alive) as store:
             return store.stats()
     except Exception:  # noqa: BLE001 - no daemon to ask: the report says nothing about recovery
         return None
@@ -287,7 +294,7 @@ def _physical(run_id: str, endpoints: Endpoints) -> dict[str, Any] | None:
     """What the storage functions held for the run over its life (the daemon's ledger), asked
     once the daemon dropped everything; None when the daemon cannot be asked."""
     try:
-        with StoreClient(parse_addr(endpoints.daemon), endpoints.store_token) as store:
+        with StoreClient(parse_addr(endpoints.daemon), endpoints.store_token, alive=endpoints.stack_alive) as store:
             return store.memory(run_id)
     except Exception:  # noqa: BLE001 - an older daemon or one that is gone: the model stands in
         return None
@@ -302,7 +309,7 @@ def _leaked(run_id: str, endpoints: Endpoints, stack: Stack | None, summary: Map
     if stack is not None:
         stack.drain(timeout_s=Stack.ORACLE_GRACE_S + 5)
     try:
-        with StoreClient(parse_addr(endpoints.daemon), endpoints.store_token) as store:
+        with StoreClient(parse_addr(endpoints.daemon), endpoints.store_token, alive=endpoints.stack_alive) as store:
             while True:
                 if stack is not None:
                     stack.pump_once()

@@ -16,7 +16,7 @@ from typing import Literal
 
 __all__ = ["RetryPolicy", "TaskState", "TaskRecord", "RunSchedule"]
 
-TaskState = Literal["waiting", "ready", "running", "backoff", "succeeded", "failed", "skipped"]
+TaskState = Literal["waiting", "ready", "running", "backoff", "succeeded", "failed", "skipped", "aborted"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +88,7 @@ class RunSchedule:
 
     @property
     def finished(self) -> bool:
-        return all(t.state in ("succeeded", "failed", "skipped") for t in self.tasks.values()) or (
+        return all(t.state in ("succeeded", "failed", "skipped", "aborted") for t in self.tasks.values()) or (
             self.first_failure is not None and not any(t.state == "running" for t in self.tasks.values()))
 
     @property
@@ -142,13 +142,13 @@ class RunSchedule:
         return None
 
     def abort(self, now: float, reason: str) -> list[str]:
-        """The run stops from outside (Ctrl-C, an error of the driver): running tasks fail with
-        ``reason``, the rest are skipped; ``first_failure`` stays as it was (no task caused it).
-        Returns the tasks that were running."""
+        """The run stops from outside (Ctrl-C, an error of the driver): running tasks end
+        ``aborted`` with ``reason`` (they did not fail: they were stopped), the rest are skipped;
+        ``first_failure`` stays as it was (no task caused it). Returns the tasks that were running."""
         running = []
         for t in self.tasks.values():
             if t.state == "running":
-                t.state, t.finished_at = "failed", now
+                t.state, t.finished_at = "aborted", now
                 t.errors.append(reason)
                 running.append(t.name)
             elif t.state in ("waiting", "ready", "backoff"):

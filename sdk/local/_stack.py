@@ -14,7 +14,9 @@ first put. Lifetimes: the metadata server predicts with the models of
 ``lifetime_models`` (then those shipped with funcsion) and records every
 successful run's measured lifetimes under ``lifetime_data`` (``attach_lifetimes``).
 At start the control loop sweeps the COS copies and buffer files of
-every run the metadata server does not know as running.
+every run the metadata server does not know as running, and the stack ends every run
+whose driver died (``_drivers``: a ``funcsion run`` killed with its embedded stack), so
+their data goes now, not at their TTL.
 
 ``Stack`` runs in the calling process (threads plus the platform's worker
 processes; with ``daemon_process`` the daemon, its platform and its control
@@ -42,6 +44,7 @@ from storage_functions.private_files import open_private, private_dir
 from .._client import Client, Endpoints, parse_addr
 from .._config import Config
 from ._control import MetadataSource
+from ._drivers import end_orphaned_runs
 from ._statedir import StateDirLock
 
 __all__ = ["Stack", "read_stack_file", "STACK_FILE"]
@@ -81,6 +84,7 @@ class Stack:
         self.platform: Any = None
         self.store: Any = None  # a LocalStore, or a DaemonProcess (daemon_process)
         self._lock = StateDirLock(self.root)
+        self.orphans_ended: list[str] = []  # runs the start ended because their driver had died
 
     # -- lifecycle --------------------------------------------------------------------
     def start(self) -> Stack:
@@ -88,6 +92,7 @@ class Stack:
         self._lock.acquire()  # before anything opens the journal; StateDirBusy when another stack has it
         try:
             self._start(cfg)
+            self.orphans_ended = end_orphaned_runs(self.root, self._admin.metadata)  # their drivers died
         except BaseException:
             if self._started:
                 self.stop()  # releases the lock too

@@ -5,7 +5,8 @@ corrupt both (SQLite refuses the second writer's events mid-run). A stack
 takes an exclusive ``flock`` on ``<state_dir>/lock`` before it opens
 anything and holds it until it stops; the kernel drops it when the process
 dies, even by ``kill -9``, so a crash never leaves a stale lock. The file
-names the holder (pid and command line) for the error a second stack gets.
+names the holder (pid and command line) for the error a second stack gets, and is
+emptied when the holder releases it (a stack stopped, ``funcsion run`` after Ctrl-C).
 """
 
 from __future__ import annotations
@@ -52,7 +53,10 @@ class StateDirLock:
     def release(self) -> None:
         fh, self._fh = self._fh, None
         if fh is not None:
-            fh.close()  # closing drops the flock; the file stays (unlinking it would race a new holder)
+            try:
+                fh.truncate(0)  # still ours: once released, the file names no holder (a dead pid misleads)
+            finally:
+                fh.close()  # closing drops the flock; the file stays (unlinking it would race a new holder)
 
     @property
     def held(self) -> bool:

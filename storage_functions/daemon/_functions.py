@@ -38,7 +38,11 @@ from typing import Any, Callable
 from ..protocol import Frame, Op, Status, recv_frame, send_frame
 from ..threads import ThreadCache
 
-__all__ = ["FunctionHandle", "ReplyCallback"]
+__all__ = ["FunctionHandle", "ReplyCallback", "WARMUP_RETRIES"]
+
+#: Times a warm-up whose invocation ended before its instance connected is invoked again
+#: (Lambda retries a failed asynchronous invocation twice).
+WARMUP_RETRIES = 2
 
 log = logging.getLogger("storage_functions.daemon")
 
@@ -104,6 +108,12 @@ class FunctionHandle:
         self.pending_deletes: list[str] = []
         self.inflight = 0
         self.invoked_at = 0.0
+        # a warm-up whose invocation ended before it connected (its instance was killed or
+        # failed to start) is invoked again at once, WARMUP_RETRIES times, as Lambda retries an
+        # asynchronous invocation; then ``warm_failed`` says so (``Daemon.wait_warm`` stops waiting)
+        self._warming = False
+        self._warm_retries = 0
+        self.warm_failed = False
         self.last_bye = 0.0
         self.last_died = -1.0  # monotonic: when an instance's connection last went without a BYE
         # monotonic: since when the instance has let a request go unanswered past its timeout
@@ -239,6 +249,7 @@ class FunctionHandle:
     def warm(self) -> None:
         with self.cond:
             if self.state == "sleeping":
+                self._warming, self._warm_retries, self.warm_failed = True, 0, False
                 self._start_locked(warmup=True)
 
     def _start_locked(self, *, warmup: bool) -> None:
@@ -285,6 +296,11 @@ class FunctionHandle:
             self.conns = {}
             if self.backlog or self.pending_deletes:
                 self._start_locked(warmup=False)
+            elif self._warming and self._warm_retries < WARMUP_RETRIES:
+                self._warm_retries += 1
+                self._start_locked(warmup=True)
+            elif self._warming:
+                self._warming, self.warm_failed = False, True
             self.cond.notify_all()
 
     def attach(self, hello: Frame, sock: socket.socket) -> _Conn | None:
@@ -324,6 +340,7 @@ class FunctionHandle:
                 self._greeted = True
             if len(self.conns) == 2 and self.state == "invoking" and self._greeted:
                 self.state = "active"
+                self._warming = self.warm_failed = False
                 backlog, self.backlog = self.backlog, []
                 deletes, self.pending_deletes = self.pending_deletes, []
                 self.inflight += len(backlog) + (1 if deletes else 0)

@@ -348,14 +348,18 @@ class Daemon(PutPath, GetPath):
 
     def wait_warm(self, count: int, timeout_s: float) -> bool:
         """Wait until the first ``count`` functions have an instance up (connected now, or
-        connected and gone idle since ``prewarm``); False when ``timeout_s`` ran out first."""
+        connected and gone idle since ``prewarm``); False when ``timeout_s`` ran out first, or
+        at once when a function's warm-up failed for good (its instance killed or failing to
+        start through every retry: its first request starts it cold, as after reclamation)."""
         deadline = time.monotonic() + timeout_s
+        up = True
         for h in self.handles[:count]:
             with h.cond:
-                if not h.cond.wait_for(lambda: h.state == "active" or h.instance is not None,  # noqa: B023
-                                       max(0.0, deadline - time.monotonic())):
+                if not h.cond.wait_for(lambda: h.state == "active" or h.instance is not None  # noqa: B023
+                                       or h.warm_failed, max(0.0, deadline - time.monotonic())):  # noqa: B023
                     return False
-        return True
+                up = up and (h.state == "active" or h.instance is not None)
+        return up
 
     def stats(self) -> dict[str, Any]:
         objs = self.table.all()

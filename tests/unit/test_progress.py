@@ -30,6 +30,9 @@ class Recorder:
     def close(self, stage: int) -> None:
         self.calls.append(("close", stage, None))
 
+    def end(self) -> None:
+        self.calls.append(("end", -1, None))
+
 
 def test_each_bar_spans_its_stage_not_the_run() -> None:
     p = StageProgress(STAGES)
@@ -88,3 +91,66 @@ def test_starting_stack_line() -> None:
     line = starting_stack_line(".funcsion", 12)
     assert line == ("funcsion: starting the local stack in .funcsion (metadata server, SION daemon, "
                     "12 storage functions)...")
+
+
+def _screen(stream: str) -> list[str]:
+    """What a terminal shows after ``stream``: text overwrites, ``\\r`` goes to the line's start,
+    ``\\n`` to the next line's (a tty's ONLCR), ``ESC[A`` up a line (all tqdm writes)."""
+    rows: list[list[str]] = [[]]
+    row = col = 0
+    i = 0
+    while i < len(stream):
+        if stream.startswith("\x1b[A", i):
+            row, i = max(0, row - 1), i + 3
+            continue
+        c = stream[i]
+        if c == "\r":
+            col = 0
+        elif c == "\n":
+            row, col = row + 1, 0
+            rows += [[] for _ in range(row + 1 - len(rows))]
+        else:
+            line = rows[row]
+            line.extend(" " * (col + 1 - len(line)))
+            line[col] = c
+            col += 1
+        i += 1
+    return [("".join(r)).rstrip() for r in rows]
+
+
+def test_a_stopped_run_takes_its_bars_off_before_the_abort_line_and_leaves_none_stale() -> None:
+    from sdk.local._progress import announce
+
+    term = io.StringIO()
+    p = StageProgress(STAGES, TqdmSink(term))
+    p.started("splitter", 1, 0.0)
+    p.succeeded("splitter", 0.1)  # split's bar closes; map's opens on the line below
+    p.started("m0", 1, 0.2)
+    p.started("m1", 1, 0.2)
+    announce("funcsion run: SIGINT: stopping the run", term)  # Ctrl-C while the bars are drawn
+    assert "SIGINT" not in term.getvalue()
+    p.finish(0.5)  # the executor stops: the bars go first
+    announce("run r-1 of wf: aborted", term)  # the report, printed at once now
+    screen = [ln for ln in _screen(term.getvalue()) if ln]
+    assert len(screen) == 4, screen
+    assert screen[0].startswith("split") and "1/1" in screen[0]
+    assert screen[1].startswith("map") and "0/3" in screen[1] and "2 stopped" in screen[1]
+    assert screen[2:] == ["funcsion run: SIGINT: stopping the run", "run r-1 of wf: aborted"]
+
+
+def test_a_finished_run_leaves_one_line_per_stage_in_order() -> None:
+    term = io.StringIO()
+    p = StageProgress(STAGES, TqdmSink(term))
+    p.started("splitter", 1, 0.0)
+    for fn in ("m0", "m1", "m2"):
+        p.started(fn, 1, 0.1)  # map opens while split still runs
+    p.succeeded("splitter", 0.2)
+    for fn in ("m0", "m1", "m2"):
+        p.succeeded(fn, 0.3)
+    p.started("merger", 1, 0.4)
+    p.succeeded("merger", 0.5)
+    p.finish(0.6)
+    term.write("report\n")
+    screen = [ln for ln in _screen(term.getvalue()) if ln]
+    assert [ln.split()[0] for ln in screen] == ["split", "map", "merge", "report"], screen
+    assert "1/1" in screen[0] and "3/3" in screen[1] and "1/1" in screen[2]
