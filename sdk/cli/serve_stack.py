@@ -1,6 +1,8 @@
 """``funcsion serve stack``: the whole embedded stack in the foreground (what
 ``funcsion up`` starts in the background). Writes ``<state_dir>/stack.json``
-with its endpoints and tokens (mode 0600) and removes it on SIGTERM."""
+with its endpoints and tokens (mode 0600) and removes it on SIGTERM. The embedded
+stack speaks plaintext (run the servers with ``serve metadata|daemon --tls-cert``
+for TLS): bound off loopback it refuses to start unless given ``--insecure``."""
 
 from __future__ import annotations
 
@@ -24,14 +26,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"metadata server port (default: config metadata_port, {d.metadata_port})")
     p.add_argument("--daemon-port", type=int, default=None,
                    help=f"daemon port (default: config daemon_port, {d.daemon_port})")
+    p.add_argument("--insecure", action="store_true",
+                   help="allow binding a non-loopback --host (the embedded stack speaks plaintext)")
 
 
 def run(args: argparse.Namespace) -> int:
     from sdk._config import Config
     from sdk.local._stack import STACK_FILE, Stack
 
+    from storage_functions.tls import is_loopback
+
+    from ._tls import TlsSettingsError
+
     cfg = Config.load(state_dir=args.state_dir, host=args.host, metadata_port=args.metadata_port,
                       daemon_port=args.daemon_port)
+    if not is_loopback(cfg.host) and not args.insecure:
+        raise TlsSettingsError(f"--host {cfg.host} is not loopback and the embedded stack speaks plaintext: run "
+                               "`funcsion serve metadata` and `serve daemon` with --tls-cert/--tls-key there, or "
+                               "pass --insecure")
     stop = threading.Event()
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:

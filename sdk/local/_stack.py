@@ -206,7 +206,8 @@ class Stack:
             fh.write(json.dumps({"pid": os.getpid(), "metadata": ep.metadata, "daemon": ep.daemon,
                                  "store_token": ep.store_token, "admin_token": ep.admin_token,
                                  "cos_url": self.config.resolved_cos_url, "block_size": ep.block_size,
-                                 "ec_data": ep.ec_data, "ec_parity": ep.ec_parity}).encode())
+                                 "ec_data": ep.ec_data, "ec_parity": ep.ec_parity,
+                                 **({"tls_ca": ep.tls_ca} if ep.tls_ca else {})}).encode())
         os.replace(tmp, path)
         return path
 
