@@ -139,13 +139,14 @@ def connect(addr: tuple[str, int], timeout: float | None, ctx: ssl.SSLContext | 
     raw = socket.create_connection(addr, timeout=timeout)
     if ctx is None:
         return raw
+    tls: ssl.SSLSocket | None = None
     try:
         raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         tls = ctx.wrap_socket(raw, server_hostname=server_name(name or addr[0]), do_handshake_on_connect=False)
         tls.setblocking(False)
         _handshake(tls, time.monotonic() + (timeout if timeout is not None else HANDSHAKE_TIMEOUT_S))
     except BaseException:
-        raw.close()
+        (tls or raw).close()        # the SSLSocket owns the descriptor once made
         raise
     plain = relay(tls)
     plain.settimeout(timeout)
