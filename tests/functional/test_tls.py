@@ -271,3 +271,35 @@ def test_the_daemon_closes_a_plaintext_client_and_serves_tls_ones(certs: dict[st
             assert c.get("k") == b"v" * 5000
         edge = st.daemon._tls_edge
         assert edge is not None and edge.failed >= 1
+
+
+# -- settings ------------------------------------------------------------------------------
+def test_the_ca_travels_with_the_endpoints(certs: dict[str, Path], tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from sdk._config import Config
+    from sdk._task import RunContext
+    from sdk.cli._common import stack_endpoints, stack_option
+
+    ca = certs["ca.pem"].read_text()
+    monkeypatch.setenv("FUNCSION_ADMIN_TOKEN", "a")
+    monkeypatch.setenv("FUNCSION_STORE_TOKEN", "s")
+    ep = stack_option(f"metadata=10.0.0.5:7917,daemon=10.0.0.5:7918,ca={certs['ca.pem']}", os.environ)
+    assert ep.tls_ca == ca
+    assert stack_option("metadata=10.0.0.5:7917,daemon=10.0.0.5:7918", os.environ).tls_ca == ""
+    with pytest.raises(ValueError, match="ca=.*cannot read it"):
+        stack_option(f"metadata=h:1,daemon=h:2,ca={tmp_path / 'nope.pem'}", os.environ)
+    event = {"run_id": "r-1", "function": "F1", "funcsion": {**ep.for_run("r-1").to_dict(), "token": "t"}}
+    assert RunContext.from_event(event).endpoints.tls_ca == ca
+    assert stack_endpoints({"metadata": "h:1", "daemon": "h:2", "store_token": "s", "admin_token": "a",
+                            "tls_ca": ca}).tls_ca == ca
+    monkeypatch.setenv("FUNCSION_TLS_CA", str(certs["ca.pem"]))
+    monkeypatch.setenv("FUNCSION_TLS_CERT", str(certs["server.pem"]))
+    monkeypatch.setenv("FUNCSION_TLS_KEY", str(certs["server.key"]))
+    cfg = Config.load()
+    assert (cfg.tls_ca, cfg.tls_cert, cfg.tls_key) == (str(certs["ca.pem"]), str(certs["server.pem"]),
+                                                       str(certs["server.key"]))
+    from sdk.cli import build_parser, serve_daemon
+    got = serve_daemon.daemon_settings(build_parser().parse_args(   # the env is enough to serve TLS off loopback
+        ["serve", "daemon", "--invoker", "aws", "--cos", "s3://b/p", "--advertise", "127.0.0.1:7918",
+         "--host", "0.0.0.0"]), warn=lambda _: None)
+    assert (got["tls_cert"], got["tls_ca"]) == (str(certs["server.pem"]), str(certs["ca.pem"]))
