@@ -277,7 +277,7 @@ def _function_memory_mb(stack: Stack | None, config: Config) -> int:
 def _store_stats(endpoints: Endpoints) -> dict[str, Any] | None:
     """The daemon's counters (store token), or None when it cannot be asked."""
     try:
-        with StoreClient(parse_addr(endpoints.daemon), endpoints.store_token) as store:
+        with StoreClient(parse_addr(endpoints.daemon), endpoints.store_token, tls_ca=endpoints.tls_ca) as store:
             return store.stats()
     except Exception:  # noqa: BLE001 - no daemon to ask: the report says nothing about recovery
         return None
@@ -287,7 +287,7 @@ def _physical(run_id: str, endpoints: Endpoints) -> dict[str, Any] | None:
     """What the storage functions held for the run over its life (the daemon's ledger), asked
     once the daemon dropped everything; None when the daemon cannot be asked."""
     try:
-        with StoreClient(parse_addr(endpoints.daemon), endpoints.store_token) as store:
+        with StoreClient(parse_addr(endpoints.daemon), endpoints.store_token, tls_ca=endpoints.tls_ca) as store:
             return store.memory(run_id)
     except Exception:  # noqa: BLE001 - an older daemon or one that is gone: the model stands in
         return None
@@ -302,7 +302,7 @@ def _leaked(run_id: str, endpoints: Endpoints, stack: Stack | None, summary: Map
     if stack is not None:
         stack.drain(timeout_s=Stack.ORACLE_GRACE_S + 5)
     try:
-        with StoreClient(parse_addr(endpoints.daemon), endpoints.store_token) as store:
+        with StoreClient(parse_addr(endpoints.daemon), endpoints.store_token, tls_ca=endpoints.tls_ca) as store:
             while True:
                 if stack is not None:
                     stack.pump_once()
