@@ -15,7 +15,7 @@ __all__ = ["parse_params", "add_param_option", "parse_size", "stack_endpoints", 
 
 #: Optional top-level modules -> the extra of pyproject.toml that installs them.
 EXTRAS = {"networkx": "local", "tqdm": "local", "matplotlib": "plot", "boto3": "aws", "botocore": "aws",
-          "torch": "model", "redis": "bench", "moto": "dev"}
+          "torch": "model", "redis": "bench", "moto": "dev", "cryptography": "aws"}
 
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "kib": 2**10, "m": 10**6, "mb": 10**6, "mib": 2**20,
           "g": 10**9, "gb": 10**9, "gib": 2**30, "t": 10**12, "tb": 10**12, "tib": 2**40}
