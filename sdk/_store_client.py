@@ -90,7 +90,8 @@ class StoreClient:
             send_frame(sock, Op.HELLO, meta={"role": "client", "token": self.token})
             f = recv_frame(sock)
             if f is None:
-                raise ProtocolError("daemon closed the connection during HELLO")
+                raise ProtocolError("daemon closed the connection during HELLO" + (
+                    "" if self._tls else " (if it serves TLS, give its CA: Endpoints.tls_ca, --stack ...,ca=PATH)"))
             if f.status != Status.OK:
                 raise error_for(f.status, recv_exact(sock, f.paylen).decode(errors="replace"))
         except BaseException:

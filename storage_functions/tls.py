@@ -18,6 +18,15 @@ thread, so one ``SSL`` object is never used by two threads at once) moves bytes
 between the two. With TLS off nothing of this runs: ``connect`` is
 ``socket.create_connection`` and the servers accept as before.
 
+Measured on the 2-core shared machine (one process each side, loopback, 100 MiB one
+way / 4 KiB round trips): plaintext 547 MB/s / 20 us, ``SSLSocket`` used directly
+214 MB/s / 42 us, this relay 162 MB/s / 196 us. The relay keeps 3/4 of direct TLS's
+throughput and costs a thread wake-up each way in latency; in exchange not one data
+path call changes, and making every one of them TLS-correct (scatter sends, sendfile,
+non-blocking sends, readiness with ``pending()``) would touch the daemon, the runtime
+and the SDK. The Thrift metadata client needs none of those calls and uses its
+``SSLSocket`` directly (``funcsion_rpc.client``).
+
 Pieces:
 
 - ``server_context`` / ``client_context``: the ``SSLContext`` of each side;
@@ -261,10 +270,11 @@ def _pump(tls: ssl.SSLSocket, plain: socket.socket, size: int = PUMP_BYTES) -> N
 
 class TlsAcceptor:
     """The TLS edge of a server: ``accept(sock)`` takes an accepted socket; once its handshake
-    completes ``deliver(plain_sock, peer)`` gets the plain end (``peer``: "host:port") (on the handshake's thread). At most
-    ``max_handshakes`` at once (a connection past them is closed at once and counted in
-    ``refused``), each within ``handshake_timeout_s`` from accept (else closed, counted in
-    ``failed``, as is any peer whose hello is not TLS)."""
+    completes, ``deliver(plain_sock, peer)`` gets the plain end on the handshake's thread
+    (``peer``: "host:port"). At most ``max_handshakes`` at once (a connection past them is
+    closed at once, unread, and counted in ``refused``), each within ``handshake_timeout_s``
+    of accept (else closed and counted in ``failed``, as is any peer whose hello is not TLS).
+    What an unauthenticated peer holds is one handshake: a thread and OpenSSL's buffers."""
 
     def __init__(self, ctx: ssl.SSLContext, deliver: Callable[[socket.socket, str], None], *,
                  handshake_timeout_s: float = HANDSHAKE_TIMEOUT_S, max_handshakes: int = MAX_HANDSHAKES) -> None:
