@@ -29,6 +29,7 @@ from sdk.local._control import follow_metadata
 from storage_functions import tls
 from storage_functions.daemon import DaemonConfig, LocalStore
 from storage_functions.exceptions import StoreError, TlsError
+from tests._waiting import wait_for
 
 ADMIN = "admin-secret"
 MiB = 1 << 20
@@ -242,10 +243,7 @@ def test_handshakes_in_flight_are_bounded(certs: dict[str, Path]) -> None:
     try:
         holders = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(2)]
         edge: Any = server._edge
-        deadline = time.monotonic() + 5
-        while edge.in_flight < 2 and time.monotonic() < deadline:   # both accepted into handshakes
-            time.sleep(0.01)
-        assert edge.in_flight == 2
+        wait_for(lambda: edge.in_flight == 2, 5, "both silent peers in their handshakes")
         extra = socket.create_connection(("127.0.0.1", server.port))
         t0 = time.monotonic()
         assert _closed_within(extra, 5) and time.monotonic() - t0 < 1.0   # refused at once, not timed out
