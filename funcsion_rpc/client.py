@@ -9,7 +9,12 @@ puts of the same size and checksum are the same write, commits are
 idempotent).
 
 ``token`` is a run token (from ``start_run``) for run calls; ``admin_token``
-is for control calls. Imports only thrift, funcsion_errors and the standard library.
+is for control calls. ``tls_ca`` (the deployment CA's PEM text) makes every
+connection TLS 1.2+ with the server's certificate verified for the host dialled;
+Thrift reads and writes the ``ssl.SSLSocket`` directly (blocking ``recv``/``send``,
+which it supports; the data path's relay, ``storage_functions.tls``, is not needed
+here). A server that fails verification raises ``ServiceUnavailable`` at once,
+naming the fix. Imports only thrift, funcsion_errors and the standard library.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 import copy
 import json
 import socket
+import ssl
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -26,7 +32,7 @@ from thrift.Thrift import TApplicationException
 from thrift.transport import TSocket, TTransport
 
 from . import reads
-from .errors import ServiceUnavailable, error_class
+from .errors import InvalidRequest, ServiceUnavailable, error_class
 from .gen.metadata import Metadata
 from .gen.metadata import ttypes as T
 
@@ -39,11 +45,29 @@ R = TypeVar("R")
 PutRequest = T.PutRequest
 
 
+def tls_context(ca_pem: str) -> ssl.SSLContext:
+    """A client context trusting ``ca_pem`` (PEM text), hostname checked, TLS 1.2 or later."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        ctx.load_verify_locations(cadata=ca_pem)
+    except (ssl.SSLError, ValueError) as exc:
+        raise InvalidRequest(f"the TLS CA is not a PEM certificate ({exc})") from None
+    return ctx
+
+
 class _Conn:
-    def __init__(self, host: str, port: int, timeout_s: float) -> None:
+    def __init__(self, host: str, port: int, timeout_s: float, ctx: ssl.SSLContext | None = None) -> None:
         # connect here rather than in TSocket.open, which logs every failed attempt (a client that
         # retries an unreachable server would fill the log); the failure is ours to report
         raw = socket.create_connection((host, port), timeout=timeout_s)
+        if ctx is not None:
+            try:
+                raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                raw = ctx.wrap_socket(raw, server_hostname=host.strip("[]"))
+            except BaseException:
+                raw.close()
+                raise
         sock = TSocket.TSocket(host, port)
         sock.setHandle(raw)
         sock.setTimeout(int(timeout_s * 1000))
@@ -56,8 +80,10 @@ class _Conn:
 
 class MetadataClient:
     def __init__(self, host: str = "127.0.0.1", port: int = DEFAULT_METADATA_PORT, *, token: str = "", admin_token: str = "",
-                 timeout_s: float = 30.0) -> None:
+                 timeout_s: float = 30.0, tls_ca: str = "") -> None:
         self.host, self.port = host, port
+        self.tls_ca = tls_ca
+        self._tls = tls_context(tls_ca) if tls_ca else None
         self.token = token
         self.admin_token = admin_token
         self.timeout_s = timeout_s
@@ -72,7 +98,15 @@ class MetadataClient:
         conn: _Conn | None = getattr(self._local, "conn", None)
         if conn is None:
             try:
-                conn = _Conn(self.host, self.port, self.timeout_s)
+                conn = _Conn(self.host, self.port, self.timeout_s, self._tls)
+            except ssl.SSLCertVerificationError as exc:
+                raise ServiceUnavailable(
+                    f"the metadata server at {self.host}:{self.port} failed TLS verification "
+                    f"({(exc.verify_message or str(exc)).rstrip('.')}): give the CA that signed its certificate "
+                    "(ca.pem of `funcsion certs`) and dial a name the certificate holds") from None
+            except ssl.SSLError as exc:
+                raise ServiceUnavailable(f"TLS with the metadata server at {self.host}:{self.port} failed "
+                                         f"({exc.reason or exc}): is it serving TLS (--tls-cert)?") from None
             except OSError as exc:
                 raise ServiceUnavailable(f"cannot reach the metadata server at {self.host}:{self.port}: "
                                          f"{exc.strerror or exc}") from None

@@ -24,9 +24,15 @@ Hostile or broken peers (DESIGN "Security"; limits in ``funcsion_rpc.limits``):
 - a peer that sends requests without reading the replies stops being read
   once ``OUT_HIGH`` bytes of replies wait for it.
 
+TLS: given ``edge`` (``sdk.cli.serve_metadata`` passes one built on
+``storage_functions.tls.TlsAcceptor``; this package does not import it), every
+accepted socket goes to the edge, which bounds and times its handshake and hands
+back the plain end of a relay (``_deliver``, from its thread; the loop registers
+it on its next wake-up). The loop itself never sees TLS.
+
 ``stop()`` is safe from any thread and from a signal handler; ``serve_forever``
-then closes every socket before it returns. Not covered: TLS, multiple
-processes (the state lives in one process), a cap on the number of connections.
+then closes every socket before it returns. Not covered: multiple processes (the
+state lives in one process), a cap on the number of connections.
 """
 
 from __future__ import annotations
@@ -38,7 +44,8 @@ import socket
 import struct
 import threading
 import time
-from typing import Literal
+from collections.abc import Callable
+from typing import Literal, Protocol
 
 from funcsion_rpc.errors import InvalidRequest
 from funcsion_rpc.limits import DEFAULT_MAX_FRAME_BYTES, HANDSHAKE_BYTES, MAX_WDS_BYTES, MIN_MAX_FRAME_BYTES
@@ -47,7 +54,7 @@ from ._frames import NEED_MORE, LogLimiter, fault_frame, peek_head
 from ._handler import MetadataHandler
 from ._process import FrameProcessor
 
-__all__ = ["MetadataServer", "tune_gc_for_serving"]
+__all__ = ["MetadataServer", "tune_gc_for_serving", "Edge", "EdgeFactory"]
 
 log = logging.getLogger("funcsion.metadata")
 _LEN = struct.Struct("!i")
@@ -55,6 +62,17 @@ RECV_BYTES = 64 << 10               # one recv: what a connection may add to its
 OUT_HIGH = 1 << 20                  # replies waiting for a peer past which it is not read
 _HARD_MAX_FRAME = (1 << 31) - 1
 _WAKE = "wake"                      # the selector data of the wake-up socket (compared by identity)
+
+
+class Edge(Protocol):
+    """Where accepted sockets go when the server has an edge (TLS): ``accept`` takes one and
+    later hands the plain end back to the ``deliver(sock, peer)`` the edge was made with."""
+
+    def accept(self, sock: socket.socket) -> None: ...
+
+
+#: ``factory(deliver) -> Edge``
+EdgeFactory = Callable[[Callable[[socket.socket, str], None]], Edge]
 
 
 def tune_gc_for_serving() -> None:
@@ -88,7 +106,8 @@ class _Conn:
 
 class MetadataServer:
     def __init__(self, handler: MetadataHandler, host: str = "127.0.0.1", port: int = 0, *,
-                 tick_interval_s: float = 1.0, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+                 tick_interval_s: float = 1.0, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+                 edge: EdgeFactory | None = None) -> None:
         if not MIN_MAX_FRAME_BYTES <= max_frame_bytes <= _HARD_MAX_FRAME:
             raise ValueError(f"max_frame_bytes must be {MIN_MAX_FRAME_BYTES:,} to {_HARD_MAX_FRAME:,} (a register "
                              f"call with the largest WDS, {MAX_WDS_BYTES:,} bytes, must fit), got {max_frame_bytes:,}")
@@ -109,6 +128,14 @@ class MetadataServer:
         self._stop = False
         self._closed = False
         self._thread: threading.Thread | None = None
+        self._edge = edge(self._deliver) if edge is not None else None
+        self._arrived: list[tuple[socket.socket, str]] = []     # plain ends the edge handed over, for the loop
+        self._arrived_lock = threading.Lock()
+
+    @property
+    def tls(self) -> bool:
+        """Whether connections go through an edge (TLS)."""
+        return self._edge is not None
 
     # -- lifecycle ------------------------------------------------------------------
     def start(self) -> MetadataServer:
@@ -159,6 +186,7 @@ class MetadataServer:
                             self._wake_r.recv(4096)
                         except BlockingIOError:
                             pass
+                        self._register_arrived()
                     else:
                         conn: _Conn = key.data
                         if mask & selectors.EVENT_READ:
@@ -198,6 +226,10 @@ class MetadataServer:
         if self._closed:
             return
         self._closed = True
+        with self._arrived_lock:
+            arrived, self._arrived = self._arrived, []
+        for s, _ in arrived:
+            s.close()
         for key in list(self._sel.get_map().values()):
             if isinstance(key.data, _Conn):
                 key.data.sock.close()
@@ -215,9 +247,31 @@ class MetadataServer:
             except OSError as exc:    # out of descriptors: the backlog waits for the next round
                 self._warn(f"cannot accept connections: {exc}")
                 return
+            if self._edge is not None:
+                self._edge.accept(sock)
+                continue
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             peer = f"{addr[0]}:{addr[1]}" if isinstance(addr, tuple) else str(addr)
+            self._sel.register(sock, selectors.EVENT_READ, _Conn(sock, peer))
+
+    def _deliver(self, sock: socket.socket, peer: str) -> None:
+        """The edge's thread: a connection whose handshake completed (its plain end)."""
+        with self._arrived_lock:
+            if self._closed:
+                sock.close()
+                return
+            self._arrived.append((sock, peer))
+        try:
+            self._wake_w.send(b"x")
+        except OSError:  # the wake-up pipe is full (the loop wakes anyway) or closed (stopping)
+            pass
+
+    def _register_arrived(self) -> None:
+        with self._arrived_lock:
+            arrived, self._arrived = self._arrived, []
+        for sock, peer in arrived:
+            sock.setblocking(False)
             self._sel.register(sock, selectors.EVENT_READ, _Conn(sock, peer))
 
     def _drop(self, conn: _Conn) -> None:

@@ -80,6 +80,9 @@ class Endpoints:
     block_size: int = 0
     ec_data: int = 0
     ec_parity: int = 0
+    #: the deployment CA's PEM text: every connection is TLS, each server verified against it
+    #: for the host part of its address ("": plaintext)
+    tls_ca: str = ""
 
     def codec(self) -> Codec:
         """The codec for this stack's shape."""
@@ -109,6 +112,8 @@ class Endpoints:
         d: dict[str, Any] = {"metadata": self.metadata, "daemon": self.daemon, "store_token": self.store_token}
         if self.cos_url:
             d["cos_url"] = self.cos_url
+        if self.tls_ca:
+            d["tls_ca"] = self.tls_ca
         for k, default in (("block_size", DEFAULT_THRESHOLD), ("ec_data", DEFAULT_D), ("ec_parity", DEFAULT_P)):
             if getattr(self, k) not in (0, default):      # the defaults go without saying
                 d[k] = getattr(self, k)
@@ -134,9 +139,11 @@ class Client:
         self.endpoints = endpoints
         self.run_id, self.token, self.function = run_id, token, function
         host, port = parse_addr(endpoints.metadata)
-        self._md = metadata or MetadataClient(host, port, token=token, admin_token=endpoints.admin_token)
+        self._md = metadata or MetadataClient(host, port, token=token, admin_token=endpoints.admin_token,
+                                              tls_ca=endpoints.tls_ca)
         self._store = store or StoreClient(parse_addr(endpoints.daemon), endpoints.store_token,
-                                           codec=endpoints.codec(), alive=endpoints.stack_alive)
+                                           codec=endpoints.codec(), alive=endpoints.stack_alive,
+                                           tls_ca=endpoints.tls_ca)
         self._owns = metadata is None, store is None
         self.plan: dict[str, Any] = {}
 

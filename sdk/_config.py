@@ -68,6 +68,11 @@ class Config:
     daemon_port: int = DEFAULT_DAEMON_PORT  # 7918
     state_dir: str = ".funcsion"
     cos_url: str = ""  # default: file://<state_dir>/cos
+    # TLS (``funcsion serve metadata|daemon``; ``funcsion certs`` makes them): the server's
+    # certificate chain and key, and the CA the deployment's clients trust (PEM files; "": none)
+    tls_cert: str = ""
+    tls_key: str = ""
+    tls_ca: str = ""
     # storage
     block_size: int = 1 << 20
     memory_grain: int = 4096  # storage functions back blocks by this grain, a page (0: whole blocks)

@@ -9,7 +9,8 @@ below. The local platform's own variables live in
 from __future__ import annotations
 
 __all__ = ["ENV_PREFIX", "CONFIG_FILE", "ENV_RUN_ID", "ENV_RUN_TOKEN", "ENV_METADATA", "ENV_DAEMON",
-           "ENV_ADMIN_TOKEN", "ENV_STORE_TOKEN", "ENV_METADATA_JOURNAL", "ENV_METADATA_MAX_FRAME_BYTES", "ENV_WORKFLOW", "ENV_SKIP_INSTALL", "EVENT_KEY"]
+           "ENV_ADMIN_TOKEN", "ENV_STORE_TOKEN", "ENV_METADATA_JOURNAL", "ENV_METADATA_MAX_FRAME_BYTES", "ENV_WORKFLOW", "ENV_SKIP_INSTALL", "EVENT_KEY",
+           "ENV_TLS_CERT", "ENV_TLS_KEY", "ENV_TLS_CA"]
 
 ENV_PREFIX = "FUNCSION_"
 CONFIG_FILE = "funcsion.toml"
@@ -23,6 +24,11 @@ ENV_DAEMON = "FUNCSION_DAEMON_ADDR"
 ENV_ADMIN_TOKEN = "FUNCSION_ADMIN_TOKEN"
 ENV_METADATA_JOURNAL = "FUNCSION_METADATA_JOURNAL"
 ENV_METADATA_MAX_FRAME_BYTES = "FUNCSION_METADATA_MAX_FRAME_BYTES"
+#: ``funcsion serve metadata|daemon --tls-cert/--tls-key/--tls-ca`` (the config fields tls_cert,
+#: tls_key, tls_ca): the server's certificate chain and key, the deployment's CA (PEM files)
+ENV_TLS_CERT = "FUNCSION_TLS_CERT"
+ENV_TLS_KEY = "FUNCSION_TLS_KEY"
+ENV_TLS_CA = "FUNCSION_TLS_CA"
 #: ``funcsion run --stack metadata=...,daemon=...``: the daemon's store token (``serve daemon`` prints it)
 ENV_STORE_TOKEN = "FUNCSION_STORE_TOKEN"
 #: set on every task Lambda by ``funcsion deploy WDS --target aws``: the workflow key

@@ -16,6 +16,7 @@ can carry it.
 from __future__ import annotations
 
 import socket
+import ssl
 import threading
 import time
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from storage_functions.checksum import crc32
 from storage_functions.exceptions import BufferTooSmall, ObjectTooLarge, ProtocolError, StorageError, StoreError
+from storage_functions import tls
 from storage_functions.protocol import (Op, Status, error_for, frame_bytes, recv_exact, recv_frame, send_frame,
                                         tune_socket)
 
@@ -56,11 +58,12 @@ class PutResult:
 
 class StoreClient:
     """``StoreClient(("127.0.0.1", port), token)``; thread-safe (each call
-    borrows a pooled connection)."""
+    borrows a pooled connection). ``tls_ca``: the deployment CA's PEM text; given, every
+    connection is TLS and the daemon's certificate must name the host dialled."""
 
     def __init__(self, daemon_addr: tuple[str, int] | str, token: str, *, codec: Codec | None = None,
                  max_object_bytes: int | None = None, timeout: float = 120.0, pool_size: int = 16,
-                 reconnect_s: float = 30.0, alive: Callable[[], bool] | None = None) -> None:
+                 reconnect_s: float = 30.0, alive: Callable[[], bool] | None = None, tls_ca: str = "") -> None:
         if isinstance(daemon_addr, str):
             host, _, port = daemon_addr.rpartition(":")
             daemon_addr = (host or "127.0.0.1", int(port))
@@ -77,16 +80,21 @@ class StoreClient:
         self._idle: list[socket.socket] = []
         self._lock = threading.Lock()
         self._closed = False
+        self._tls = tls.client_context(tls_ca) if tls_ca else None
 
     # -- connections ----------------------------------------------------------
     def _connect(self) -> socket.socket:
-        sock = socket.create_connection(self.addr, timeout=self.timeout)
+        try:
+            sock = tls.connect(self.addr, self.timeout, self._tls)
+        except ssl.SSLError as exc:
+            raise StoreError(tls.failure(exc, "the daemon", self.addr)) from None
         try:
             tune_socket(sock)
             send_frame(sock, Op.HELLO, meta={"role": "client", "token": self.token})
             f = recv_frame(sock)
             if f is None:
-                raise ProtocolError("daemon closed the connection during HELLO")
+                raise ProtocolError("daemon closed the connection during HELLO" + (
+                    "" if self._tls else " (if it serves TLS, give its CA: Endpoints.tls_ca, --stack ...,ca=PATH)"))
             if f.status != Status.OK:
                 raise error_for(f.status, recv_exact(sock, f.paylen).decode(errors="replace"))
         except BaseException:

@@ -75,7 +75,8 @@ class RunContext:
         assert isinstance(ctx, Mapping) and isinstance(event, Mapping)
         ep = Endpoints(str(ctx["metadata"]), str(ctx["daemon"]), str(ctx["store_token"]),
                        cos_url=str(ctx.get("cos_url") or ""), block_size=int(ctx.get("block_size") or 0),
-                       ec_data=int(ctx.get("ec_data") or 0), ec_parity=int(ctx.get("ec_parity") or 0))
+                       ec_data=int(ctx.get("ec_data") or 0), ec_parity=int(ctx.get("ec_parity") or 0),
+                       tls_ca=str(ctx.get("tls_ca") or ""))
         return cls(ep, str(event["run_id"]), str(ctx["token"]), str(event["function"]))
 
 

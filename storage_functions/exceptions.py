@@ -34,6 +34,9 @@ the root here too; the SDK wraps these in ``StoreFailure`` at its boundary.
         │   └── AuthError            a missing or wrong run token / invocation secret
         ├── ControlError             the daemon's control loop cannot follow the metadata server
         │                            as configured (e.g. another block size)
+        ├── TlsError                 a TLS setting cannot be used: an unreadable certificate, key or
+        │                            CA, or a certificate that does not match the advertised name
+        │                            (also a ValueError)
         └── ProtocolError            a peer sent a frame this side cannot parse
 """
 
@@ -65,6 +68,7 @@ __all__ = [
     "ManifestError",
     "AuthError",
     "ControlError",
+    "TlsError",
     "ProtocolError",
 ]
 
@@ -198,3 +202,7 @@ class ControlError(StorageError):
 
 class ProtocolError(StorageError):
     pass
+
+
+class TlsError(StorageError, ValueError):
+    """A TLS setting cannot be used (``storage_functions.tls``); names the setting and the fix."""

@@ -26,14 +26,16 @@ from pathlib import Path
 
 from funcsion_errors import FuncsionError
 
-from . import collect_cmd, get_cmd, inspect_cmd, logs_cmd, report_cmd, run_cmd, runs_cmd, stack_cmd, train_cmd
+from . import (certs_cmd, collect_cmd, get_cmd, inspect_cmd, logs_cmd, report_cmd, run_cmd, runs_cmd, stack_cmd,
+               train_cmd)
 from ._common import missing_extra
 from ._dispatch import add_group
 from ._env import unknown_env_warnings
 
 __all__ = ["main", "build_parser"]
 
-_COMMANDS = [inspect_cmd, run_cmd, runs_cmd, report_cmd, logs_cmd, get_cmd, stack_cmd, collect_cmd, train_cmd]
+_COMMANDS = [inspect_cmd, run_cmd, runs_cmd, report_cmd, logs_cmd, get_cmd, stack_cmd, collect_cmd, train_cmd,
+             certs_cmd]
 # group -> (help, {subcommand: module under sdk.cli})
 _GROUPS = {
     "serve": ("run one funcsion server in the foreground", {

@@ -15,7 +15,7 @@ __all__ = ["parse_params", "add_param_option", "parse_size", "stack_endpoints", 
 
 #: Optional top-level modules -> the extra of pyproject.toml that installs them.
 EXTRAS = {"networkx": "local", "tqdm": "local", "matplotlib": "plot", "boto3": "aws", "botocore": "aws",
-          "torch": "model", "redis": "bench", "moto": "dev"}
+          "torch": "model", "redis": "bench", "moto": "dev", "cryptography": "aws"}
 
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "kib": 2**10, "m": 10**6, "mb": 10**6, "mib": 2**20,
           "g": 10**9, "gb": 10**9, "gib": 2**30, "t": 10**12, "tb": 10**12, "tib": 2**40}
@@ -47,13 +47,15 @@ def stack_endpoints(running: dict[str, Any]) -> Endpoints:
 
     return Endpoints(running["metadata"], running["daemon"], running["store_token"], running["admin_token"],
                      running.get("cos_url", ""), block_size=int(running.get("block_size") or 0),
-                     ec_data=int(running.get("ec_data") or 0), ec_parity=int(running.get("ec_parity") or 0))
+                     ec_data=int(running.get("ec_data") or 0), ec_parity=int(running.get("ec_parity") or 0),
+                     tls_ca=str(running.get("tls_ca") or ""))
 
 
 def stack_option(text: str, env: Mapping[str, str]) -> Endpoints:
     """The ``Endpoints`` ``--stack`` names: a stack.json (as ``funcsion up`` writes it) or
-    ``metadata=HOST:PORT,daemon=HOST:PORT[,cos=URL]`` with the tokens from ``env``
-    (FUNCSION_ADMIN_TOKEN, FUNCSION_STORE_TOKEN). Raises ValueError saying what is wrong."""
+    ``metadata=HOST:PORT,daemon=HOST:PORT[,cos=URL][,ca=PATH]`` with the tokens from ``env``
+    (FUNCSION_ADMIN_TOKEN, FUNCSION_STORE_TOKEN); ``ca=PATH``: the servers speak TLS, verified
+    against that CA (PEM). Raises ValueError saying what is wrong."""
     import json
     from pathlib import Path
 
@@ -78,9 +80,9 @@ def stack_option(text: str, env: Mapping[str, str]) -> Endpoints:
     parts: dict[str, str] = {}
     for item in text.split(","):
         name, sep, value = item.strip().partition("=")
-        if not sep or name not in ("metadata", "daemon", "cos") or not value or name in parts:
-            raise ValueError(f"--stack {text!r}: write metadata=HOST:PORT,daemon=HOST:PORT (optionally ,cos=URL) "
-                             "or the path of a stack.json")
+        if not sep or name not in ("metadata", "daemon", "cos", "ca") or not value or name in parts:
+            raise ValueError(f"--stack {text!r}: write metadata=HOST:PORT,daemon=HOST:PORT (optionally ,cos=URL "
+                             "and ,ca=PATH) or the path of a stack.json")
         parts[name] = value
     missing = [n for n in ("metadata", "daemon") if n not in parts]
     if missing:
@@ -95,8 +97,17 @@ def stack_option(text: str, env: Mapping[str, str]) -> Endpoints:
     if unset:
         raise ValueError(f"--stack {text!r}: set {' and '.join(unset)} (`funcsion serve metadata` prints the admin "
                          "token, `funcsion serve daemon` the store token)")
+    ca = ""
+    if "ca" in parts:
+        try:
+            ca = Path(parts["ca"]).read_text(encoding="ascii")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ValueError(f"--stack ca={parts['ca']}: cannot read it ({getattr(exc, 'strerror', None) or exc})"
+                             ) from None
+        if "-----BEGIN CERTIFICATE-----" not in ca:
+            raise ValueError(f"--stack ca={parts['ca']}: not a PEM certificate (ca.pem of `funcsion certs`)")
     return Endpoints(parts["metadata"], parts["daemon"], tokens[ENV_STORE_TOKEN], tokens[ENV_ADMIN_TOKEN],
-                     parts.get("cos", ""))
+                     parts.get("cos", ""), tls_ca=ca)
 
 
 def add_param_option(parser: argparse.ArgumentParser) -> None:

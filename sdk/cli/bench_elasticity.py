@@ -92,7 +92,7 @@ class _PoolSampler:
         from sdk._client import parse_addr
         from sdk._store_client import StoreClient
 
-        self.store = StoreClient(parse_addr(endpoints.daemon), endpoints.store_token)
+        self.store = StoreClient(parse_addr(endpoints.daemon), endpoints.store_token, tls_ca=endpoints.tls_ca)
         self.every_s = every_s
         self.samples: list[tuple[float, int]] = []
         self._stop = threading.Event()

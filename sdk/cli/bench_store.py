@@ -19,6 +19,19 @@ server) and a raw loopback socket copy, in one run. Prints a table;
      "redis": "found at /usr/bin/redis-server" | "absent: ...",
      "write_behind": {"uploads", "uploads_skipped", "uploads_skipped_share", "cos_requests_saved", ...}, ...}
 
+``--tls`` measures the cost of TLS instead (``storage_functions.tls``): the store
+alone, plaintext and then TLS (certificates from ``funcsion certs``' code; SDK,
+daemon and storage functions all over TLS) in the same run, at 4 KiB and 100 MiB
+(or ``--sizes``); ``--json``'s object is then::
+
+    {"plain": {"put_4k_p50_us", "get_4k_p50_us", "put_100m_mbps", "get_100m_mbps", ...},
+     "tls": {the same keys}, "tls_over_plain": {the same keys: TLS's figure over plaintext's},
+     "sizes": {"4096": {"plain": {...}, "tls": {...}}, ...}, "code": "10+2", "iters": N}
+
+(per size label ``4k``/``100m``: ``put_<l>_p50_us``, ``get_<l>_p50_us``, ``put_<l>_mbps``,
+``get_<l>_mbps``, ``put_<l>_cpu_us``: this process's CPU per PUT). A latency ratio above 1
+and a throughput ratio below 1 are what TLS costs.
+
 ``write_behind`` is the daemon's buffer over the whole run (``PersistentBuffer.stats``):
 every benchmark object is read back after its upload, so none is skipped here; the
 share of uploads a workflow skips is in ``funcsion bench run``.
@@ -58,6 +71,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-s3", action="store_true", help="skip the S3 (moto) column")
     p.add_argument("--d", type=int, default=10, help="data chunks (default 10)")
     p.add_argument("--p", type=int, default=2, help="parity chunks (default 2)")
+    p.add_argument("--tls", action="store_true",
+                   help="measure the store with TLS against plaintext in one run (4 KiB and 100 MiB unless --sizes)")
     p.add_argument("--json", action="store_true", help="print one JSON object as the last line")
 
 
@@ -95,15 +110,20 @@ def _timed(fn: Callable[..., Any], *args: Any) -> float:
 
 # -- the store ------------------------------------------------------------------
 def _bench_store(sizes: list[int], base: int, d: int, p: int,
-                 write_behind: dict[str, Any] | None = None) -> dict[int, dict[str, float]]:
+                 write_behind: dict[str, Any] | None = None, certs: dict[str, Any] | None = None
+                 ) -> dict[int, dict[str, float]]:
+    """The store's figures per size; ``certs`` (``make_certs``' paths): everything over TLS."""
     from sdk._erasure import Codec
     from sdk._store_client import StoreClient
     from storage_functions.daemon import LocalStore
 
+    settings: dict[str, Any] = {"tls_cert": str(certs["server.pem"]), "tls_key": str(certs["server.key"]),
+                "tls_ca": str(certs["ca.pem"])} if certs else {}
+    ca = certs["ca.pem"].read_text() if certs else ""
     res: dict[int, dict[str, float]] = {}
     with LocalStore(function_memory_mb=2048, max_object_bytes=max(sizes) * 2, idle_s=60.0,
-                    max_functions=max(48, 4 * (d + p)), group_size=d + p) as st, \
-            StoreClient(st.address, st.token, codec=Codec(d, p)) as c:
+                    max_functions=max(48, 4 * (d + p)), group_size=d + p, **settings) as st, \
+            StoreClient(st.address, st.token, codec=Codec(d, p), tls_ca=ca) as c:
         for size in sizes:
             n = _iters(size, base)
             data = os.urandom(size)
@@ -301,9 +321,52 @@ def _bench_ec(raw: dict[int, dict[str, float]], d: int, p: int) -> dict[str, dic
     return out
 
 
+def _label(size: int) -> str:
+    return f"{size // MiB}m" if size >= MiB and size % MiB == 0 else (
+        f"{size // 1024}k" if size % 1024 == 0 else str(size))
+
+
+def _bench_tls(args: argparse.Namespace, sizes: list[int], base: int) -> dict[str, Any]:
+    """Plaintext, then TLS, in one run (see the module docstring)."""
+    import tempfile
+
+    from .certs_cmd import make_certs
+
+    keys = ("put_p50_us", "get_p50_us", "put_mbps", "get_mbps", "put_cpu_us")
+    doc: dict[str, Any] = {"plain": {}, "tls": {}, "tls_over_plain": {}, "sizes": {}, "code": f"{args.d}+{args.p}",
+                           "iters": base}
+    with tempfile.TemporaryDirectory(prefix="funcsion-bench-tls-") as tmp:
+        certs = make_certs(tmp, ["127.0.0.1"])
+        runs = {"plain": _bench_store(sizes, base, args.d, args.p),
+                "tls": _bench_store(sizes, base, args.d, args.p, certs=certs)}
+    for size in sizes:
+        doc["sizes"][str(size)] = {mode: runs[mode][size] for mode in runs}
+        for k in keys:
+            op, _, what = k.partition("_")
+            name = f"{op}_{_label(size)}_{what}"
+            for mode in runs:
+                doc[mode][name] = runs[mode][size][k]
+            if doc["plain"][name]:
+                doc["tls_over_plain"][name] = round(doc["tls"][name] / doc["plain"][name], 3)
+    rows = [["", *doc["plain"]]] + [[mode, *map(str, doc[mode].values())] for mode in ("plain", "tls")] + \
+        [["tls/plain", *[str(doc["tls_over_plain"].get(k, "-")) for k in doc["plain"]]]]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        sys.stdout.write("  ".join(x.rjust(w) for x, w in zip(r, widths)) + "\n")
+    sys.stdout.write(f"code {doc['code']}, {base} iterations per size up to 1 MiB (fewer above); one loaded machine\n")
+    return doc
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.tls and args.sizes == ",".join(map(str, DEFAULT_SIZES)):
+        args.sizes = f"4096,{100 * MiB}"
     sizes = [int(s) for s in str(args.sizes).split(",") if s]
     base = 5 if args.quick else max(3, int(args.iters))
+    if args.tls:
+        costs = _bench_tls(args, sizes, base)
+        if args.json:
+            sys.stdout.write(json.dumps(costs, separators=(",", ":")) + "\n")
+        return 0
     raw = _bench_raw(sizes, base)
     write_behind: dict[str, Any] = {}
     store = _bench_store(sizes, base, args.d, args.p, write_behind)

@@ -18,7 +18,14 @@ it stores every chunk where the server's allocator placed it and runs the
 control loop (``storage_functions.daemon.Follower``) that carries out the
 server's drops, scale-outs and releases and acknowledges them. A server it
 cannot reach at start (or later) is retried with backoff while the daemon
-serves; a wrong token or another block size exits 2 at start."""
+serves; a wrong token or another block size exits 2 at start.
+
+TLS (``sdk.cli._tls``): ``--tls-cert PATH --tls-key PATH`` serve TLS (the
+certificate must hold the advertised host, checked at start), ``--tls-ca PATH``
+is the deployment's CA: every storage function gets its PEM in its invocation to
+verify the daemon, and the daemon verifies the metadata server (``--metadata``)
+with it. Bound off loopback without a certificate it refuses to start unless
+given ``--insecure``."""
 
 from __future__ import annotations
 
@@ -35,6 +42,8 @@ from typing import Any
 from funcsion_errors import FuncsionError
 from sdk._config import Config
 from sdk._constants import ENV_ADMIN_TOKEN
+
+from ._tls import TlsSettingsError, add_tls_arguments, tls_settings
 
 HELP = "run the storage daemon (SION) with local or AWS Lambda storage functions in the foreground"
 
@@ -89,6 +98,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "drops, scale-outs and releases (default: a standalone daemon that places chunks itself)")
     p.add_argument("--admin-token", default=None,
                    help=f"the metadata server's admin token, with --metadata (default: env {ENV_ADMIN_TOKEN})")
+    add_tls_arguments(p)
     p.add_argument("--json", action="store_true", help="print the address line as JSON")
 
 
@@ -179,6 +189,14 @@ def daemon_settings(args: argparse.Namespace, *, warn: Callable[[str], None] | N
             overrides["cos_url"] = args.cos
     else:  # the storage Lambdas back their memory by the grain the metadata server models
         overrides["memory_grain"] = Config.load().memory_grain
+    try:
+        t = tls_settings(args, overrides["host"])
+    except TlsSettingsError as exc:
+        raise ServeDaemonError(str(exc)) from None
+    if t.serving and not t.ca:
+        raise ServeDaemonError("--tls-cert needs --tls-ca PATH too: every storage function verifies the daemon "
+                               "against that CA (ca.pem of `funcsion certs`)")
+    overrides.update(tls_cert=t.cert, tls_key=t.key, tls_ca=t.ca)
     return overrides
 
 
@@ -240,17 +258,21 @@ def _build_aws(args: argparse.Namespace, overrides: dict[str, Any]) -> Any:
                     endpoint_url=args.endpoint_url, **overrides)
 
 
-def follow(store: Any, metadata: str, admin_token: str, *, warn: Callable[[str], None]) -> Any:
-    """Start the control loop of ``store``'s daemon, following ``metadata``; a wrong token or
-    another block size raise ``ServeDaemonError``, an unreachable server is retried."""
+def follow(store: Any, metadata: str, admin_token: str, *, warn: Callable[[str], None], tls_ca: str = "") -> Any:
+    """Start the control loop of ``store``'s daemon, following ``metadata`` (over TLS verified
+    against ``tls_ca``, PEM text, when given); a wrong token or another block size raise
+    ``ServeDaemonError``, an unreachable server is retried."""
     from funcsion_rpc.errors import ServiceUnavailable, Unauthorized
     from sdk.local._control import follow_metadata
     from storage_functions.exceptions import ControlError
 
-    follower = follow_metadata(store.daemon, metadata, admin_token)
+    follower = follow_metadata(store.daemon, metadata, admin_token, tls_ca=tls_ca)
     try:
         follower.hello()
     except ServiceUnavailable as exc:
+        if "TLS" in exc.message:                   # a wrong CA, or a server without TLS: no retry helps
+            follower.close()
+            raise ServeDaemonError(f"--metadata {metadata}: {exc.message}") from None
         warn(f"{exc.message}; serving anyway and retrying with backoff")
     except (Unauthorized, ControlError) as exc:
         follower.close()
@@ -274,7 +296,9 @@ def run(args: argparse.Namespace) -> int:
         try:
             store.start()
             if following is not None:
-                follower = follow(store, *following, warn=say)
+                ca = store.config.tls_ca
+                follower = follow(store, *following, warn=say,
+                                  tls_ca=open(ca, encoding="ascii").read() if ca else "")
         except (OSError, StorageError, ServeDaemonError) as exc:
             store.stop()
             if isinstance(exc, ServeDaemonError):
@@ -283,7 +307,8 @@ def run(args: argparse.Namespace) -> int:
             raise ServeDaemonError(where + str(getattr(exc, "strerror", None) or exc)) from None
         try:
             host, port = store.address
-            info = {"address": f"{host}:{port}", "token": store.token, "invoker": args.invoker}
+            info = {"address": f"{host}:{port}", "token": store.token, "invoker": args.invoker,
+                    "tls": bool(store.config.tls_cert)}
             if following is not None:
                 info["metadata"] = following[0]
             if args.invoker == "aws" or args.advertise:

@@ -9,6 +9,12 @@ when it generated one), after the generated admin token's line. With ``--journal
 change is journaled (an append-only log, one write per server round) and replayed at the
 next start. SIGTERM or
 Ctrl-C stops it cleanly (sockets closed, journal closed).
+
+TLS (``sdk.cli._tls``): ``--tls-cert PATH --tls-key PATH`` serve TLS
+(``storage_functions.tls.TlsAcceptor`` at the server's edge); the certificate must
+hold ``--advertise HOST`` (default: the bound host), checked at start against
+``--tls-ca`` when given. Bound off loopback without a certificate it refuses to
+start unless given ``--insecure``.
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ from funcsion_rpc.errors import InvalidRequest
 from funcsion_rpc.limits import DEFAULT_MAX_FRAME_BYTES, MAX_WDS_BYTES, MIN_MAX_FRAME_BYTES
 from sdk._config import Config
 from sdk._constants import ENV_ADMIN_TOKEN, ENV_METADATA_JOURNAL, ENV_METADATA_MAX_FRAME_BYTES
+
+from ._tls import add_tls_arguments, tls_settings
 
 __all__ = ["HELP", "add_arguments", "run"]
 
@@ -73,6 +81,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"largest request the server reads; larger ones are refused unread (default "
                         f"{DEFAULT_MAX_FRAME_BYTES}, at least {MIN_MAX_FRAME_BYTES} so a {MAX_WDS_BYTES}-byte WDS "
                         "fits; env FUNCSION_METADATA_MAX_FRAME_BYTES)")
+    p.add_argument("--advertise", metavar="HOST", default="",
+                   help="the name or address clients dial; with --tls-cert the certificate must hold it "
+                        "(default: the bound host)")
+    add_tls_arguments(p)
     p.add_argument("--json", action="store_true",
                    help="print the address (and a generated admin token) as one JSON line")
 
@@ -91,6 +103,7 @@ def build(args: argparse.Namespace) -> Any:
         raise InvalidRequest(f"--port must be 0..65535, got {args.port}")
     cfg = Config.load(host=args.host, metadata_port=args.port, block_size=args.block_size,
                       ec_data=args.data_chunks, ec_parity=args.parity_chunks, run_ttl_s=args.ttl)
+    edge = _tls_edge(args, cfg.host)
     budget = args.memory_budget if args.memory_budget is not None else cfg.memory_budget_mb << 20
     state = MetadataState(block_size=cfg.block_size, data_chunks=cfg.ec_data, memory_grain=cfg.memory_grain,
                           parity_chunks=cfg.ec_parity, memory_budget=budget,
@@ -102,7 +115,7 @@ def build(args: argparse.Namespace) -> Any:
                      retrain_every=cfg.retrain_every)
     try:
         server = MetadataServer(handler, cfg.host, cfg.metadata_port, tick_interval_s=args.tick,
-                                max_frame_bytes=args.max_frame_bytes)
+                                max_frame_bytes=args.max_frame_bytes, edge=edge)
     except (OSError, ValueError) as exc:
         if journal is not None:
             journal.close()
@@ -110,6 +123,23 @@ def build(args: argparse.Namespace) -> Any:
             raise InvalidRequest(f"--max-frame-bytes (env FUNCSION_METADATA_MAX_FRAME_BYTES): {exc}") from None
         raise InvalidRequest(f"cannot listen on {cfg.host}:{cfg.metadata_port}: {exc.strerror or exc}") from None
     return server, journal
+
+
+def _tls_edge(args: argparse.Namespace, host: str) -> Any:
+    """The server's TLS edge factory (None: plaintext), its certificate checked against the name
+    clients dial; raises ``FuncsionError`` subclasses with one line."""
+    from storage_functions import tls
+
+    t = tls_settings(args, host)
+    if not t.serving:
+        return None
+    name = getattr(args, "advertise", "") or host
+    if name in ("0.0.0.0", "::", ""):
+        tls.server_context(t.cert, t.key)          # loads (a key that is not the certificate's fails)
+    else:
+        tls.check_certificate(t.cert, t.key, name, t.ca_pem)
+    ctx = tls.server_context(t.cert, t.key)
+    return lambda deliver: tls.TlsAcceptor(ctx, deliver)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -124,7 +154,7 @@ def run(args: argparse.Namespace) -> int:
         replayed = journal.seq if journal is not None else 0
         if getattr(args, "json", False):
             info: dict[str, Any] = {"address": f"{server.host}:{server.port}", "journal": args.journal or None,
-                                    "replayed": replayed}
+                                    "replayed": replayed, "tls": server.tls}
             if generated:
                 info["admin_token"] = args.admin_token
             print(json.dumps(info), flush=True)
@@ -132,7 +162,8 @@ def run(args: argparse.Namespace) -> int:
             if generated:
                 print(f"admin token: {args.admin_token}", flush=True)
             where = f"journal {args.journal} ({replayed} events replayed)" if journal is not None else "no journal"
-            print(f"metadata server listening on {server.host}:{server.port} ({where})", flush=True)
+            over = ", TLS" if server.tls else ""
+            print(f"metadata server listening on {server.host}:{server.port} ({where}{over})", flush=True)
         try:
             server.serve_forever()
         except KeyboardInterrupt:

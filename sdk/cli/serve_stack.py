@@ -1,6 +1,9 @@
 """``funcsion serve stack``: the whole embedded stack in the foreground (what
 ``funcsion up`` starts in the background). Writes ``<state_dir>/stack.json``
-with its endpoints and tokens (mode 0600) and removes it on SIGTERM."""
+with its endpoints and tokens (mode 0600) and removes it on SIGTERM. With the config's
+``tls_cert``/``tls_key``/``tls_ca`` (``FUNCSION_TLS_*``) it serves TLS (``Stack``);
+without a certificate and bound off loopback it refuses to start unless given
+``--insecure``."""
 
 from __future__ import annotations
 
@@ -24,14 +27,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"metadata server port (default: config metadata_port, {d.metadata_port})")
     p.add_argument("--daemon-port", type=int, default=None,
                    help=f"daemon port (default: config daemon_port, {d.daemon_port})")
+    p.add_argument("--insecure", action="store_true",
+                   help="allow plaintext on a non-loopback --host (without FUNCSION_TLS_CERT the stack speaks plaintext)")
 
 
 def run(args: argparse.Namespace) -> int:
     from sdk._config import Config
     from sdk.local._stack import STACK_FILE, Stack
 
+    from storage_functions.tls import is_loopback
+
+    from ._tls import TlsSettingsError
+
     cfg = Config.load(state_dir=args.state_dir, host=args.host, metadata_port=args.metadata_port,
                       daemon_port=args.daemon_port)
+    if not is_loopback(cfg.host) and not cfg.tls_cert and not args.insecure:
+        raise TlsSettingsError(f"--host {cfg.host} is not loopback and no certificate was given: set "
+                               "FUNCSION_TLS_CERT, FUNCSION_TLS_KEY and FUNCSION_TLS_CA (`funcsion certs DIR --name "
+                               "HOST` makes them), or pass --insecure to speak plaintext on the network")
     stop = threading.Event()
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:

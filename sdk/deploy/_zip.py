@@ -34,6 +34,7 @@ TASK_FILES = (
     "funcsion_errors/", "funcsion_rpc/", "sdk/*.py", "wds/",
     "storage_functions/__init__.py", "storage_functions/exceptions.py", "storage_functions/protocol.py",
     "storage_functions/auth.py", "storage_functions/checksum.py",
+    "storage_functions/tls.py",
 )
 #: What the task Lambdas' layers must hold (pip names).
 TASK_LAYER_PACKAGES = ("thrift", "pyeclib", "msgpack", "aws-lambda-powertools")

@@ -47,11 +47,13 @@ class MetadataSource:
         self.client.close()
 
 
-def follow_metadata(daemon: Any, metadata: str, admin_token: str, **options: Any) -> Follower:
+def follow_metadata(daemon: Any, metadata: str, admin_token: str, *, tls_ca: str = "",
+                    **options: Any) -> Follower:
     """A follower (not started) of the metadata server at ``metadata`` (``HOST:PORT``) for
-    ``daemon``; ``options`` go to ``Follower`` (poll_s, backoff, ...)."""
+    ``daemon``; ``tls_ca`` (PEM text): dial it over TLS, verified against that CA; ``options``
+    go to ``Follower`` (poll_s, backoff, ...)."""
     from .._client import parse_addr
 
     host, port = parse_addr(metadata)
-    return Follower(MetadataSource(MetadataClient(host, port, admin_token=admin_token, timeout_s=10.0)), daemon,
-                    **options)
+    return Follower(MetadataSource(MetadataClient(host, port, admin_token=admin_token, timeout_s=10.0,
+                                                  tls_ca=tls_ca)), daemon, **options)

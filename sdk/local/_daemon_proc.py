@@ -130,7 +130,9 @@ def _child() -> int:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     store.start()
-    follower = follow_metadata(store.daemon, spec["metadata"], spec["admin_token"], poll_s=0.02)
+    ca = store.config.tls_ca
+    follower = follow_metadata(store.daemon, spec["metadata"], spec["admin_token"], poll_s=0.02,
+                               tls_ca=Path(ca).read_text(encoding="ascii") if ca else "")
     try:
         try:
             store.daemon.wait_warm(follower.hello(), timeout_s=20.0)

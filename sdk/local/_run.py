@@ -284,7 +284,8 @@ def _function_memory_mb(stack: Stack | None, config: Config) -> int:
 def _store_stats(endpoints: Endpoints) -> dict[str, Any] | None:
     """The daemon's counters (store token), or None when it cannot be asked."""
     try:
-        with StoreClient(parse_addr(endpoints.daemon), endpoints.store_token, alive=endpoints.stack_alive) as store:
+        with StoreClient(parse_addr(endpoints.daemon), endpoints.store_token, alive=endpoints.stack_alive,
+                         tls_ca=endpoints.tls_ca) as store:
             return store.stats()
     except Exception:  # noqa: BLE001 - no daemon to ask: the report says nothing about recovery
         return None
@@ -294,7 +295,8 @@ def _physical(run_id: str, endpoints: Endpoints) -> dict[str, Any] | None:
     """What the storage functions held for the run over its life (the daemon's ledger), asked
     once the daemon dropped everything; None when the daemon cannot be asked."""
     try:
-        with StoreClient(parse_addr(endpoints.daemon), endpoints.store_token, alive=endpoints.stack_alive) as store:
+        with StoreClient(parse_addr(endpoints.daemon), endpoints.store_token, alive=endpoints.stack_alive,
+                         tls_ca=endpoints.tls_ca) as store:
             return store.memory(run_id)
     except Exception:  # noqa: BLE001 - an older daemon or one that is gone: the model stands in
         return None
@@ -309,7 +311,8 @@ def _leaked(run_id: str, endpoints: Endpoints, stack: Stack | None, summary: Map
     if stack is not None:
         stack.drain(timeout_s=Stack.ORACLE_GRACE_S + 5)
     try:
-        with StoreClient(parse_addr(endpoints.daemon), endpoints.store_token, alive=endpoints.stack_alive) as store:
+        with StoreClient(parse_addr(endpoints.daemon), endpoints.store_token, alive=endpoints.stack_alive,
+                         tls_ca=endpoints.tls_ca) as store:
             while True:
                 if stack is not None:
                     stack.pump_once()

@@ -26,6 +26,11 @@ runs: a second stack on the same directory fails at once. ``funcsion up``
 runs one in a background process and writes its endpoints to
 ``<state_dir>/stack.json`` for later commands. The state directory and what
 the stack writes there are private (0700 / 0600).
+
+TLS: with the config's ``tls_cert``/``tls_key``/``tls_ca`` (``FUNCSION_TLS_*``) both
+servers serve TLS (the certificate must hold ``host``), the control loop and every
+client verify them against the CA, and the endpoints (``stack.json``, each task's
+event) carry the CA's PEM.
 """
 
 from __future__ import annotations
@@ -118,13 +123,15 @@ class Stack:
         self.lifetimes = attach_lifetimes(self.handler, data_dir=cfg.resolved_lifetime_data,
                                           models_dirs=[cfg.resolved_lifetime_models, BUNDLED_MODELS],
                                           retrain_every=cfg.retrain_every)
-        self.metadata_server = MetadataServer(self.handler, cfg.host, self.metadata_port).start()
+        edge = self._tls(cfg)
+        self.metadata_server = MetadataServer(self.handler, cfg.host, self.metadata_port, edge=edge).start()
         platform: dict[str, Any] = {"idle_reclaim_s": (cfg.idle_reclaim_min_s, cfg.idle_reclaim_max_s), "kill_rate": cfg.kill_rate,
                     "kill_functions": "sion-*", "log_dir": str(self.root / "logs")}
         dcfg = DaemonConfig(host=cfg.host, port=self.daemon_port, block_size=cfg.block_size,
                             memory_grain=cfg.memory_grain, function_memory_mb=cfg.function_memory_mb, max_object_bytes=cfg.max_object_size,
                             cos_url=cfg.resolved_cos_url, buffer_dir=str(self.root / "buffer"),
-                            placement="metadata")  # the metadata server decides where every chunk lives
+                            placement="metadata",  # the metadata server decides where every chunk lives
+                            tls_cert=cfg.tls_cert, tls_key=cfg.tls_key, tls_ca=cfg.tls_ca if cfg.tls_cert else "")
         if self.daemon_overrides:
             dcfg = replace(dcfg, **self.daemon_overrides)
         if self.daemon_process:
@@ -136,13 +143,31 @@ class Stack:
         self._started = True
         self._admin = Client(self.endpoints)
         host, port = parse_addr(self.endpoints.metadata)
-        self.follower = Follower(MetadataSource(MetadataClient(host, port, admin_token=self.admin_token)),
+        self.follower = Follower(MetadataSource(MetadataClient(host, port, admin_token=self.admin_token,
+                                                               tls_ca=self.tls_ca)),
                                  self.store.daemon, poll_s=0.5)  # the listener below wakes it at once
         # the first group is up before the first put (as a warm pool would be): a put never waits
         # for a cold start, and memory is held from the moment the allocator hands it out
         self.store.daemon.wait_warm(self.follower.hello(), timeout_s=20.0)
         self.handler.add_listener(self.follower.wake)
         self.follower.start()
+
+    def _tls(self, cfg: Config) -> Any:
+        """The metadata server's TLS edge factory (None: plaintext); sets ``tls_ca`` (PEM text)."""
+        self.tls_ca = ""
+        if not cfg.tls_cert:
+            return None
+        from storage_functions import tls
+
+        from .._config import ConfigError
+
+        if not (cfg.tls_key and cfg.tls_ca):
+            raise ConfigError("config field 'tls_cert' needs tls_key and tls_ca too (FUNCSION_TLS_KEY, "
+                              "FUNCSION_TLS_CA): the certificate's key, and the CA clients verify it with")
+        self.tls_ca = tls.read_pem(cfg.tls_ca, "tls_ca")
+        tls.check_certificate(cfg.tls_cert, cfg.tls_key, cfg.host, self.tls_ca)
+        ctx = tls.server_context(cfg.tls_cert, cfg.tls_key)
+        return lambda deliver: tls.TlsAcceptor(ctx, deliver)
 
     def _start_daemon_process(self, dcfg: Any, platform: dict[str, Any]) -> None:
         import secrets as _secrets
@@ -203,7 +228,8 @@ class Stack:
         dh, dp = self.store.address
         c = self.config
         return Endpoints(f"{h}:{p}", f"{dh}:{dp}", self.store.token, self.admin_token, c.resolved_cos_url,
-                         block_size=c.block_size, ec_data=c.ec_data, ec_parity=c.ec_parity)
+                         block_size=c.block_size, ec_data=c.ec_data, ec_parity=c.ec_parity,
+                         tls_ca=getattr(self, "tls_ca", ""))
 
     def client(self) -> Client:
         """A driver client (admin token; bind it to a run with ``start_run``)."""
@@ -217,7 +243,8 @@ class Stack:
             fh.write(json.dumps({"pid": os.getpid(), "metadata": ep.metadata, "daemon": ep.daemon,
                                  "store_token": ep.store_token, "admin_token": ep.admin_token,
                                  "cos_url": self.config.resolved_cos_url, "block_size": ep.block_size,
-                                 "ec_data": ep.ec_data, "ec_parity": ep.ec_parity}).encode())
+                                 "ec_data": ep.ec_data, "ec_parity": ep.ec_parity,
+                                 **({"tls_ca": ep.tls_ca} if ep.tls_ca else {})}).encode())
         os.replace(tmp, path)
         return path
 

@@ -75,6 +75,12 @@ class DaemonConfig:
     # what the storage functions dial: "HOST" or "HOST:PORT"; "" = the bound address. Lambdas
     # dial OUT to the daemon, so on AWS this is an address of the daemon's VM they can reach
     advertise: str = ""
+    # TLS (``storage_functions.tls``): the daemon's certificate chain and key (PEM files; both
+    # or neither) and the deployment CA (a PEM file) whose text every storage function gets in
+    # its invocation to verify the daemon by the advertised host; none: plaintext
+    tls_cert: str = ""
+    tls_key: str = ""
+    tls_ca: str = ""
     # who decides where chunks live: "metadata" (the metadata server's allocator: every PUT
     # carries its placement, the daemon never invents one) or "daemon" (its own PlaceChunk;
     # a standalone daemon with no metadata server). Never both on one pool.
@@ -149,6 +155,11 @@ class DaemonConfig:
             raise ValueError(f"DaemonConfig.hardcap_fraction must be in (0, 1], got {self.hardcap_fraction}")
         if self.advertise:
             split_address(self.advertise)
+        if bool(self.tls_cert) != bool(self.tls_key):
+            raise ValueError("DaemonConfig.tls_cert and tls_key go together (--tls-cert PATH --tls-key PATH)")
+        if self.tls_cert and not self.tls_ca:
+            raise ValueError("DaemonConfig.tls_ca is needed with tls_cert: storage functions verify the daemon "
+                             "against it (--tls-ca PATH: ca.pem of `funcsion certs`)")
 
     def dial_address(self, bound: tuple[str, int]) -> tuple[str, int]:
         """The (host, port) a storage function is told to dial, given the

@@ -22,7 +22,8 @@ import threading
 import time
 from typing import Any, Callable, Iterable
 
-from ..exceptions import StoreError, UnknownKey
+from .. import tls
+from ..exceptions import StoreError, TlsError, UnknownKey
 from ..protocol import Frame, Op, Status
 from ._buffer import PersistentBuffer
 from ._burst_io import CacheFunctions
@@ -102,6 +103,8 @@ class Daemon(PutPath, GetPath):
         self._lock = threading.Lock()
         self._counters_lock = threading.Lock()
         self._listener: socket.socket | None = None
+        self._tls_edge: tls.TlsAcceptor | None = None
+        self._tls_event: dict[str, str] = {}      # what a storage function needs to verify the daemon
         self._threads: list[threading.Thread] = []
         self._clients: set[socket.socket] = set()
         self._gets: set[Collector] = set()
@@ -117,6 +120,19 @@ class Daemon(PutPath, GetPath):
 
     # -- lifecycle --------------------------------------------------------------
     def start(self) -> tuple[str, int]:
+        """Listen, serve; returns the bound address. ``TlsError`` (before listening) for a
+        certificate, key or CA that cannot be used, or one that does not name the advertised host."""
+        c = self.config
+        if c.tls_cert:
+            name = c.dial_address((c.host, c.port))[0]
+            if name in ("0.0.0.0", "::", ""):
+                raise TlsError(f"the daemon binds {c.host or 'every interface'}: with --tls-cert pass --advertise "
+                               "HOST[:PORT], a name its certificate holds, for the storage functions to verify")
+            ca = tls.read_pem(c.tls_ca, "--tls-ca")
+            tls.check_certificate(c.tls_cert, c.tls_key, name, ca)
+            self._tls_edge = tls.TlsAcceptor(tls.server_context(c.tls_cert, c.tls_key), self._serve_plain,
+                                             handshake_timeout_s=c.hello_timeout_s)
+            self._tls_event = {"tls_ca": ca, "tls_name": name}
         self.durable.restore()
         ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -430,7 +446,7 @@ class Daemon(PutPath, GetPath):
                 "cos_url": c.cos_url, "cos_prefix": c.cos_prefix, "warmup": warmup, "debug": c.debug, "spin_us": c.spin_us,
                 "term": h.term, "hash": h.hash, "diff_rank": h.diff_rank, "cache_cap": c.capacity - c.hardcap,
                 "recover_workers": c.recover_workers, "bandwidth_mbps": c.function_bandwidth_mbps,
-                "send_mbps": c.function_send_mbps}
+                "send_mbps": c.function_send_mbps, **self._tls_event}
 
     def _function_errors(self, h: FunctionHandle, errors: list[str]) -> None:
         """A function's BYE reported what went wrong in its invocation (its insertion log
@@ -464,6 +480,16 @@ class Daemon(PutPath, GetPath):
                 sock, _ = self._listener.accept()
             except OSError:
                 return
+            if self._tls_edge is not None:
+                self._tls_edge.accept(sock)      # its handshake thread hands the plain end to _serve_plain
+                continue
             t = threading.Thread(target=serve_connection, args=(self, sock), daemon=True, name="sion-conn")
             t.start()
+
+    def _serve_plain(self, sock: socket.socket, peer: str) -> None:
+        """A TLS connection's plain end (``storage_functions.tls``), served like any other."""
+        if self._stopping.is_set():
+            sock.close()
+            return
+        threading.Thread(target=serve_connection, args=(self, sock), daemon=True, name="sion-conn").start()
 

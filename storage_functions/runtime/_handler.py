@@ -14,7 +14,15 @@ Event (JSON)::
      "capacity": 1610612736, "cos_url": "file:///...", "cos_prefix": "sion",
      "warmup": false, "verify": true, "debug": false,
      "term": 7, "hash": "...", "diff_rank": 42,      # the daemon's last report of this function
-     "cache_cap": 322961408, "recover_workers": 4, "bandwidth_mbps": 0, "send_mbps": 0}
+     "cache_cap": 322961408, "recover_workers": 4, "bandwidth_mbps": 0, "send_mbps": 0,
+     "tls_ca": "-----BEGIN CERTIFICATE-----...", "tls_name": "10.0.3.7"}
+
+``tls_ca`` (the deployment CA's PEM text) and ``tls_name`` (the name the daemon's
+certificate must hold: the host it advertises, a DNS name or an IP address) are
+present when the daemon serves TLS: both connections are then TLS 1.2+ and the
+daemon is verified against that CA for that name (``storage_functions.tls``); a
+daemon that fails verification ends the invocation as an unreachable one does.
+Absent (or empty): plaintext.
 
 RECOVER (``key`` a chunk key, ``a``/``b`` its block/offset, ``crc``; meta
 ``{"src": cos key, "off": int, "len": int, "cache": bool}``) runs on a pool of
@@ -38,15 +46,18 @@ AWS; the name key only matters when several run in one test process).
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from concurrent.futures import ThreadPoolExecutor
 import socket
+import ssl
 import threading
 import time
 import uuid
 from typing import Any
 
+from .. import tls
 from ..checksum import crc32
 from ..protocol import Frame, Op, Status, drain, recv_frame, recv_into, send_frame, tune_socket
 from ..readiness import readable
@@ -111,6 +122,12 @@ class _Throttle:
 
 _STATES: dict[str, FunctionState] = {}
 _STATES_LOCK = threading.Lock()
+
+
+@functools.lru_cache(maxsize=4)
+def _tls_context(ca_pem: str) -> ssl.SSLContext:
+    """The client context for a CA (kept: a warm instance's next invocation reuses it)."""
+    return tls.client_context(ca_pem)
 
 
 def reset_state() -> None:
@@ -180,7 +197,9 @@ class _Invocation:
         self.tick_s = float(event.get("tick_ms", 1)) / 1000.0
         self.verify = bool(event.get("verify", True))
         self.debug = bool(event.get("debug", False))
-        self.spin_s = float(event.get("spin_us", 0)) / 1e6
+        # over TLS the bytes reach the small connection through this process's relay thread
+        # (``tls``), which a spinning main thread would keep from the GIL: no spinning then
+        self.spin_s = 0.0 if event.get("tls_ca") else float(event.get("spin_us", 0)) / 1e6
         remaining = getattr(context, "get_remaining_time_in_millis", None)
         self.hard = self.started + remaining() / 1000.0 - 1.0 if callable(remaining) else math.inf
         self.served = 0
@@ -218,7 +237,9 @@ class _Invocation:
     def _dial(self, kind: str) -> socket.socket:
         """Connect to the daemon and say HELLO (the welcome is read by :meth:`_welcomed`)."""
         host, port = self.event["daemon"]
-        sock = socket.create_connection((host, int(port)), timeout=float(self.event.get("connect_timeout_s", 10)))
+        ca = str(self.event.get("tls_ca") or "")
+        sock = tls.connect((host, int(port)), float(self.event.get("connect_timeout_s", 10)),
+                           _tls_context(ca) if ca else None, str(self.event.get("tls_name") or host))
         try:
             tune_socket(sock)
             st = self.state

@@ -66,7 +66,7 @@ def test_serve_daemon_takes_the_config_port_and_block_size(clean_env: Path,
         "127.0.0.1", 17918, 65536, 256, 8192)
     got = serve_daemon.daemon_settings(build_parser().parse_args(   # the storage Lambdas: the same grain
         ["serve", "daemon", "--invoker", "aws", "--cos", "s3://bucket/prefix", "--advertise", "10.0.0.5:7918",
-         "--host", "10.0.0.5"]))
+         "--host", "10.0.0.5", "--insecure"]))
     assert got["memory_grain"] == 8192
     got = serve_daemon.daemon_settings(build_parser().parse_args(["serve", "daemon", "--port", "0"]))
     assert got["port"] == 0

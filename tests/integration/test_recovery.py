@@ -1,12 +1,17 @@
 """Local recovery: a storage function whose instance is killed gets back every chunk the
 metadata server placed on it (slices and erasure-coded chunks, from the buffer or COS), GETs
-read from memory again afterwards, and an object freed meanwhile is not resurrected."""
+read from memory again afterwards, and an object freed meanwhile is not resurrected. The
+storage-chaos word count runs on a TLS stack as well (every connection TLS, certificates from
+``funcsion certs``' code): an instance killed mid-TLS-connection is handled as a plaintext one."""
 
 from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from sdk._store_client import StoreClient
 from sdk.local._stack import Stack
@@ -86,7 +91,21 @@ def test_recovery_never_resurrects_a_freed_object(stack: Stack) -> None:
     driver.close()
 
 
-def test_word_count_under_storage_chaos_is_right_and_recovers(stack: Stack) -> None:
+@pytest.fixture(scope="module")
+def tls_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    from sdk._config import Config
+    from sdk.cli.certs_cmd import make_certs
+
+    certs = make_certs(tmp_path_factory.mktemp("certs"), ["127.0.0.1"])
+    cfg = Config.load(state_dir=str(tmp_path_factory.mktemp("tls-state")), env={}, tls_cert=str(certs["server.pem"]),
+                      tls_key=str(certs["server.key"]), tls_ca=str(certs["ca.pem"]))
+    with Stack(cfg, metadata_port=0, daemon_port=0) as st:
+        assert st.endpoints.tls_ca and st.store.daemon._tls_edge is not None and st.metadata_server.tls
+        yield st
+
+
+@pytest.mark.parametrize("wire", ["plain", "tls"])
+def test_word_count_under_storage_chaos_is_right_and_recovers(wire: str, request: pytest.FixtureRequest) -> None:
     """`funcsion run --kill-storage-rate 0.2`: instances holding chunks are SIGKILLed during the
     run; no handler sees an error, the output is right, nothing leaks, chunks were recovered. 32 mappers
     and 16 reducers, half the instances holding chunks killed each 100 ms round: with warm task workers
@@ -99,6 +118,8 @@ def test_word_count_under_storage_chaos_is_right_and_recovers(stack: Stack) -> N
     from sdk.local._executor import ExecutorOptions
     from sdk.local._run import run_workflow
     from tests.integration.test_wordcount_e2e import WC, expected_counts, output
+
+    stack: Stack = request.getfixturevalue("stack" if wire == "plain" else "tls_stack")
 
     report = run_workflow(WC, config=replace(stack.config, kill_storage_rate=0.5), stack=stack,
                           params={"mappers": 32, "reducers": 16}, options=ExecutorOptions(progress=False, seed=7))

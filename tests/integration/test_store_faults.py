@@ -1,7 +1,8 @@
 """Fault injection over the whole local store: storage-function instances
 are killed at random while many clients PUT and GET; every object written
 stays readable (first-d from the survivors, parity, the persistent buffer or
-COS) and no client sees an error."""
+COS) and no client sees an error. With TLS on as well (``tls``): an instance killed
+mid-TLS-connection is handled as one killed mid-plaintext-connection."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import os
 import random
 import threading
 import time
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,11 +23,24 @@ MiB = 1 << 20
 SIZES = [0, 1, 4096, 70_000, 900_000, MiB, 2 * MiB + 3]
 
 
+def _tls(on: bool, tmp_path: Path) -> tuple[dict[str, Any], str]:
+    """The daemon's TLS settings and the CA's PEM for its clients (none when off)."""
+    if not on:
+        return {}, ""
+    from sdk.cli.certs_cmd import make_certs
+
+    paths = make_certs(tmp_path / "certs", ["127.0.0.1"])
+    return ({"tls_cert": str(paths["server.pem"]), "tls_key": str(paths["server.key"]),
+             "tls_ca": str(paths["ca.pem"])}, paths["ca.pem"].read_text())
+
+
 @pytest.mark.slow
-def test_random_kills_under_concurrent_load_lose_nothing() -> None:
+@pytest.mark.parametrize("tls", [False, True], ids=["plain", "tls"])
+def test_random_kills_under_concurrent_load_lose_nothing(tls: bool, tmp_path: Path) -> None:
     rng = random.Random(7)
+    settings, ca = _tls(tls, tmp_path)
     with LocalStore(idle_s=1.0, function_memory_mb=256, group_size=6, max_functions=24, get_straggler_s=0.2,
-                    put_timeout_s=20.0) as st:
+                    put_timeout_s=20.0, **settings) as st:
         written: dict[str, bytes] = {}
         lock = threading.Lock()
         errors: list[BaseException] = []
@@ -33,7 +49,7 @@ def test_random_kills_under_concurrent_load_lose_nothing() -> None:
         def client(n: int) -> None:
             r = random.Random(n)
             try:
-                with StoreClient(st.address, st.token, codec=Codec(4, 2, stripe_size=MiB)) as c:
+                with StoreClient(st.address, st.token, codec=Codec(4, 2, stripe_size=MiB), tls_ca=ca) as c:
                     j = 0
                     while not stop.is_set():
                         key = f"c{n}-{j}"
@@ -67,7 +83,10 @@ def test_random_kills_under_concurrent_load_lose_nothing() -> None:
               f"counters {st.daemon.counters}")
         assert kills >= 2 and len(written) >= 12
         assert st.daemon.counters["lost_functions"] >= 1
-        with StoreClient(st.address, st.token) as c:
+        if tls:
+            edge = st.daemon._tls_edge
+            assert edge is not None and edge.completed >= 6, "the clients and functions spoke TLS"
+        with StoreClient(st.address, st.token, tls_ca=ca) as c:
             for k, v in written.items():
                 assert c.get(k) == v, k
             st.platform.kill(st.daemon.handles[0].name)  # and once more after every upload
