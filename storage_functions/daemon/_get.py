@@ -23,6 +23,7 @@ from ._lanes import Lanes
 
 if TYPE_CHECKING:
     from ._buffer import PersistentBuffer
+    from ._burst_io import CacheFunctions
     from ._config import DaemonConfig
     from ._gc_io import ReadNotes
     from ._functions import FunctionHandle
@@ -46,6 +47,7 @@ class GetPath:
     pool: BufferPool
     handles: list[FunctionHandle]
     recovery: Recovery
+    cache_functions: CacheFunctions
     _gets: set[Collector]
     _gets_lock: threading.Lock
     _watch_cond: threading.Condition

@@ -23,7 +23,7 @@ import time
 from typing import Any, Callable, Iterable
 
 from ..exceptions import StoreError, UnknownKey
-from ..protocol import Frame, Op, Status
+from ..protocol import Frame, Op, Status, tune_socket
 from ._buffer import PersistentBuffer
 from ._burst_io import CacheFunctions
 from ._collect import Collector
@@ -31,6 +31,7 @@ from ._config import CHECK_STATE_ENV, DaemonConfig
 from ._functions import FunctionHandle
 from ._gc_io import ReadNotes, carry_out, gc_window
 from ._get import GetPath
+from ._hello import HelloGate
 from ._ledger import MemoryLedger
 from ._objects import ObjectTable, ObjectVersion, chunk_key
 from ._outbox import BufferPool
@@ -39,7 +40,7 @@ from ._put import PutPath
 from ._recovery import LostChunk, Recovery
 from ._restore import DurableTable
 from ._runs import drop_run_files, held_by_run, run_of, sweep_files
-from ._session import serve_connection
+from ._session import admit, serve_connection
 from ._state import StoreState
 from ._store_events import (ChunkRecovered, Discard, Event, Free, Freed, FunctionLost, Instruction, Place, PutReady, Recover,
                             Release, Tick, Upload, Warm)
@@ -112,8 +113,11 @@ class Daemon(PutPath, GetPath):
         self.address: tuple[str, int] = (config.host, config.port)
         self.counters = {"puts": 0, "gets": 0, "buffer_hits": 0, "cos_fallbacks": 0, "corrupt_chunks": 0,
                          "missing_chunks": 0, "chunk_retries": 0, "lost_functions": 0, "auth_failures": 0,
-                         "scope_refusals": 0, "bad_frames": 0, "hello_timeouts": 0, "conn_errors": 0,
-                         "prewarmed": 0}
+                         "scope_refusals": 0, "bad_frames": 0, "hello_timeouts": 0, "hello_evicted": 0,
+                         "conn_errors": 0, "prewarmed": 0}
+        # connections before their HELLO: one thread reads them all (``_hello``)
+        self._hellos = HelloGate(self._on_hello, self.count, timeout_s=config.hello_timeout_s,
+                                 max_pending=config.hello_pending_max)
 
     # -- lifecycle --------------------------------------------------------------
     def start(self) -> tuple[str, int]:
@@ -124,6 +128,7 @@ class Daemon(PutPath, GetPath):
         ls.listen(512)
         self._listener = ls
         self.address = ls.getsockname()[:2]
+        self._hellos.start()
         for target, name in ((self._accept_loop, "sion-accept"), (self._warm_loop, "sion-warm"),
                              (self._get_watch_loop, "sion-get-watch")):
             t = threading.Thread(target=target, daemon=True, name=name)
@@ -149,6 +154,7 @@ class Daemon(PutPath, GetPath):
             except OSError:
                 pass
             self._listener.close()
+        self._hellos.stop()
         for h in list(self.handles):
             h.close()
         with self._lock:
@@ -454,6 +460,33 @@ class Daemon(PutPath, GetPath):
                 sock, _ = self._listener.accept()
             except OSError:
                 return
-            t = threading.Thread(target=serve_connection, args=(self, sock), daemon=True, name="sion-conn")
-            t.start()
+            try:
+                conn = self._connection(sock)
+            except OSError as exc:
+                log.debug("connection ended at accept: %r", exc)
+                sock.close()
+                continue
+            self._hellos.add(conn)  # no thread of its own before its HELLO authenticates it
 
+    def _connection(self, sock: socket.socket) -> socket.socket:
+        """The connection the handshake reads, from a socket just accepted (the one
+        place a connection is made of an accepted socket)."""
+        tune_socket(sock)
+        return sock
+
+    def _on_hello(self, sock: socket.socket, hello: Frame) -> None:
+        """A connection's whole HELLO is in (the HELLO gate's thread): authenticated, it
+        gets a thread of its own; refused, it is closed."""
+        run = admit(self, sock, hello)
+        if run is None:
+            sock.close()
+            return
+        threading.Thread(target=serve_connection, args=(self, sock, run), daemon=True, name="sion-conn").start()
+
+    def _client_opened(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._clients.add(sock)
+
+    def _client_closed(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._clients.discard(sock)
