@@ -379,6 +379,7 @@ class Daemon(PutPath, GetPath):
             "pending_uploads": sum(1 for o in objs if not o.uploaded and o.state == "ready"),
             **self.buffer.stats(),
             "runs": held_by_run(objs),
+            "hello_pending": self._hellos.pending(),
             **self.counters,
             "functions": [{"name": h.name, "state": h.state, "mem": h.mem, "chunks": chunks[k],
                            "invocations": h.invocations, "lost": h.lost_count, "sealed": sealed[k],
