@@ -15,6 +15,8 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
 __all__ = ["run_many"]
@@ -41,10 +43,12 @@ def _admission(args: argparse.Namespace) -> tuple[Any, list[int] | None]:
     return Admission(args.admit_budget), (peaks * len(args.wds) if len(peaks) == 1 else peaks)
 
 
-def run_many(args: argparse.Namespace) -> int:
+def run_many(args: argparse.Namespace, interrupts: Callable[[], AbstractContextManager[None]]) -> int:
+    """``funcsion run`` of several WDS files (``run_cmd.run`` hands them here with its
+    ``interrupts``: SIGINT and SIGTERM end the jobs and they are reported)."""
     from sdk._config import Config
     from sdk.cli._common import stack_endpoints
-    from sdk.cli.run_cmd import _interrupts, format_report
+    from sdk.cli._summary import format_report
     from sdk.exceptions import MetadataError, StoreFailure
     from sdk.local._executor import ExecutorOptions
     from sdk.local._inputs import prepare_run
@@ -69,7 +73,7 @@ def run_many(args: argparse.Namespace) -> int:
     preps = [prepare_run(w, options=opts, limits=cfg.wds_limits()) for w in args.wds]  # bad input: exit 2
     start = time.monotonic()
     try:
-        with _interrupts():
+        with interrupts():
             running = read_stack_file(cfg.state_dir)
             if running is not None:
                 reports = run_jobs(preps, config=cfg, endpoints=stack_endpoints(running), options=opts, hints=hints,
