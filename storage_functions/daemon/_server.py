@@ -97,7 +97,7 @@ class Daemon(PutPath, GetPath):
                                        cos_prefix=config.cos_prefix, direct_io=config.buffer_direct_io,
                                        on_uploaded=self._uploaded,
                                        on_deletes=lambda queued, keys: self.durable.deletes(queued, keys))
-        self.durable = DurableTable(self)  # the table on disk: a restarted daemon rebuilds it (_restore)
+        self.durable: DurableTable = DurableTable(self)  # the table on disk: a restarted daemon rebuilds it (_restore)
         self.handles: list[FunctionHandle] = []
         self._by_name: dict[str, FunctionHandle] = {}
         self._lock = threading.Lock()
