@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterable
 
 from ..exceptions import StoreError, UnknownKey
 from ..protocol import Frame, Op, Status, tune_socket
+from ..threads import ThreadCache
 from ._buffer import PersistentBuffer
 from ._burst_io import CacheFunctions
 from ._collect import Collector
@@ -118,6 +119,9 @@ class Daemon(PutPath, GetPath):
         # connections before their HELLO: one thread reads them all (``_hello``)
         self._hellos = HelloGate(self._on_hello, self.count, timeout_s=config.hello_timeout_s,
                                  max_pending=config.hello_pending_max)
+        # an authenticated connection's thread: a waiting one when a connection ended lately, so
+        # the HELLO gate does not wait for a thread start (``Thread.start`` waits for it to run)
+        self._conn_threads = ThreadCache("sion-conn", keep=32)
 
     # -- lifecycle --------------------------------------------------------------
     def start(self) -> tuple[str, int]:
@@ -155,6 +159,7 @@ class Daemon(PutPath, GetPath):
                 pass
             self._listener.close()
         self._hellos.stop()
+        self._conn_threads.close()
         for h in list(self.handles):
             h.close()
         with self._lock:
@@ -482,7 +487,7 @@ class Daemon(PutPath, GetPath):
         if run is None:
             sock.close()
             return
-        threading.Thread(target=serve_connection, args=(self, sock, run), daemon=True, name="sion-conn").start()
+        self._conn_threads.submit(serve_connection, self, sock, run)
 
     def _client_opened(self, sock: socket.socket) -> None:
         with self._lock:
