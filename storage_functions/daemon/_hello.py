@@ -114,22 +114,31 @@ class HelloGate:
                 if self._stopping:
                     return
                 new, self._new = self._new, []
-            for p in new:
-                self._admit(p)
-            first = next(iter(self._pending.values()), None)
-            wait = None if first is None else max(0.0, first.deadline - self._clock())
-            for key, _ in self._sel.select(wait):
-                if key.fileobj is self._wake_r:
-                    try:
-                        while self._wake_r.recv(4096):
-                            pass
-                    except BlockingIOError:
+            try:
+                self._step(new)
+            except Exception:  # noqa: BLE001 - a bug: without this thread no connection is served
+                self._count("conn_errors")
+                log.exception("HELLO gate: a step failed")
+
+    def _step(self, new: list[_Pending]) -> None:
+        """Take the connections just added, wait for bytes (until the first deadline at
+        most), read what came, and close the connections past their deadline."""
+        for p in new:
+            self._admit(p)
+        first = next(iter(self._pending.values()), None)
+        wait = None if first is None else max(0.0, first.deadline - self._clock())
+        for key, _ in self._sel.select(wait):
+            if key.fileobj is self._wake_r:
+                try:
+                    while self._wake_r.recv(4096):
                         pass
-                else:
-                    p = self._pending.get(key.fileobj)  # type: ignore[call-overload]
-                    if p is not None:
-                        self._read(p)
-            self._expire(self._clock())
+                except BlockingIOError:
+                    pass
+            else:
+                p = self._pending.get(key.fileobj)  # type: ignore[call-overload]
+                if p is not None:
+                    self._read(p)
+        self._expire(self._clock())
 
     def _admit(self, p: _Pending) -> None:
         """Start waiting for ``p``'s HELLO; past ``max_pending``, the oldest is closed."""
