@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import selectors
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable
@@ -174,40 +175,44 @@ class HelloGate:
         p.sock.close()
 
     def _read(self, p: _Pending) -> None:
-        """Read what ``p``'s HELLO still needs (never past it); hand it on once whole."""
-        try:
-            data = p.sock.recv(p.need - len(p.buf))
-        except BlockingIOError:
-            return
-        except OSError as exc:
-            log.debug("connection ended before its HELLO: %r", exc)
-            self._drop(p)
-            return
-        if not data:  # the peer closed before a whole HELLO
-            self._drop(p)
-            return
-        p.buf += data
-        if len(p.buf) < p.need:
-            return
-        try:
-            got = parse_frame(p.buf, max_meta=HELLO_LIMIT, max_payload=0)
-            if isinstance(got, int):
-                p.need = got
+        """Read what ``p``'s HELLO still needs (never past it) until the socket has no more
+        for now; hand it on once whole. (Reading on until then, not once per wake-up: a
+        socket that decrypts (TLS) may hold bytes the selector does not see.)"""
+        while True:
+            try:
+                data = p.sock.recv(p.need - len(p.buf))
+            except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
                 return
-            del self._pending[p.sock]
-            self._sel.unregister(p.sock)
-            p.sock.setblocking(True)
-            if got.op != Op.HELLO:
-                raise ProtocolError(f"first frame must be HELLO, got op {got.op}")
-            self._on_hello(p.sock, got)
-        except ProtocolError as exc:
-            self._count("bad_frames")
-            self._refuse(p.sock, str(exc))
-        except Exception:  # noqa: BLE001 - a bug: this connection ends, the gate serves on
-            self._count("conn_errors")
-            log.exception("connection failed at its HELLO")
-            self._pending.pop(p.sock, None)
-            p.sock.close()
+            except OSError as exc:
+                log.debug("connection ended before its HELLO: %r", exc)
+                self._drop(p)
+                return
+            if not data:  # the peer closed before a whole HELLO
+                self._drop(p)
+                return
+            p.buf += data
+            if len(p.buf) < p.need:
+                continue
+            try:
+                got = parse_frame(p.buf, max_meta=HELLO_LIMIT, max_payload=0)
+                if isinstance(got, int):
+                    p.need = got
+                    continue
+                del self._pending[p.sock]
+                self._sel.unregister(p.sock)
+                p.sock.setblocking(True)
+                if got.op != Op.HELLO:
+                    raise ProtocolError(f"first frame must be HELLO, got op {got.op}")
+                self._on_hello(p.sock, got)
+            except ProtocolError as exc:
+                self._count("bad_frames")
+                self._refuse(p.sock, str(exc))
+            except Exception:  # noqa: BLE001 - a bug: this connection ends, the gate serves on
+                self._count("conn_errors")
+                log.exception("connection failed at its HELLO")
+                self._pending.pop(p.sock, None)
+                p.sock.close()
+            return
 
     def _refuse(self, sock: socket.socket, message: str) -> None:
         """Best effort, without blocking: the error reply, then close."""
