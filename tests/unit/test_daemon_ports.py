@@ -1,30 +1,39 @@
 """The daemon's I/O paths driven through their narrow Protocols with small in-memory
 doubles, no daemon: the GC window's instructions (``_gc_io.carry_out`` over a
 ``GcHost``), a GET's first-d collection (``_collect.Collector`` over a ``GetHost``,
-functions that answer on a socket pair) and a connection's authentication
-(``_session.admit`` over a ``SessionHost``). Each double records what the path did."""
+functions that answer on a socket pair), a connection's authentication
+(``_session.admit`` over a ``SessionHost``) and a PUT (``_put.PutPath`` over a
+``PutHost``: the real store core and buffer, functions that keep what they are sent).
+Each double records what the path did."""
 
 from __future__ import annotations
 
+import os
 import socket
+import threading
 import zlib
 from collections import Counter
 from collections.abc import Callable, Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from storage_functions.auth import mint_run_token
+from storage_functions.daemon._buffer import PersistentBuffer
 from storage_functions.daemon._collect import Collector
 from storage_functions.daemon._config import DaemonConfig
 from storage_functions.daemon._gc_io import ReadNotes, carry_out
 from storage_functions.daemon._lanes import Lanes
 from storage_functions.daemon._objects import ObjectVersion, Stripe, chunk_key
 from storage_functions.daemon._outbox import BufferPool, Outbox
+from storage_functions.daemon._placement import PlaceChunk
+from storage_functions.daemon._put import PutPath
 from storage_functions.daemon._session import admit
-from storage_functions.daemon._store_events import Event, Freed, Instruction, Migrate, Migrated, Retire
+from storage_functions.daemon._state import StoreState
+from storage_functions.daemon._store_events import Event, Freed, Instruction, Migrate, Migrated, Retire, Upload
 from storage_functions.exceptions import ProtocolError
-from storage_functions.protocol import Frame, Op, Status, pack_header, recv_exact, recv_frame
+from storage_functions.protocol import Frame, Op, Status, pack_header, recv_exact, recv_frame, send_frame
 
 Reply = Callable[[Frame | None, "socket.socket | None"], None]
 
@@ -313,3 +322,137 @@ def test_a_hello_of_no_known_role_is_a_protocol_error() -> None:
         admit(host, ours, _hello(role="admin", token="store-token"))  # type: ignore[arg-type]
 
 
+
+
+# -- a PUT ----------------------------------------------------------------------------------
+class _Storing:
+    """A storage function that keeps the chunks it is sent (streamed or whole), or fails
+    every one."""
+
+    def __init__(self, index: int, *, fail: bool = False) -> None:
+        self.index = index
+        self.fail = fail
+        self.silent = False
+        self.last_died = 0.0
+        self.stored: dict[str, tuple[int, int, bytes]] = {}  # chunk key -> (block, offset, bytes)
+
+    def mark_silent(self) -> bool:
+        return False
+
+    def _answer(self, key: str, block: int, off: int, data: bytes, on_reply: Reply) -> None:
+        if self.fail:
+            on_reply(_reply(Status.ERROR), None)
+            return
+        self.stored[key] = (block, off, data)
+        on_reply(_reply(), None)
+
+    def request_put_stream(self, key: str, block: int, offset: int, crc: int, length: int,
+                           write: Callable[[Any], None] | None, on_reply: Reply, *, large: bool = True,
+                           payload: Any = None) -> None:
+        if payload is None:
+            sink = bytearray()
+            write(SimpleNamespace(sendall=sink.extend))  # type: ignore[misc]
+            payload = sink
+        self._answer(key, block, offset, bytes(payload), on_reply)  # a copy: the view is the path's scratch
+
+    def request(self, op: int, key: str, on_reply: Reply, *, a: int = 0, b: int = 0, crc: int = 0,
+                meta: dict[str, Any] | None = None, payload: Any = None, large: bool = False) -> None:
+        assert op == Op.PUT  # a chunk stored again, from the buffer
+        self._answer(key, a, b, bytes(payload), on_reply)
+
+
+class _Put(PutPath):
+    """The PUT path over a ``PutHost`` double: the real store core (``StoreState``) and
+    persistent buffer, storage functions that keep what they are sent."""
+
+    def __init__(self, tmp: str, failing: frozenset[int] = frozenset()) -> None:
+        self.config = DaemonConfig(block_size=64 << 10, function_memory_mb=128, group_size=3, max_functions=6,
+                                   put_timeout_s=5.0)
+        c = self.config
+        self.state = StoreState(PlaceChunk(group_size=c.group_size, hardcap=c.hardcap, block_size=c.block_size,
+                                           max_functions=c.max_functions, capacity=c.capacity),
+                                block_size=c.block_size)
+        self.buffer = PersistentBuffer(tmp, None, direct_io=False)
+        self.functions = [_Storing(i, fail=i in failing) for i in range(c.max_functions)]
+        self.counts: Counter[str] = Counter()
+        self.instructions: list[Instruction] = []
+
+    def count(self, name: str, n: int = 1) -> None:
+        self.counts[name] += n
+
+    def _do(self, ev: Event) -> list[Instruction]:
+        out = self.state.handle(ev)
+        self.instructions += out
+        return out
+
+    def _handle(self, index: int) -> _Storing:  # type: ignore[override]
+        return self.functions[index]
+
+
+def _send_put(sock: socket.socket, chunks: list[bytes], ol: int) -> tuple[Frame, threading.Thread]:
+    """What a client sends after its PUT frame (one stripe, d=2 + p=1), on a thread (more
+    than a socket pair holds); the PUT frame, and the thread to join."""
+    payload = b"".join(chunks)
+    meta = {"d": 2, "p": 1, "fs": len(chunks[0]), "ol": ol, "crcs": [zlib.crc32(c) for c in chunks]}
+    t = threading.Thread(target=send_frame, args=(sock, Op.STRIPE), kwargs={"meta": meta, "payload": payload})
+    t.start()
+    return Frame(Op.PUT, 0, 1, "r/obj", {"size": ol, "n": 1}, 0, 0, 0, 0), t
+
+
+@pytest.mark.parametrize("large", [False, True], ids=["whole", "streamed"])
+def test_a_put_sends_each_chunk_where_the_core_placed_it_and_keeps_it_in_the_buffer(tmp_path: Any,
+                                                                                      large: bool) -> None:
+    cl = 80_000 if large else 1000  # above 64 KiB a chunk streams through as it arrives
+    chunks = [os.urandom(cl) for _ in range(3)]
+    put = _Put(str(tmp_path))
+    client, ours = socket.socketpair()
+    try:
+        f, sender = _send_put(client, chunks, 2 * cl)
+        p = put._put_send(ours, f, bytearray(1 << 20))
+        sender.join()
+        assert put._put_finish(p) == {"version": p.obj.version, "size": 2 * cl}
+        # the buffer holds the version's bytes (what GETs read until COS has it)
+        assert [put.buffer.read(p.obj, p.obj.chunk_offset(0, i), cl) for i in range(3)] == chunks
+    finally:
+        client.close()
+        ours.close()
+        put.buffer.close()
+    obj = put.state.table.latest("r/obj")
+    assert obj is p.obj and obj.state == "ready"
+    places = obj.stripes[0].places
+    assert len({pl[0] for pl in places if pl is not None}) == 3  # three distinct functions of a group
+    for i, place in enumerate(places):
+        assert place is not None
+        fn, block, off = place
+        assert put.functions[fn].stored[chunk_key("r/obj", obj.version, 0, i)] == (block, off, chunks[i])
+    assert put.counts == Counter(puts=1)
+    assert any(isinstance(x, Upload) for x in put.instructions)  # readable, and handed to the uploader
+
+
+def test_a_chunk_its_function_failed_is_stored_again_elsewhere_from_the_buffer(tmp_path: Any) -> None:
+    chunks = [os.urandom(1000) for _ in range(3)]
+    probe = _Put(str(tmp_path / "probe"))  # where the core places the first object: the failing one is its chunk 1's
+    client, ours = socket.socketpair()
+    with client, ours:
+        f, sender = _send_put(client, chunks, 2000)
+        first = probe._put_send(ours, f, bytearray(1 << 20)).obj.stripes[0].places[1]
+        sender.join()
+    probe.buffer.close()
+    assert first is not None
+    put = _Put(str(tmp_path / "put"), failing=frozenset({first[0]}))
+    client, ours = socket.socketpair()
+    try:
+        f, sender = _send_put(client, chunks, 2000)
+        p = put._put_send(ours, f, bytearray(1 << 20))
+        sender.join()
+        put._put_finish(p)
+    finally:
+        client.close()
+        ours.close()
+        put.buffer.close()
+    place = p.obj.stripes[0].places[1]
+    assert place is not None and place[0] != first[0]  # elsewhere, not on the failing function
+    key = chunk_key("r/obj", p.obj.version, 0, 1)
+    assert put.functions[place[0]].stored[key][2] == chunks[1]  # the bytes, read back from the buffer
+    assert not put.functions[first[0]].stored
+    assert put.counts == Counter(puts=1, chunk_retries=1)
