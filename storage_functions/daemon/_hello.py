@@ -56,19 +56,22 @@ class HelloGate:
         self._timeout_s = timeout_s
         self._max_pending = max_pending
         self._clock = clock
-        self._sel = selectors.DefaultSelector()
         # by deadline: every connection waits the same timeout, so in the order they came
         self._pending: dict[socket.socket, _Pending] = {}
         self._new: list[_Pending] = []  # added by the accepting thread, taken by the gate's
         self._lock = threading.Lock()
+        self._stopping = False
+        self._thread = threading.Thread(target=self._loop, daemon=True, name="sion-hello")
+        self._sel = selectors.DefaultSelector()
+        # the gate's wake-up: opened by start() (a socket never closed would warn), closed by stop()
+        self._wake_r: socket.socket | None = None
+        self._wake_w: socket.socket | None = None
+
+    def start(self) -> None:
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
         self._sel.register(self._wake_r, selectors.EVENT_READ)
-        self._stopping = False
-        self._thread = threading.Thread(target=self._loop, daemon=True, name="sion-hello")
-
-    def start(self) -> None:
         self._thread.start()
 
     def stop(self) -> None:
@@ -85,8 +88,9 @@ class HelloGate:
         for sock in left:
             sock.close()
         self._sel.close()
-        self._wake_r.close()
-        self._wake_w.close()
+        for s in (self._wake_r, self._wake_w):
+            if s is not None:
+                s.close()
 
     def add(self, sock: socket.socket) -> None:
         """A connection just accepted: its HELLO is due within the timeout from now."""
@@ -103,6 +107,8 @@ class HelloGate:
             return len(self._pending) + len(self._new)
 
     def _wake(self) -> None:
+        if self._wake_w is None:  # not started
+            return
         try:
             self._wake_w.send(b"\0")
         except (BlockingIOError, OSError):  # full: the gate is woken already; closed: it is stopping
@@ -130,6 +136,7 @@ class HelloGate:
         wait = None if first is None else max(0.0, first.deadline - self._clock())
         for key, _ in self._sel.select(wait):
             if key.fileobj is self._wake_r:
+                assert self._wake_r is not None
                 try:
                     while self._wake_r.recv(4096):
                         pass
