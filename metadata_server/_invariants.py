@@ -5,17 +5,39 @@ scenario; it changes nothing."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from ._grains import GrainCount
 
 if TYPE_CHECKING:
-    from ._state import MetadataState
+    from ._allocator import Allocator
+    from ._events import StorageInstruction
+    from ._records import RunRecord
 
-__all__ = ["validate"]
+__all__ = ["validate", "StateView"]
 
 
-def validate(state: MetadataState) -> None:
+class StateView(Protocol):
+    """What the invariants read of the metadata core (``_state.MetadataState``)."""
+
+    @property
+    def allocator(self) -> Allocator: ...
+
+    @property
+    def runs(self) -> Mapping[str, RunRecord]: ...
+
+    @property
+    def live_bytes(self) -> int: ...
+
+    @property
+    def next_seq(self) -> int: ...
+
+    @property
+    def pending(self) -> Sequence[StorageInstruction]: ...
+
+
+def validate(state: StateView) -> None:
     """Assert every invariant of DESIGN.md that the state can see."""
     state.allocator.validate()
     grains = state.allocator.grains

@@ -22,19 +22,28 @@ from __future__ import annotations
 import json
 import socket
 from collections import deque
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable, Protocol
 
 from storage_functions.exceptions import ProtocolError, StorageError, StoreError
 from storage_functions.protocol import HEADER, HEADER_SIZE, Frame, Op, Status, error_for, recv_into, send_frame
 
 from ._erasure import Codec, StripeInfo
 
-if TYPE_CHECKING:
-    from ._store_client import StoreClient
-
-__all__ = ["FrameReader", "StripeReceiver", "GetStream", "open_get", "read_head", "read_inline", "DONE"]
+__all__ = ["FrameReader", "StripeReceiver", "GetStream", "StreamOwner", "open_get", "read_head", "read_inline",
+           "DONE"]
 
 DONE = -2  # StripeReceiver.pump(): the reply's END arrived
+
+
+class StreamOwner(Protocol):
+    """What a ``GetStream`` uses of the client whose connection it holds
+    (``_store_client.StoreClient``): its codec, and giving the connection back
+    (``_settle``: to the pool when ``exc`` is None, else closed)."""
+
+    @property
+    def codec(self) -> Codec: ...
+
+    def _settle(self, sock: socket.socket, exc: BaseException | None) -> None: ...
 
 
 class FrameReader:
@@ -252,7 +261,7 @@ class GetStream:
 
     _DRAIN_MAX = 1 << 20  # close rather than drain when more is still to come
 
-    def __init__(self, client: StoreClient, sock: socket.socket, key: str, version: int | None) -> None:
+    def __init__(self, client: StreamOwner, sock: socket.socket, key: str, version: int | None) -> None:
         self._client = client
         self._sock: socket.socket | None = None
         self._recv: StripeReceiver | None = None

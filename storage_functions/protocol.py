@@ -63,7 +63,7 @@ from .exceptions import (
 )
 
 __all__ = [
-    "HEADER", "HEADER_SIZE", "Op", "Status", "Frame", "send_frame", "recv_frame",
+    "HEADER", "HEADER_SIZE", "Op", "Status", "Frame", "send_frame", "recv_frame", "parse_frame",
     "recv_into", "recv_exact", "drain", "error_for", "status_for", "tune_socket", "frame_bytes", "pack_header",
     "sendmsg_all", "DEFAULT_DAEMON_PORT", "META_LIMIT", "HELLO_LIMIT", "compact_json",
 ]
@@ -306,4 +306,39 @@ def recv_frame(sock: socket.socket, head: bytearray | None = None, *,
                 raise ProtocolError(f"frame op={op}: meta is not JSON: {exc}") from None
             if not isinstance(meta, dict):
                 raise ProtocolError(f"frame op={op}: meta is a JSON {type(meta).__name__}, not an object")
+    return Frame(op, status, reqid, key, meta, crc, a, b, paylen)
+
+
+def parse_frame(data: bytes | bytearray, *, max_meta: int, max_payload: int) -> Frame | int:
+    """``recv_frame`` for bytes read without blocking (the daemon's HELLO gate): the
+    frame when ``data`` holds its whole header, key and meta (nothing more), else how
+    many bytes it needs in all (the header's, then the header's + key + meta). A frame
+    that declares more than ``max_meta`` key + meta bytes or ``max_payload`` payload
+    bytes, a key that is not UTF-8 or a meta that is not a JSON object raises
+    ``ProtocolError``, as ``recv_frame`` does, before anything past the header is read."""
+    if len(data) < HEADER_SIZE:
+        return HEADER_SIZE
+    op, status, keylen, reqid, metalen, crc, a, b, paylen = HEADER.unpack_from(data)
+    if keylen + metalen > max_meta:
+        raise ProtocolError(f"frame op={op} declares {keylen} key and {metalen} meta bytes, over the "
+                            f"{max_meta} this frame may carry")
+    if paylen > max_payload:
+        raise ProtocolError(f"frame op={op} declares a {paylen}-byte payload, over the {max_payload} "
+                            "this frame may carry")
+    if len(data) < HEADER_SIZE + keylen + metalen:
+        return int(HEADER_SIZE + keylen + metalen)
+    key = ""
+    meta: dict[str, Any] = {}
+    if keylen:
+        try:
+            key = bytes(data[HEADER_SIZE:HEADER_SIZE + keylen]).decode()
+        except UnicodeDecodeError:
+            raise ProtocolError(f"frame op={op}: key is not UTF-8") from None
+    if metalen:
+        try:
+            meta = _loads(bytes(data[HEADER_SIZE + keylen:HEADER_SIZE + keylen + metalen]).decode())
+        except ValueError as exc:
+            raise ProtocolError(f"frame op={op}: meta is not JSON: {exc}") from None
+        if not isinstance(meta, dict):
+            raise ProtocolError(f"frame op={op}: meta is a JSON {type(meta).__name__}, not an object")
     return Frame(op, status, reqid, key, meta, crc, a, b, paylen)

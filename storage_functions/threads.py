@@ -4,9 +4,9 @@ interpreter takes milliseconds. The daemon starts a function's invocation while 
 function's lock, which every request to that function waits for; during a GET burst that
 wait let dozens of GETs be routed to a cache function whose queue still looked empty.
 ``ThreadCache`` keeps finished threads waiting for the next job (up to ``keep`` of them,
-each for up to ``idle_s``), so a burst after a busy spell mostly finds them ready. (Tried
-for the daemon's connections too, it made no measurable difference there: a burst's
-connections wait for the connecting processes' turn on the CPU, not for thread starts.)
+each for up to ``idle_s``), so a burst after a busy spell mostly finds them ready. The
+daemon's authenticated connections run on one too: a connection's thread starts once the
+HELLO gate (``daemon._hello``) has read its HELLO, and the gate must not wait for it.
 
 Not a pool with a bound: a job never waits for another to end (connections last as long as
 their peers), a new thread starts when none is idle.

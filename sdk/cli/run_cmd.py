@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
 
     if len(args.wds) > 1:
         from sdk.cli.run_jobs import run_many
-        return run_many(args)
+        return run_many(args, _interrupts, _options)
     if args.admit_budget or args.job_peak:
         args._parser.error("--admit-budget and --job-peak admit concurrent jobs: give several WDS files")
     params = parse_params(args.param, args._parser)

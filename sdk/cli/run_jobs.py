@@ -15,6 +15,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any
 
 __all__ = ["run_many"]
 
@@ -31,10 +34,12 @@ def _peaks(args: argparse.Namespace) -> list[int] | None:
     return peaks or None
 
 
-def run_many(args: argparse.Namespace) -> int:
-    """``sdk.run_jobs`` (the same code path), its options from the command line."""
+def run_many(args: argparse.Namespace, interrupts: Callable[[], AbstractContextManager[None]],
+             run_options: Callable[[argparse.Namespace], dict[str, Any]]) -> int:
+    """``sdk.run_jobs`` (the same code path), its options from the command line (``run_cmd.run``
+    hands several WDS files here with its ``interrupts`` and ``run_options``)."""
     from sdk._runs import RunOptionError, run_jobs
-    from sdk.cli.run_cmd import _interrupts, _options, format_report
+    from sdk.cli._summary import format_report
     from sdk.exceptions import MetadataError, StoreFailure
     from sdk.local._stack_errors import StateDirBusy
 
@@ -42,11 +47,11 @@ def run_many(args: argparse.Namespace) -> int:
         if given:
             args._parser.error(f"{opt} names one workflow's tasks or data: run the WDS files one at a time "
                                f"to use it (with several, each job takes its default inputs)")
-    options = {**_options(args), "progress": False}
+    options = {**run_options(args), "progress": False}
     if options.pop("restart_daemon_after_s") is not None:
         args._parser.error("--restart-daemon-after restarts one run's daemon: run the WDS files one at a time")
     try:
-        with _interrupts():
+        with interrupts():
             jobs = run_jobs(args.wds, policy=args.policy, admit_budget=args.admit_budget, job_peaks=_peaks(args),
                             **options)
     except RunOptionError as exc:

@@ -44,12 +44,11 @@ import os
 import socket
 import threading
 import time
-from dataclasses import dataclass
 from typing import IO, Any, Callable
 
 from ..private_files import open_private, private_dir
 from ._file_ring import DIRECT_MIN_MBPS, DIRECT_WINDOW, FileRing, SlotPool
-from ._objects import TRAILER, ObjectVersion, cos_object_key
+from ._objects import TRAILER, Held, ObjectVersion, cos_object_key
 from ._runs import run_of
 from ._segments import SegmentLog
 from ._upload_plan import UploadPolicy, UploadQueue
@@ -61,24 +60,6 @@ log = logging.getLogger("storage_functions.daemon")
 _BUF = ".buf"
 #: COS requests a skipped upload saves: its PUT and the DELETE its free would have needed
 REQUESTS_PER_SKIP = 2
-
-
-@dataclass(eq=False, slots=True)
-class Held:
-    """One version in the buffer: its ``length`` bytes in ``mem`` (None: spilled or
-    large) and at ``base`` of the file ``path`` (a segment ``seg``, or its own file)."""
-
-    obj: ObjectVersion
-    length: int
-    mem: bytearray | None = None
-    path: str | None = None
-    base: int = 0
-    seg: str | None = None
-    expires_at: float | None = None  # predicted expiry, on the buffer's clock
-
-    def place(self) -> list[Any] | None:
-        """What the durable log keeps to find it after a kill (segment versions only)."""
-        return [self.seg, self.base, self.length] if self.seg is not None else None
 
 
 class BufferReader:

@@ -16,20 +16,43 @@ reply arrives (``_loaded_late``), as recovery does with a chunk that lands after
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..protocol import Frame, Op, Status
 from ._burst import BurstConfig, BurstRouter
 from ._objects import ObjectVersion, chunk_key
 
 if TYPE_CHECKING:
+    from ._config import DaemonConfig
     from ._functions import FunctionHandle
-    from ._server import Daemon
+    from ._gc_io import ReadNotes
 
-__all__ = ["CacheFunctions"]
+__all__ = ["CacheFunctions", "CacheHost"]
 
 Reply = Callable[[Frame | None, socket.socket | None], None]
+
+
+class CacheHost(Protocol):
+    """What the cache functions use of the daemon: its config and COS (whether there are
+    any), the function connections (their loads; ``_handle`` starts one), the counters, and
+    the chunks GETs read (``reads``, for the GC window)."""
+
+    @property
+    def config(self) -> DaemonConfig: ...
+
+    @property
+    def cos(self) -> Any: ...
+
+    @property
+    def handles(self) -> Sequence[FunctionHandle]: ...
+
+    @property
+    def reads(self) -> ReadNotes: ...
+
+    def count(self, name: str, n: int = 1) -> None: ...
+
+    def _handle(self, index: int) -> FunctionHandle: ...
 
 
 def _cos_copy(obj: ObjectVersion, s: int, i: int) -> dict[str, Any]:
@@ -39,7 +62,7 @@ def _cos_copy(obj: ObjectVersion, s: int, i: int) -> dict[str, Any]:
 
 
 class CacheFunctions:
-    def __init__(self, daemon: Daemon) -> None:
+    def __init__(self, daemon: CacheHost) -> None:
         c = daemon.config
         self.daemon = daemon
         self.on = c.cache_copies > 0 and daemon.cos is not None

@@ -15,7 +15,6 @@ import time
 from typing import Any, Callable
 
 from ..protocol import Frame, Op, Status, drain, pack_header, recv_into
-from ._burst_io import CacheFunctions
 from ._host import GetHost
 from ._lanes import Lane
 from ._objects import ObjectVersion, chunk_key
@@ -157,9 +156,7 @@ class Collector:
                              ready=lambda fn: fn < len(handles) and handles[fn].state == "active"
                              and not handles[fn].silent
                              and not host.recovery.busy(fn))
-        # the daemon's cache functions (``_burst_io``), when it has them; not a GetHost member
-        # while ``_get`` is being rewritten elsewhere (then: declare it on GetPath and GetHost)
-        self.cache: CacheFunctions | None = getattr(host, "cache_functions", None)
+        self.cache = host.cache_functions  # the daemon's cache functions (``_burst_io``), if any
         self.cond = threading.Condition()
         self.large = [st.cl >= host.config.large_threshold for st in obj.stripes]
         self.inline = len(obj.stripes) == 1 and obj.stripes[0].n == 1
@@ -197,8 +194,7 @@ class Collector:
             self._issue(s, idxs)
 
     def start(self) -> None:
-        if self.cache is not None:  # (the daemon's, when it has one: see __init__)
-            self.cache.daemon.reads.placeless(self.obj)
+        self.host.reads.placeless(self.obj)
         if not self.obj.stripes:
             self._end(Status.OK, b"")
             return

@@ -68,6 +68,9 @@ class DaemonConfig:
     # back after its first window of stripes); a GET past it waits for those before it
     get_pipeline_bytes: int = 16 << 20
     hello_timeout_s: float = 10.0  # a new connection's whole HELLO must arrive within this, or it is closed
+    # connections waiting for their HELLO at once (one thread reads them all, ``_hello``); past
+    # it the oldest is closed. Each costs a socket and at most 4 KiB until its HELLO is in
+    hello_pending_max: int = 1024
     # a function busy-polls its small connection this long after a latency-bound request: a
     # single-slice GET or a PUT of at most 64 KiB (``runtime._handler.latency_bound``)
     spin_us: float = 500.0
@@ -151,6 +154,8 @@ class DaemonConfig:
                                    or self.compact_max < 1 or self.degraded_warm_interval_s <= 0):
             raise ValueError("DaemonConfig: gc_active >= 1, 0 < compact_fraction <= 1, compact_max >= 1 and "
                              "degraded_warm_interval_s > 0 when gc_interval_s > 0")
+        if self.hello_pending_max < 1:
+            raise ValueError(f"DaemonConfig.hello_pending_max must be >= 1, got {self.hello_pending_max}")
         if not 0 < self.hardcap_fraction <= 1:
             raise ValueError(f"DaemonConfig.hardcap_fraction must be in (0, 1], got {self.hardcap_fraction}")
         if self.advertise:

@@ -353,6 +353,11 @@ class FunctionHandle:
             self._send(req)
         return conn
 
+    def proves(self, secret: Any) -> bool:
+        """Whether ``secret`` (a HELLO's) is this invocation's: checked before the
+        connection gets a thread; ``attach`` checks it again with the state."""
+        return self._secret_ok(secret)
+
     def _secret_ok(self, secret: Any) -> bool:
         """Constant-time; anything but this invocation's secret string is wrong."""
         if not isinstance(secret, str):

@@ -27,7 +27,8 @@ inside ``StoreState.handle`` under the daemon's lock and returns instructions.
 from __future__ import annotations
 
 import random
-from typing import TYPE_CHECKING
+from collections.abc import MutableMapping
+from typing import TYPE_CHECKING, Protocol
 
 from ._gc import GcRelease, GcSeal, GcWindow
 from ._manifest import parse_chunk_key
@@ -36,15 +37,46 @@ from ._placement import PoolExhausted
 from ._store_events import Instruction, Migrate, Migrated, Place, Release, Retire, Tick, Warm
 
 if TYPE_CHECKING:
-    from ._state import StoreState
+    from ._ledger import MemoryLedger
+    from ._objects import ObjectTable
+    from ._placement import PlaceChunk
 
-__all__ = ["GcCore", "ChunkId"]
+__all__ = ["GcCore", "GcState", "ChunkId"]
 
 ChunkId = tuple[str, int, int, int]  # (key, version, stripe, index)
 
 
+class GcState(Protocol):
+    """What the GC core uses of the store core (``_state.StoreState``, whose part it is):
+    the placement allocator, the version table, the ledger, the chunks waiting for
+    recovery (``missing``: a released function's are dropped), the chunks placed per
+    function, and moving a chunk's place (``_unplace``, ``_count``)."""
+
+    @property
+    def placement(self) -> PlaceChunk: ...
+
+    @property
+    def table(self) -> ObjectTable: ...
+
+    @property
+    def ledger(self) -> MemoryLedger: ...
+
+    @property
+    def missing(self) -> MutableMapping[ChunkId, Place]: ...
+
+    def name(self, fn: int) -> str: ...
+
+    def chunks(self, fn: int) -> int: ...
+
+    def live(self, obj: ObjectVersion) -> bool: ...
+
+    def _count(self, fn: int, k: int) -> None: ...
+
+    def _unplace(self, now: float, obj: ObjectVersion, s: int, i: int) -> tuple[int, str] | None: ...
+
+
 class GcCore:
-    def __init__(self, state: StoreState, window: GcWindow, rng: random.Random) -> None:
+    def __init__(self, state: GcState, window: GcWindow, rng: random.Random) -> None:
         self.state = state
         self.window = window
         self.rng = rng

@@ -5,24 +5,47 @@ invocation (it is warmed no more; its chunks were deleted by the ``Release`` bef
 RECOVER request, as local recovery does) and reports ``Migrated`` to the core.
 Function handles note the chunks GETs ask of them (``ReadNotes``: a deque, no lock
 on the GET path); the warm-up tick hands them to the core, which marks those on
-degraded functions for compaction."""
+degraded functions for compaction. What it uses of the daemon is ``GcHost``: the
+counters, the store core (``_do``) and a function's connection (``GcFunction``)."""
 
 from __future__ import annotations
 
+import socket
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
-from ..protocol import Frame, Op, Status
+from ..protocol import Frame, Op, Status, drain
 from ._gc import GcConfig, GcWindow
 from ._objects import ObjectVersion, chunk_key
-from ._store_events import Instruction, Migrate, Migrated, Retire
+from ._store_events import Event, Instruction, Migrate, Migrated, Retire
 
 if TYPE_CHECKING:
     from ._config import DaemonConfig
-    from ._server import Daemon
 
-__all__ = ["gc_window", "ReadNotes", "carry_out"]
+__all__ = ["gc_window", "ReadNotes", "carry_out", "GcHost", "GcFunction"]
+
+
+class GcFunction(Protocol):
+    """A storage function's connection as the GC window uses it
+    (``_functions.FunctionHandle``): end its invocation, send it a request."""
+
+    def release(self) -> bool: ...
+
+    def request(self, op: int, key: str, on_reply: Callable[[Frame | None, socket.socket | None], None], *, a: int = 0,
+                b: int = 0, crc: int = 0, meta: dict[str, Any] | None = None, payload: Any = None,
+                large: bool = False) -> None: ...
+
+
+class GcHost(Protocol):
+    """What carrying out a GC instruction uses of the daemon: the counters, function
+    ``index``'s connection, and the store core (``_do``: the ``Migrated`` report)."""
+
+    def count(self, name: str, n: int = 1) -> None: ...
+
+    def _handle(self, index: int) -> GcFunction: ...
+
+    def _do(self, ev: Event) -> list[Instruction]: ...
 
 
 def gc_window(c: DaemonConfig, now: float) -> GcWindow | None:
@@ -67,7 +90,7 @@ class ReadNotes:
         return tuple(seen)
 
 
-def carry_out(d: Daemon, ins: Instruction) -> bool:
+def carry_out(d: GcHost, ins: Instruction) -> bool:
     """Carry out a GC instruction; False when ``ins`` is not one."""
     if isinstance(ins, Retire):
         d.count("gc_released_functions")
@@ -81,14 +104,12 @@ def carry_out(d: Daemon, ins: Instruction) -> bool:
     return False
 
 
-def _migrate(d: Daemon, m: Migrate) -> None:
+def _migrate(d: GcHost, m: Migrate) -> None:
     obj, s, i, (fn, block, off) = m.obj, m.stripe, m.index, m.place
     st = obj.stripes[s]
 
     def replied(f: Frame | None, sock: Any) -> None:
         if f is not None and f.paylen and sock is not None:
-            from ..protocol import drain
-
             drain(sock, f.paylen)
         ok = f is not None and f.status == Status.OK
         d.count("compacted_chunks" if ok else "compaction_failures")

@@ -12,7 +12,7 @@ import socket
 import threading
 import time
 import zlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..exceptions import NotEnoughChunks, StorageError, UnknownKey
 from ..protocol import Frame, Op, Status, pack_header, send_frame, status_for
@@ -23,6 +23,7 @@ from ._lanes import Lanes
 
 if TYPE_CHECKING:
     from ._buffer import PersistentBuffer
+    from ._burst_io import CacheFunctions
     from ._config import DaemonConfig
     from ._gc_io import ReadNotes
     from ._functions import FunctionHandle
@@ -30,32 +31,48 @@ if TYPE_CHECKING:
     from ._outbox import BufferPool
     from ._recovery import Recovery
 
-__all__ = ["GetPath"]
+__all__ = ["GetPath", "GetPathHost"]
 
 log = logging.getLogger("storage_functions.daemon")
 
 
-class GetPath:
-    """GET: ``_get`` is called by a client connection's thread (``_session``)."""
+class GetPathHost(Protocol):
+    """What the GET path uses of the daemon: the config, COS and the persistent buffer
+    (a read-after-write, a fallback), the version table, the counters, the chunks GETs
+    read (the GC window), and what a ``Collector`` needs (``_host.GetHost``): the
+    receive-buffer pool, the function connections, recovery's routes and the cache
+    functions; and the daemon's stop (the watchdog's end)."""
 
     config: DaemonConfig
-    counters: dict[str, int]
     cos: Any
     buffer: PersistentBuffer
     reads: ReadNotes
     pool: BufferPool
     handles: list[FunctionHandle]
     recovery: Recovery
+    cache_functions: CacheFunctions
+    _stopping: threading.Event
+
+    @property
+    def table(self) -> ObjectTable: ...
+
+    def count(self, name: str, n: int = 1) -> None: ...
+
+
+if TYPE_CHECKING:
+    _Host = GetPathHost
+else:  # at run time a plain mixin: the Protocol's stubs never enter Daemon's method order
+    _Host = object
+
+
+class GetPath(_Host):
+    """GET: ``_get`` is called by a client connection's thread (``_session``). A mixin
+    of ``_server.Daemon``: its methods use the daemon only through ``GetPathHost``;
+    the GETs in flight and the watchdog's wake-up are its own."""
+
     _gets: set[Collector]
     _gets_lock: threading.Lock
     _watch_cond: threading.Condition
-    _stopping: threading.Event
-
-    if TYPE_CHECKING:
-        @property
-        def table(self) -> ObjectTable: ...
-
-        def count(self, name: str, n: int = 1) -> None: ...
 
     # -- GET ----------------------------------------------------------------------
     def _get(self, sock: socket.socket, lanes: Lanes, f: Frame) -> None:

@@ -1,7 +1,11 @@
 """What the daemon's helpers need of the daemon, as Protocols, so that they
 depend on these and not on ``Daemon`` (no import cycle): a GET's collector
-(``GetHost``), local recovery (``RecoveryHost``) and a restart's restore
-(``RestoreHost``). ``_server.Daemon`` satisfies them all."""
+(``GetHost``, with recovery as a GET sees it: ``Routes``), local recovery
+(``RecoveryHost``) and a restart's restore (``RestoreHost``). ``_server.Daemon``
+satisfies them all. The other paths declare theirs next to them: a connection's
+``_session.SessionHost``, the cache functions' ``_burst_io.CacheHost``, the GC
+window's ``_gc_io.GcHost``; the PUT and GET paths are mixins whose class bodies
+list what they use of the daemon (``_put.PutPath``, ``_get.GetPath``)."""
 
 from __future__ import annotations
 
@@ -14,20 +18,42 @@ if TYPE_CHECKING:
     from ._buffer import PersistentBuffer
     from ._outbox import BufferPool
     from ._store_events import Event, Instruction
-    from ._recovery import Recovery
+    from ._burst_io import CacheFunctions
+    from ._gc_io import ReadNotes
 
-__all__ = ["GetHost", "RecoveryHost", "RestoreHost"]
+__all__ = ["GetHost", "RecoveryHost", "RestoreHost", "Routes"]
+
+
+class Routes(Protocol):
+    """Recovery as a GET sees it (``_recovery.Recovery``): the recovery function holding
+    a copy of a lost chunk, whether a function is busy recovering, and forgetting a
+    copy that turned out gone."""
+
+    def route(self, obj: ObjectVersion, s: int, i: int) -> int | None: ...
+
+    def busy(self, fn: int) -> bool: ...
+
+    def unroute(self, obj: ObjectVersion, s: int, i: int) -> None: ...
 
 
 class GetHost(Protocol):
     """For ``Collector``: the config, the counters (``count``), the receive-buffer
-    pool, the function connections, recovery (copies to reroute a GET to), and a
+    pool, the function connections, recovery (copies to reroute a GET to), the
+    chunks GETs read (for the GC window), the cache functions (None: none), and a
     nudge for the GET watchdog."""
 
     config: DaemonConfig
     pool: BufferPool
     handles: list[FunctionHandle]
-    recovery: Recovery
+
+    @property
+    def recovery(self) -> Routes: ...
+
+    @property
+    def reads(self) -> ReadNotes: ...
+
+    @property
+    def cache_functions(self) -> CacheFunctions | None: ...
 
     def count(self, name: str, n: int = 1) -> None: ...
 

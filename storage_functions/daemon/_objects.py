@@ -12,6 +12,9 @@ COS object of one version (also the persistent-buffer file, byte for byte)::
 so it can be written while the chunks stream in, and a reader finds the meta
 in the last 8 bytes. Chunk ``i`` of stripe ``s`` is at
 ``sum(cl*(d+p) of stripes before s) + i*cl``.
+
+``Held`` is the persistent buffer's hold on a version (``_buffer`` makes and reads
+it); it is kept here, with the version that points to it.
 """
 
 from __future__ import annotations
@@ -19,15 +22,14 @@ from __future__ import annotations
 import struct
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Iterator
+from typing import Any
 from urllib.parse import quote
 
 from ..protocol import compact_json
 
-if TYPE_CHECKING:
-    from ._buffer import Held
-
-__all__ = ["Stripe", "ObjectVersion", "ObjectTable", "cos_object_key", "chunk_key", "trailer"]
+__all__ = ["Stripe", "ObjectVersion", "ObjectTable", "Held", "cos_object_key", "chunk_key", "trailer",
+           "placed_chunks"]
 
 TRAILER = struct.Struct("!I4s")
 
@@ -161,3 +163,31 @@ class ObjectTable:
     def all(self) -> list[ObjectVersion]:
         with self._lock:
             return [o for vs in self._versions.values() for o in vs]
+
+
+@dataclass(eq=False, slots=True)
+class Held:
+    """One version in the persistent buffer (``_buffer``): its ``length`` bytes in ``mem``
+    (None: spilled or large) and at ``base`` of the file ``path`` (a segment ``seg``, or
+    its own file)."""
+
+    obj: ObjectVersion
+    length: int
+    mem: bytearray | None = None
+    path: str | None = None
+    base: int = 0
+    seg: str | None = None
+    expires_at: float | None = None  # predicted expiry, on the buffer's clock
+
+    def place(self) -> list[Any] | None:
+        """What the durable log keeps to find it after a kill (segment versions only)."""
+        return [self.seg, self.base, self.length] if self.seg is not None else None
+
+
+def placed_chunks(versions: Iterable[ObjectVersion]) -> Iterator[tuple[ObjectVersion, int, int, tuple[int, int, int]]]:
+    """Every chunk that has a place: (version, stripe, index, place)."""
+    for obj in versions:
+        for s, st in enumerate(obj.stripes):
+            for i, pl in enumerate(st.places):
+                if pl is not None:
+                    yield obj, s, i, pl

@@ -12,7 +12,7 @@ from __future__ import annotations
 import socket
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..exceptions import ObjectTooLarge, ProtocolError, StorageError, StoreError
 from ..protocol import Frame, Op, drain, recv_frame, recv_into
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from ._functions import FunctionHandle
     from ._store_events import Event, Instruction
 
-__all__ = ["PutPath", "PendingPut"]
+__all__ = ["PutPath", "PutHost", "PendingPut"]
 
 _STRIPE_META = 64 << 10  # a STRIPE's meta: d, p, sizes and one CRC per chunk
 #: a chunk up to this size is received whole before it goes to its function with its header
@@ -61,20 +61,31 @@ class PendingPut:
     began: float  # monotonic: when its first chunk could go out
 
 
-class PutPath:
-    """PUT: ``_put_send`` then ``_put_finish`` (apart, so that a client's pipelined
-    PUTs overlap), called by a client connection's thread (``_session``)."""
+class PutHost(Protocol):
+    """What the PUT path uses of the daemon: the config, the persistent buffer, the
+    counters, the store core (``_do``: where chunks go, what is readable) and function
+    ``index``'s connection (``_handle``)."""
 
     config: DaemonConfig
-    counters: dict[str, int]
     buffer: PersistentBuffer
 
-    if TYPE_CHECKING:
-        def _do(self, ev: Event) -> list[Instruction]: ...
+    def count(self, name: str, n: int = 1) -> None: ...
 
-        def _handle(self, index: int) -> FunctionHandle: ...
+    def _do(self, ev: Event) -> list[Instruction]: ...
 
-        def count(self, name: str, n: int = 1) -> None: ...
+    def _handle(self, index: int) -> FunctionHandle: ...
+
+
+if TYPE_CHECKING:
+    _Host = PutHost
+else:  # at run time a plain mixin: the Protocol's stubs never enter Daemon's method order
+    _Host = object
+
+
+class PutPath(_Host):
+    """PUT: ``_put_send`` then ``_put_finish`` (apart, so that a client's pipelined
+    PUTs overlap), called by a client connection's thread (``_session``). A mixin of
+    ``_server.Daemon``: its methods use the daemon only through ``PutHost``."""
 
     def _put_send(self, sock: socket.socket, f: Frame, scratch: bytearray,
                   refuse: StorageError | None = None) -> PendingPut:

@@ -24,7 +24,8 @@ from typing import Any, Callable, Iterable
 
 from .. import tls
 from ..exceptions import StoreError, TlsError, UnknownKey
-from ..protocol import Frame, Op, Status
+from ..protocol import Frame, Op, Status, tune_socket
+from ..threads import ThreadCache
 from ._buffer import PersistentBuffer
 from ._burst_io import CacheFunctions
 from ._collect import Collector
@@ -32,6 +33,7 @@ from ._config import CHECK_STATE_ENV, DaemonConfig
 from ._functions import FunctionHandle
 from ._gc_io import ReadNotes, carry_out, gc_window
 from ._get import GetPath
+from ._hello import HelloGate
 from ._ledger import MemoryLedger
 from ._objects import ObjectTable, ObjectVersion, chunk_key
 from ._outbox import BufferPool
@@ -40,7 +42,7 @@ from ._put import PutPath
 from ._recovery import LostChunk, Recovery
 from ._restore import DurableTable
 from ._runs import drop_run_files, held_by_run, run_of, sweep_files
-from ._session import serve_connection
+from ._session import admit, serve_connection
 from ._state import StoreState
 from ._store_events import (ChunkRecovered, Discard, Event, Free, Freed, FunctionLost, Instruction, Place, PutReady, Recover,
                             Release, Tick, Upload, Warm)
@@ -97,7 +99,7 @@ class Daemon(PutPath, GetPath):
                                        cos_prefix=config.cos_prefix, direct_io=config.buffer_direct_io,
                                        on_uploaded=self._uploaded,
                                        on_deletes=lambda queued, keys: self.durable.deletes(queued, keys))
-        self.durable = DurableTable(self)  # the table on disk: a restarted daemon rebuilds it (_restore)
+        self.durable: DurableTable = DurableTable(self)  # the table on disk: a restarted daemon rebuilds it (_restore)
         self.handles: list[FunctionHandle] = []
         self._by_name: dict[str, FunctionHandle] = {}
         self._lock = threading.Lock()
@@ -115,8 +117,14 @@ class Daemon(PutPath, GetPath):
         self.address: tuple[str, int] = (config.host, config.port)
         self.counters = {"puts": 0, "gets": 0, "buffer_hits": 0, "cos_fallbacks": 0, "corrupt_chunks": 0,
                          "missing_chunks": 0, "chunk_retries": 0, "lost_functions": 0, "auth_failures": 0,
-                         "scope_refusals": 0, "bad_frames": 0, "hello_timeouts": 0, "conn_errors": 0,
-                         "prewarmed": 0}
+                         "scope_refusals": 0, "bad_frames": 0, "hello_timeouts": 0, "hello_evicted": 0,
+                         "conn_errors": 0, "prewarmed": 0}
+        # connections before their HELLO: one thread reads them all (``_hello``)
+        self._hellos = HelloGate(self._on_hello, self.count, timeout_s=config.hello_timeout_s,
+                                 max_pending=config.hello_pending_max)
+        # an authenticated connection's thread: a waiting one when a connection ended lately, so
+        # the HELLO gate does not wait for a thread start (``Thread.start`` waits for it to run)
+        self._conn_threads = ThreadCache("sion-conn", keep=32)
 
     # -- lifecycle --------------------------------------------------------------
     def start(self) -> tuple[str, int]:
@@ -140,6 +148,7 @@ class Daemon(PutPath, GetPath):
         ls.listen(512)
         self._listener = ls
         self.address = ls.getsockname()[:2]
+        self._hellos.start()
         for target, name in ((self._accept_loop, "sion-accept"), (self._warm_loop, "sion-warm"),
                              (self._get_watch_loop, "sion-get-watch")):
             t = threading.Thread(target=target, daemon=True, name=name)
@@ -165,6 +174,8 @@ class Daemon(PutPath, GetPath):
             except OSError:
                 pass
             self._listener.close()
+        self._hellos.stop()
+        self._conn_threads.close()
         for h in list(self.handles):
             h.close()
         with self._lock:
@@ -393,6 +404,7 @@ class Daemon(PutPath, GetPath):
             "pending_uploads": sum(1 for o in objs if not o.uploaded and o.state == "ready"),
             **self.buffer.stats(),
             "runs": held_by_run(objs),
+            "hello_pending": self._hellos.pending(),
             **self.counters,
             "functions": [{"name": h.name, "state": h.state, "mem": h.mem, "chunks": chunks[k],
                            "invocations": h.invocations, "lost": h.lost_count, "sealed": sealed[k],
@@ -483,13 +495,44 @@ class Daemon(PutPath, GetPath):
             if self._tls_edge is not None:
                 self._tls_edge.accept(sock)      # its handshake thread hands the plain end to _serve_plain
                 continue
-            t = threading.Thread(target=serve_connection, args=(self, sock), daemon=True, name="sion-conn")
-            t.start()
+            self._admit_accepted(sock)
 
     def _serve_plain(self, sock: socket.socket, peer: str) -> None:
-        """A TLS connection's plain end (``storage_functions.tls``), served like any other."""
+        """A TLS connection's plain end (``storage_functions.tls``), read by the HELLO gate like any other."""
         if self._stopping.is_set():
             sock.close()
             return
-        threading.Thread(target=serve_connection, args=(self, sock), daemon=True, name="sion-conn").start()
+        self._admit_accepted(sock)
 
+    def _admit_accepted(self, sock: socket.socket) -> None:
+        """Hand an accepted (or TLS-terminated) connection to the HELLO gate."""
+        try:
+            conn = self._connection(sock)
+        except OSError as exc:
+            log.debug("connection ended at accept: %r", exc)
+            sock.close()
+            return
+        self._hellos.add(conn)  # no thread of its own before its HELLO authenticates it
+
+    def _connection(self, sock: socket.socket) -> socket.socket:
+        """The connection the handshake reads, from a socket just accepted (the one
+        place a connection is made of an accepted socket)."""
+        tune_socket(sock)
+        return sock
+
+    def _on_hello(self, sock: socket.socket, hello: Frame) -> None:
+        """A connection's whole HELLO is in (the HELLO gate's thread): authenticated, it
+        gets a thread of its own; refused, it is closed."""
+        run = admit(self, sock, hello)
+        if run is None:
+            sock.close()
+            return
+        self._conn_threads.submit(serve_connection, self, sock, run)
+
+    def _client_opened(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._clients.add(sock)
+
+    def _client_closed(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._clients.discard(sock)

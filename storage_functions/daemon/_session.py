@@ -2,8 +2,10 @@
 SDK client's requests, each checked against its token's scope.
 
 Before a peer authenticates it may declare only a HELLO (``HELLO_LIMIT``
-bytes of key + meta, no payload), sent whole within ``hello_timeout_s``; a
-malformed one gets an error reply and the connection closes. A client's
+bytes of key + meta, no payload), sent whole within ``hello_timeout_s``; the
+HELLO gate (``_hello``) reads it with no thread of its own, a malformed one gets
+an error reply and the connection closes. ``admit`` authenticates it there, and
+only then is the connection given a thread (``serve_connection``). A client's
 token decides what it may touch (``storage_functions.auth``): the store
 token every key (the driver and admin side), a run token only keys under
 ``<run_id>/`` and that run's COS objects (GET, PUT, DEL, FREE and the COS
@@ -32,23 +34,25 @@ import logging
 import socket
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..auth import cos_in_scope, in_scope, token_scope
 from ..cos import validate_key
 from ..exceptions import AuthError, ObjectTooLarge, ProtocolError, StorageError, StoreError, UnknownKey
-from ..protocol import (HELLO_LIMIT, META_LIMIT, Frame, Op, Status, drain, frame_bytes, pack_header, recv_exact,
-                        recv_frame, send_frame, status_for, tune_socket)
+from ..protocol import (META_LIMIT, Frame, Op, Status, drain, frame_bytes, pack_header, recv_exact,
+                        recv_frame, send_frame, status_for)
 from ._checks import meta_keys
 from ._lanes import Lane, Lanes
 from ._outbox import Outbox
 from ..readiness import readable
 
 if TYPE_CHECKING:
+    from ._config import DaemonConfig
+    from ._functions import FunctionHandle
     from ._put import PendingPut
-    from ._server import Daemon
 
-__all__ = ["serve_connection", "ClientSession", "CLIENT_META_LIMITS", "PUT_WINDOW"]
+__all__ = ["admit", "serve_connection", "ClientSession", "SessionHost", "CLIENT_META_LIMITS", "PUT_WINDOW"]
 
 log = logging.getLogger("storage_functions.daemon")
 
@@ -65,74 +69,114 @@ _SCRATCH = 1 << 20
 PUT_WINDOW = 32
 
 
-def _reply_error(sock: socket.socket, reqid: int, status: int, message: str) -> None:
-    """Best effort: the peer may be gone or not reading."""
+class SessionHost(Protocol):
+    """What a connection uses of the daemon: the config, COS (the proxy), the counters,
+    the function handles by name (a function's HELLO), the set of client connections
+    (closed at stop), the PUT path (``_put.PutPath``), the GET path (``_get.GetPath``),
+    free, and the stats."""
+
+    @property
+    def config(self) -> DaemonConfig: ...
+
+    @property
+    def cos(self) -> Any: ...
+
+    @property
+    def _by_name(self) -> Mapping[str, FunctionHandle]: ...
+
+    def count(self, name: str, n: int = 1) -> None: ...
+
+    def _client_opened(self, sock: socket.socket) -> None: ...
+
+    def _client_closed(self, sock: socket.socket) -> None: ...
+
+    def _put_send(self, sock: socket.socket, f: Frame, scratch: bytearray,
+                  refuse: StorageError | None = None) -> PendingPut: ...
+
+    def _put_finish(self, p: PendingPut, timeout: float | None = None) -> dict[str, Any]: ...
+
+    def _put_done(self, p: PendingPut) -> dict[str, Any]: ...
+
+    def _get(self, sock: socket.socket, lanes: Lanes, f: Frame) -> None: ...
+
+    def free(self, keys: Iterable[str]) -> int: ...
+
+    def stats(self) -> dict[str, Any]: ...
+
+    def memory(self, run_id: str | None = None) -> dict[str, Any]: ...
+
+
+def _reply_error(sock: socket.socket, reqid: int, status: int, message: str, timeout: float = 1.0) -> None:
+    """Best effort: the peer may be gone or not reading (``timeout`` 0: without blocking)."""
     try:
-        sock.settimeout(1.0)
+        sock.settimeout(timeout)
         send_frame(sock, Op.REPLY, reqid=reqid, status=status, payload=message.encode())
     except OSError:
         pass
 
 
-def serve_connection(daemon: Daemon, sock: socket.socket) -> None:
-    """Run one accepted connection to its end (on its own thread)."""
-    tune_socket(sock)
+def admit(host: SessionHost, sock: socket.socket, hello: Frame) -> Callable[[], socket.socket | None] | None:
+    """Authenticate a peer by its ``hello`` (on the HELLO gate's thread, ``_hello``: quick,
+    no blocking I/O); the rest of its connection, to run on a thread of its own
+    (``serve_connection``), or None when it is refused (the error reply sent; the caller
+    closes it). A HELLO that is neither a client's nor a function's raises ``ProtocolError``."""
+    role = hello.meta.get("role")
+    if role == "function":
+        name = hello.meta.get("name")
+        h = host._by_name.get(name) if isinstance(name, str) else None
+        if h is None or not h.proves(hello.meta.get("secret")):
+            host.count("auth_failures")
+            _reply_error(sock, hello.reqid, Status.AUTH, "unknown function or bad invocation secret", timeout=0.0)
+            return None
+        return lambda: _serve_function(host, h, hello, sock)
+    if role != "client":
+        raise ProtocolError(f"HELLO role must be 'client' or 'function', got {role!r}")
+    scope = token_scope(hello.meta.get("token"), host.config.token)
+    if scope is None:
+        host.count("auth_failures")
+        _reply_error(sock, hello.reqid, Status.AUTH, "client refused: missing or wrong store or run token",
+                     timeout=0.0)
+        return None
+    return lambda: _serve_client(host, sock, scope, hello.reqid)
+
+
+def serve_connection(host: SessionHost, sock: socket.socket, run: Callable[[], socket.socket | None]) -> None:
+    """Run an authenticated connection (``run``, from :func:`admit`) to its end, on its
+    own thread; the socket is closed after, unless a function connection took it over."""
     own: socket.socket | None = sock
     try:
-        own = _handshake(daemon, sock)
-    except TimeoutError:
-        daemon.count("hello_timeouts")
-        log.debug("connection closed: no whole HELLO within %.1f s", daemon.config.hello_timeout_s)
-    except ProtocolError as exc:
-        daemon.count("bad_frames")
-        _reply_error(sock, 0, Status.PROTOCOL, str(exc))
+        own = run()
     except (OSError, ConnectionError) as exc:
         log.debug("connection ended: %r", exc)
     except Exception:  # noqa: BLE001 - a bug: this connection ends, the daemon serves on
-        daemon.count("conn_errors")
+        host.count("conn_errors")
         log.exception("connection failed")
     finally:
         if own is not None:
             own.close()
 
 
-def _handshake(daemon: Daemon, sock: socket.socket) -> socket.socket | None:
-    """Authenticate the peer and serve it; returns the socket when the caller
-    must close it (None when a function connection took it over)."""
-    cfg = daemon.config
-    hello = recv_frame(sock, max_meta=HELLO_LIMIT, max_payload=0,
-                       deadline=time.monotonic() + cfg.hello_timeout_s)
-    sock.settimeout(None)
-    if hello is None:
+def _serve_function(host: SessionHost, h: FunctionHandle, hello: Frame, sock: socket.socket) -> socket.socket | None:
+    """A storage function's connection, its secret proven: attached to its handle, which
+    reads it to its end and closes it (None); refused after all when its invocation is
+    not the one that is waited for (the socket, to close)."""
+    conn = h.attach(hello, sock)
+    if conn is None:
+        host.count("auth_failures")
+        _reply_error(sock, hello.reqid, Status.AUTH, "unknown function or bad invocation secret")
         return sock
-    if hello.op != Op.HELLO:
-        raise ProtocolError(f"first frame must be HELLO, got op {hello.op}")
-    role = hello.meta.get("role")
-    if role == "function":
-        name = hello.meta.get("name")
-        h = daemon._by_name.get(name) if isinstance(name, str) else None
-        conn = h.attach(hello, sock) if h is not None else None
-        if h is None or conn is None:
-            daemon.count("auth_failures")
-            _reply_error(sock, hello.reqid, Status.AUTH, "unknown function or bad invocation secret")
-            return sock
-        h.serve(conn)  # closes the socket
-        return None
-    if role != "client":
-        raise ProtocolError(f"HELLO role must be 'client' or 'function', got {role!r}")
-    scope = token_scope(hello.meta.get("token"), cfg.token)
-    if scope is None:
-        daemon.count("auth_failures")
-        _reply_error(sock, hello.reqid, Status.AUTH, "client refused: missing or wrong store or run token")
-        return sock
-    send_frame(sock, Op.REPLY, reqid=hello.reqid)
-    with daemon._lock:
-        daemon._clients.add(sock)
+    h.serve(conn)  # closes the socket
+    return None
+
+
+def _serve_client(host: SessionHost, sock: socket.socket, scope: str, reqid: int) -> socket.socket:
+    """An SDK client's connection, its token's ``scope`` known: welcomed, then served."""
+    send_frame(sock, Op.REPLY, reqid=reqid)
+    host._client_opened(sock)
     try:
-        ClientSession(daemon, sock, scope).serve()
+        ClientSession(host, sock, scope).serve()
     finally:
-        with daemon._lock:
-            daemon._clients.discard(sock)
+        host._client_closed(sock)
     return sock
 
 
@@ -140,7 +184,7 @@ class ClientSession:
     """The requests of one authenticated client; ``scope`` is ``""`` for the
     store token, ``"<run_id>/"`` for a run token."""
 
-    def __init__(self, daemon: Daemon, sock: socket.socket, scope: str) -> None:
+    def __init__(self, daemon: SessionHost, sock: socket.socket, scope: str) -> None:
         self.daemon = daemon
         self.sock = sock
         self.scope = scope

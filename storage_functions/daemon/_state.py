@@ -43,7 +43,7 @@ Semantics:
 from __future__ import annotations
 
 import random
-from typing import Callable, Iterable
+from typing import Callable
 
 from ..exceptions import NoRoom, StoreError
 from ._ledger import MemoryLedger
@@ -51,6 +51,7 @@ from ._objects import ObjectTable, ObjectVersion, Stripe, chunk_key, cos_object_
 from ._gc import GcWindow
 from ._gc_core import GcCore
 from ._placement import BadPlacement, PlaceChunk, PoolExhausted
+from ._store_invariants import validate
 from ._store_events import (Begun, ChunkFailed, ChunkRecovered, ChunkStored, Degraded, Discard, Event, Free, Freed,
                             FunctionLost, Instruction, Migrated, Place, PutAbandoned, PutBegun, PutReady, PutRetry,
                             Recover, Release, Restored, SendChunk, StripeBegun, Tick, Upload, Warm)
@@ -107,8 +108,6 @@ class StoreState:
 
     def validate_state(self) -> None:
         """Assert every invariant the state can see (``_store_invariants``)."""
-        from ._store_invariants import validate
-
         validate(self)
 
     # -- PUT -------------------------------------------------------------------------------
@@ -354,11 +353,3 @@ class StoreState:
 def _releases(per_fn: dict[int, list[str]]) -> list[Instruction]:
     return [Release(fn, tuple(keys)) for fn, keys in per_fn.items()]
 
-
-def placed_chunks(versions: Iterable[ObjectVersion]) -> Iterable[tuple[ObjectVersion, int, int, Place]]:
-    """Every chunk that has a place: (version, stripe, index, place)."""
-    for obj in versions:
-        for s, st in enumerate(obj.stripes):
-            for i, pl in enumerate(st.places):
-                if pl is not None:
-                    yield obj, s, i, pl

@@ -8,14 +8,45 @@ scenario and when a daemon stops; it changes nothing."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Protocol
 
-from ._objects import chunk_key
+from ._objects import chunk_key, placed_chunks
 
 if TYPE_CHECKING:
-    from ._state import StoreState
+    from ._gc_core import GcCore
+    from ._ledger import MemoryLedger
+    from ._objects import ObjectTable
+    from ._placement import PlaceChunk
 
-__all__ = ["validate"]
+__all__ = ["validate", "StoreView"]
+
+
+class StoreView(Protocol):
+    """What the invariants read of the store core (``_state.StoreState``)."""
+
+    @property
+    def placement(self) -> PlaceChunk: ...
+
+    @property
+    def block_size(self) -> int: ...
+
+    @property
+    def table(self) -> ObjectTable: ...
+
+    @property
+    def ledger(self) -> MemoryLedger: ...
+
+    @property
+    def fn_chunks(self) -> Mapping[int, int]: ...
+
+    @property
+    def missing(self) -> Mapping[tuple[str, int, int, int], tuple[int, int, int]]: ...
+
+    @property
+    def gc(self) -> GcCore | None: ...
+
+    def name(self, fn: int) -> str: ...
 
 
 def _blocks(block: int, offset: int, size: int, block_size: int) -> list[int]:
@@ -29,10 +60,8 @@ def _blocks(block: int, offset: int, size: int, block_size: int) -> list[int]:
     return out
 
 
-def validate(state: StoreState) -> None:
+def validate(state: StoreView) -> None:
     """Assert every invariant of the store core."""
-    from ._state import placed_chunks
-
     state.ledger.validate()
     versions = state.table.all()
     refs: dict[int, dict[int, int]] = {}

@@ -29,17 +29,28 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ..exceptions import ForkServerError
 from ..private_files import private_dir
 from ..readiness import readable
 from . import _zygote
 
-if TYPE_CHECKING:
-    from ._instance import FunctionSpec
+__all__ = ["ForkServer", "ForkServers", "ForkedProcess", "ForkServerError", "ZygoteSpec", "bytecode_env"]
 
-__all__ = ["ForkServer", "ForkServers", "ForkedProcess", "ForkServerError", "bytecode_env"]
+
+class ZygoteSpec(Protocol):
+    """What a fork server is made from, of a deployed function (``_instance.FunctionSpec``):
+    its name (for the log), the modules it preloads and its environment."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def preload(self) -> tuple[str, ...]: ...
+
+    @property
+    def env(self) -> tuple[tuple[str, str], ...]: ...
 
 log = logging.getLogger("storage_functions.local")
 _ZYGOTE = Path(_zygote.__file__).resolve()
@@ -279,7 +290,7 @@ class ForkServers:
             self._bytecode = bytecode_env(self.bytecode_dir)
         return self._bytecode
 
-    def get(self, spec: FunctionSpec) -> ForkServer | None:
+    def get(self, spec: ZygoteSpec) -> ForkServer | None:
         """The running fork server for ``spec`` (started now if needed, again if it died); None
         when the function preloads nothing, forking is off, or its fork server could not start
         (its modules cannot be imported: logged once, not tried again; its instances start

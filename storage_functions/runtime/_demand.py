@@ -16,17 +16,39 @@ function (the daemon's ``_burst``).
 
 from __future__ import annotations
 
+import threading
 import zlib
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any
+from collections.abc import MutableMapping
+from typing import Any, Protocol
 
 from ..protocol import Status
-from ._memory import MemoryFull
+from ._memory import BlockMemory, MemoryFull
 
-if TYPE_CHECKING:
-    from ._handler import FunctionState
+__all__ = ["DemandCache", "CacheSpace", "load", "evict_for", "read_cos_chunk"]
 
-__all__ = ["DemandCache", "load", "evict_for", "read_cos_chunk"]
+
+class CacheSpace(Protocol):
+    """What the demand cache uses of a storage function's state (``_handler.FunctionState``):
+    its name (in messages), its memory, the lock over its cache space, the cache space's
+    keys (``cached``: key -> bytes) and next free block, and the demand cache itself."""
+
+    cache_next: int
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def memory(self) -> BlockMemory: ...
+
+    @property
+    def lock(self) -> threading.Lock: ...
+
+    @property
+    def cached(self) -> MutableMapping[str, int]: ...
+
+    @property
+    def demand(self) -> DemandCache: ...
 
 
 class DemandCache:
@@ -67,7 +89,7 @@ class DemandCache:
         return out if free >= need else None
 
 
-def _evict(st: FunctionState, keys: list[str]) -> None:
+def _evict(st: CacheSpace, keys: list[str]) -> None:
     """Drop demand-cached ``keys`` (under ``st.lock``)."""
     for k in keys:
         st.demand.discard(k)
@@ -76,7 +98,7 @@ def _evict(st: FunctionState, keys: list[str]) -> None:
         st.demand.evictions += 1
 
 
-def evict_for(st: FunctionState, need_bytes: int) -> bool:
+def evict_for(st: CacheSpace, need_bytes: int) -> bool:
     """A PUT of regular data needs ``need_bytes`` more than memory has: demand-cached
     chunks go first (least recently used). False when they cannot make room."""
     mem = st.memory
@@ -88,7 +110,7 @@ def evict_for(st: FunctionState, need_bytes: int) -> bool:
     return True
 
 
-def read_cos_chunk(st: FunctionState, cos: Any, f: Any, throttle: Any, crc: int,
+def read_cos_chunk(st: CacheSpace, cos: Any, f: Any, throttle: Any, crc: int,
                    what: str = "load") -> tuple[bytes | None, int, str]:
     """The bytes of the chunk request ``f`` names (its meta's ``src``/``off``/``len``) read
     from COS at the instance's modelled bandwidth and checked against ``crc``: (data,
@@ -107,7 +129,7 @@ def read_cos_chunk(st: FunctionState, cos: Any, f: Any, throttle: Any, crc: int,
     return data, Status.OK, ""
 
 
-def load(st: FunctionState, event: dict[str, Any], cos: Any, f: Any, throttle: Any) -> tuple[int, str]:
+def load(st: CacheSpace, event: dict[str, Any], cos: Any, f: Any, throttle: Any) -> tuple[int, str]:
     """Load the chunk GET ``f`` asks for from its COS copy into the cache space (evicting
     least recently used demand-cached chunks to make room); (status, message)."""
     crc = int(f.meta.get("crc", f.crc))

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from tests._waiting import wait_for
 from sdk._erasure import Codec
 from sdk._store_client import StoreClient
 from storage_functions.auth import mint_run_token
@@ -267,6 +268,39 @@ def test_malformed_allocations_and_stripes_are_protocol_errors(daemon: Daemon) -
         with StoreClient(daemon.addr, daemon.token) as c:
             c.put("m/x", b"abc", alloc=[("sion-0", None, 0, 3)])  # type: ignore[list-item]
     assert_served(daemon)
+
+
+def test_idle_unauthenticated_connections_hold_no_thread_and_close_at_the_deadline(daemon: Daemon) -> None:
+    """200 connections that never say HELLO: one thread of the daemon reads every pending
+    HELLO, so its thread count stays where it was (it was one thread per connection); an
+    authenticated client is served meanwhile; each idle one is closed at the deadline."""
+    def threads() -> int:
+        for line in Path(f"/proc/{daemon.proc.pid}/status").read_text().splitlines():
+            if line.startswith("Threads:"):
+                return int(line.split()[1])
+        raise AssertionError("no Threads")
+
+    def stats() -> dict[str, int]:
+        with StoreClient(daemon.addr, daemon.token) as c:
+            return c.stats()
+
+    assert_served(daemon)  # the threads a PUT and GET start (functions, uploaders) exist already
+    before, timeouts = threads(), stats()["hello_timeouts"]
+    t0 = time.monotonic()
+    idle = [connect(daemon) for _ in range(200)]
+    try:
+        wait_for(lambda: stats()["hello_pending"] >= 200, 10, "the daemon to take the 200 connections")
+        during = threads()
+        assert during <= before + 4, f"{during - before} more threads for 200 idle connections"
+        assert_served(daemon)
+        assert all(closed_within(s, HELLO_TIMEOUT_S + 5) for s in idle)
+        took = time.monotonic() - t0
+    finally:
+        for s in idle:
+            s.close()
+    assert took >= HELLO_TIMEOUT_S * 0.9
+    st = stats()
+    assert st["hello_timeouts"] >= timeouts + 200 and st["hello_pending"] == 0 and st["hello_evicted"] == 0
 
 
 def test_nothing_crashed_and_every_refusal_was_counted(daemon: Daemon) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 
 from storage_functions.daemon._collect import Collector
 from storage_functions.daemon._config import DaemonConfig
+from storage_functions.daemon._gc_io import ReadNotes
 from storage_functions.daemon._lanes import Lanes
 from storage_functions.daemon._objects import ObjectVersion, Stripe
 from storage_functions.daemon._outbox import BufferPool, Outbox
@@ -35,6 +36,8 @@ class _Host:
         self.pool = BufferPool()
         self.handles: list[Any] = []
         self.recovery = _NoRecovery()
+        self.reads = ReadNotes(False)
+        self.cache_functions = None
         self.counters: dict[str, int] = {}
         self.kicks = 0
 
