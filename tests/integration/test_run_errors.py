@@ -128,3 +128,65 @@ def test_cli_invalid_wds_exits_2(tmp_path: Path) -> None:
     proc = cli("run", str(bad), cwd=tmp_path)
     assert proc.returncode == 2 and "missing required field 'spec'" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def _log_of(path: str | None, request_id: str) -> list[str]:
+    """The lines the attempt ``request_id`` logged (its tag stripped)."""
+    tag = f"\t{request_id}\t"
+    return [ln.split(tag, 1)[1] for ln in Path(path or "").read_text().splitlines() if tag in ln]
+
+
+@pytest.mark.parametrize(("mode", "task", "said", "frame"), [
+    ("undeclared_write", "producer", "UndeclaredOutput: wrote 'not_declared'", 'line 23, in producer'),
+    ("undeclared_read", "consumer", "UndeclaredRead: read 'side'", 'line 42, in consumer'),
+    # found after the handler returned: no frame is the handler's, so the message says where it is
+    ("missing_output", "producer", "MissingOutputs: returned without writing its declared output(s) 'side'; "
+                                   "call sdk.put for each before handler producer (handlers.py, line 16) returns",
+     None),
+    ("bad_return", "producer", "Runtime.MarshalError: Unable to marshal response: Object of type set is not JSON "
+                               "serializable (result['not json'] is a set); return only JSON types", None),
+])
+def test_a_rule_error_is_said_once_with_the_handlers_frames_only(stack: Stack, workflow: Path, mode: str, task: str,
+                                                                  said: str, frame: str | None) -> None:
+    """The report's error, its traceback and the task's log say the error once, and show only
+    frames of the handler's own code: none of the SDK, the wire client, powertools or json."""
+    r = run_mode(stack, workflow, mode)
+    assert r.status == "failed" and r.failed_task == task
+    assert said in (r.error or "")
+    [err] = r.tasks[task]["errors"]
+    trace = err["traceback"] or ""
+    for internal in ("sdk/", "funcsion_rpc", "aws_lambda_powertools", "json/", "_worker.py", "direct cause"):
+        assert internal not in trace, trace
+    if frame is None:
+        assert trace == ""  # no frame of the handler's: a traceback would only say the message again
+    else:
+        assert trace.count("Traceback (most recent call last):") == 1
+        assert f'File "{workflow / "handlers.py"}", {frame}' in trace
+        assert trace.count(said) == 1
+    logged = _log_of(r.tasks[task]["log"], err["request_id"])
+    assert sum(said in ln for ln in logged) == 1, logged  # the [ERROR] line only
+    assert not any(internal in ln for ln in logged for internal in ("sdk/", "aws_lambda_powertools", "json/"))
+
+
+def test_cli_says_a_rule_error_once(workflow: Path, tmp_path: Path) -> None:
+    (workflow / "BAD_MODE").write_text("undeclared_write")
+    proc = cli("run", str(workflow / "bad.wds.json"), "--input", f"src={workflow / 'src.txt'}", "--no-progress",
+               "--state-dir", str(tmp_path / "state"), cwd=workflow)
+    assert proc.returncode == 1, proc.stderr
+    err = proc.stderr.splitlines()
+    assert err[0].startswith("funcsion run: task producer of run r-1 failed: UndeclaredOutput: wrote 'not_declared'")
+    assert proc.stderr.count("wrote 'not_declared'") == 1, proc.stderr
+    assert err[1:4] == ["  Traceback (most recent call last):",
+                        f'    File "{workflow / "handlers.py"}", line 23, in producer',
+                        '      sdk.put("not_declared", "x")']
+    assert err[4].startswith("  log of producer: ")
+
+
+def test_a_handler_without_the_task_decorator_is_not_retried(stack: Stack, workflow: Path) -> None:
+    (workflow / "BAD_MODE").write_text("no_task")
+    r = run_workflow(workflow / "bad.wds.json", config=stack.config, stack=stack,
+                     inputs={"src": str(workflow / "src.txt")}, options=RETRIES)
+    assert r.status == "failed" and r.failed_task == "producer"
+    assert r.tasks["producer"]["attempts"] == 1, r.tasks["producer"]["errors"]
+    assert "NoRunContext" in (r.error or "") and "decorate the handler with @sdk.task" in (r.error or "")
+    assert r.memory["leaked_bytes"] == 0
