@@ -190,3 +190,13 @@ def test_a_handler_without_the_task_decorator_is_not_retried(stack: Stack, workf
     assert r.tasks["producer"]["attempts"] == 1, r.tasks["producer"]["errors"]
     assert "NoRunContext" in (r.error or "") and "decorate the handler with @sdk.task" in (r.error or "")
     assert r.memory["leaked_bytes"] == 0
+
+
+def test_cli_handler_with_a_syntax_error_names_the_place_once(workflow: Path) -> None:
+    (workflow / "handlers.py").write_text("import sdk\n\n\n@sdk.task\ndef producer(event, context):\n"
+                                          "    x = (1,\n    return {}\n")
+    proc = cli("run", str(workflow / "bad.wds.json"), "--input", f"src={workflow / 'src.txt'}", cwd=workflow)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "cannot be loaded" in proc.stderr and "SyntaxError: '(' was never closed" in proc.stderr
+    assert proc.stderr.count("(handlers.py, line 6)") == 1, proc.stderr
