@@ -200,3 +200,15 @@ def test_cli_handler_with_a_syntax_error_names_the_place_once(workflow: Path) ->
     assert "Traceback" not in proc.stderr
     assert "cannot be loaded" in proc.stderr and "SyntaxError: '(' was never closed" in proc.stderr
     assert proc.stderr.count("(handlers.py, line 6)") == 1, proc.stderr
+
+
+def test_cli_refuses_a_wordcount_input_that_is_not_utf8_before_the_run(tmp_path: Path) -> None:
+    from tests.conftest import EXAMPLES
+
+    latin = tmp_path / "latin.txt"
+    latin.write_bytes("café\n".encode("latin-1"))
+    proc = cli("run", str(EXAMPLES / "wordcount" / "wordcount.wds.json"), "--input", f"raw_text={latin}",
+               "--state-dir", str(tmp_path / "state"), cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert f"--input raw_text={latin}: not utf-8 text: byte 0xe9 at offset 3 (line 1)" in proc.stderr
+    assert "Traceback" not in proc.stderr and not (tmp_path / "state" / "runs").exists()  # no run was started
