@@ -212,3 +212,52 @@ def test_cli_refuses_a_wordcount_input_that_is_not_utf8_before_the_run(tmp_path:
     assert proc.returncode == 2, proc.stderr
     assert f"--input raw_text={latin}: not utf-8 text: byte 0xe9 at offset 3 (line 1)" in proc.stderr
     assert "Traceback" not in proc.stderr and not (tmp_path / "state" / "runs").exists()  # no run was started
+
+
+def test_get_refuses_to_write_a_binary_output_to_a_terminal(workflow: Path, tmp_path: Path) -> None:
+    """As curl does: a binary value (here an ELF, passed through the workflow as bytes) is not
+    written to a terminal; -o FILE and a redirection get it byte for byte."""
+    import os
+    import pty
+    import threading
+
+    elf = Path(sys.executable).resolve().read_bytes()[:20_000]  # a small stub when libpython is shared
+    assert elf.startswith(b"\x7fELF")
+    (workflow / "prog").write_bytes(elf)
+    (workflow / "BAD_MODE").write_text("ok")
+    state = str(tmp_path / "state")
+    proc = cli("run", str(workflow / "bad.wds.json"), "--input", f"src={workflow / 'prog'}", "--no-progress",
+               "--state-dir", state, cwd=workflow)
+    assert proc.returncode == 0, proc.stderr
+    leader, follower = pty.openpty()
+    shown: list[bytes] = []
+
+    def drain() -> None:  # what the terminal shows (a full pty would block the writer)
+        while True:
+            try:
+                chunk = os.read(leader, 1 << 16)
+            except OSError:  # EIO: the last writer closed
+                return
+            if not chunk:
+                return
+            shown.append(chunk)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    try:
+        on_tty = subprocess.run([sys.executable, "-m", "sdk.cli", "get", "last", "result", "--state-dir", state],
+                                stdout=follower, stderr=subprocess.PIPE, text=True, timeout=60, cwd=workflow)
+    finally:
+        os.close(follower)
+    reader.join(10)
+    os.close(leader)
+    assert on_tty.returncode == 2 and b"".join(shown) == b"", on_tty.stderr
+    assert on_tty.stderr.strip() == (f"funcsion get: output 'result' of run r-1 is binary ({len(elf):,} bytes, an "
+                                     "ELF file): binary output can mess up your terminal; write it to a file with "
+                                     "-o FILE (or --raw > FILE)")
+    out = tmp_path / "result.bin"
+    to_file = cli("get", "last", "result", "--state-dir", state, "-o", str(out), cwd=workflow)
+    assert to_file.returncode == 0 and out.read_bytes() == elf.upper()
+    piped = subprocess.run([sys.executable, "-m", "sdk.cli", "get", "last", "result", "--state-dir", state],
+                           capture_output=True, timeout=60, cwd=workflow)
+    assert piped.returncode == 0 and piped.stdout == elf.upper()
