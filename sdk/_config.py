@@ -29,6 +29,11 @@ from ._constants import CONFIG_FILE, ENV_PREFIX
 __all__ = ["Config", "ConfigError", "POLICIES"]
 
 _WDS = Limits()  # the defaults of the wds_max_* fields
+
+#: Most chunks per stripe (ec_data + ec_parity): a stripe's chunks go to that many distinct
+#: storage functions (one group, each holding a block of it), so the group is the code's width;
+#: SION and InfiniCache use 10 + 2. (pyeclib's isa_l_rs_vand refuses more than 256 outright.)
+MAX_EC_CHUNKS = 32
 POLICIES = ("funcstore", "funcstore:expiry[:<window_ms>]", "funcstore:nogroup", "pocket", "oracle", "jiffy:<lease_ms>")
 _POLICY = re.compile(r"^(funcstore(:expiry(:[1-9][0-9]*)?|:nogroup|:lifetime)?|pocket|oracle|jiffy:[1-9][0-9]*)$")
 
@@ -56,6 +61,25 @@ def _check(name: str, value: Any, where: str) -> None:
         raise bad("must not be negative")
     if name in ("kill_rate", "kill_storage_rate", "crash_rate") and value > 1:
         raise bad("is a probability between 0 and 1")
+
+
+def _check_code(d: int, p: int, sources: Mapping[str, str]) -> None:
+    """ec_data/ec_parity within what the Reed-Solomon code and a function group can hold."""
+    where = f"ec_data = {d} (from {sources.get('ec_data', 'default')}), ec_parity = {p} " \
+            f"(from {sources.get('ec_parity', 'default')})"
+    if d + p > MAX_EC_CHUNKS:
+        raise ConfigError(
+            f"config fields {where}: {d + p} chunks per stripe is over the limit of {MAX_EC_CHUNKS}: each chunk "
+            f"goes to its own storage function of one group, so every coded object would take {d + p} functions "
+            f"and a block on each (pyeclib's ISA-L code refuses over 256 outright); use e.g. 10 + 2, as SION does")
+    # ISA-L's gf_gen_rs_matrix (pyeclib's isa_l_rs_vand) documents its Vandermonde code as MDS
+    # only for p <= 3, and p = 4 with d <= 21; measured: 10 of the 3,003 ways to lose 5 of 10 + 5
+    # chunks, and 2 of the first 4,001 of 22 + 4, leave chunks that do not decode
+    if p > 4 or (p == 4 and d > 21):
+        raise ConfigError(
+            f"config fields {where}: pyeclib's isa_l_rs_vand code (ISA-L's Vandermonde matrix) cannot rebuild "
+            f"some sets of {d} surviving chunks out of {d + p}, so an object could be lost with fewer than {p} "
+            "chunks gone; use ec_parity <= 3 (or 4 with ec_data <= 21)")
 
 
 @dataclass(frozen=True)
@@ -162,6 +186,7 @@ class Config:
             raise ConfigError(f"config field 'memory_grain' = {grain} (from {sources.get('memory_grain', 'default')}) "
                               f"is invalid: use 0 (whole blocks) or a multiple of 4096 that divides block_size "
                               f"({cfg.block_size}), e.g. 4096")
+        _check_code(cfg.ec_data, cfg.ec_parity, sources)
         if cfg.idle_reclaim_max_s < cfg.idle_reclaim_min_s:
             raise ConfigError("config fields idle_reclaim_min_s/idle_reclaim_max_s: the max is below the min")
         return cfg

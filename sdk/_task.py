@@ -26,10 +26,12 @@ metadata server; the attempt then ends successfully without redoing anything.
 from __future__ import annotations
 
 import contextvars
+import importlib.util
 import os
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from types import TracebackType
 from typing import Any
 
 from aws_lambda_powertools import Logger
@@ -225,6 +227,36 @@ def _fail(rc: RunContext, exc: BaseException) -> TaskFailed:
     return FatalTaskError(message, cause=name)
 
 
+#: Where the SDK and the libraries under it live: their frames are cut from a task's traceback.
+_INTERNAL_DIRS = tuple(os.path.abspath(d) + os.sep for name in (
+    "sdk", "funcsion_rpc", "funcsion_errors", "wds", "storage_functions", "aws_lambda_powertools")
+    if (spec := importlib.util.find_spec(name)) is not None for d in spec.submodule_search_locations or ())
+
+
+def _user_frames(tb: TracebackType | None) -> TracebackType | None:
+    """``tb`` without the frames of the SDK and the libraries under it (the handler's own
+    frames, and any library they called that is not the SDK's, stay in order)."""
+    kept: list[TracebackType] = []
+    while tb is not None:
+        if not os.path.abspath(tb.tb_frame.f_code.co_filename).startswith(_INTERNAL_DIRS):
+            kept.append(tb)
+        tb = tb.tb_next
+    out: TracebackType | None = None
+    for t in reversed(kept):
+        out = TracebackType(out, t.tb_frame, t.tb_lasti, t.tb_lineno)
+    return out
+
+
+def _where(handler: Callable[..., Any]) -> str:
+    """``handler producer (handlers.py, line 17)``: the frame a traceback cannot show when the
+    handler has returned."""
+    code = getattr(handler, "__code__", None)
+    name = getattr(handler, "__name__", "the handler")
+    if code is None:
+        return f"handler {name}"
+    return f"handler {name} ({os.path.basename(code.co_filename)}, line {code.co_firstlineno})"
+
+
 @lambda_handler_decorator
 def task(handler: Callable[..., Any], event: Any, context: Any, logger: Logger | None = None) -> Any:
     """Make a Lambda handler a funcsion task (see the module docstring)."""
@@ -254,7 +286,7 @@ def task(handler: Callable[..., Any], event: Any, context: Any, logger: Logger |
             if missing:
                 raise MissingOutputs(
                     f"task {rc.function} of run {rc.run_id} returned without writing its declared output(s) "
-                    f"{', '.join(map(repr, missing))}; call sdk.put for each before returning")
+                    f"{', '.join(map(repr, missing))}; call sdk.put for each before {_where(handler)} returns")
         _maybe_crash(fault, "end")
         return result
     except AlreadyCommitted:
@@ -262,6 +294,14 @@ def task(handler: Callable[..., Any], event: Any, context: Any, logger: Logger |
     except TaskFailed:
         raise
     except FuncsionError as exc:  # an SDK error: name the task, and say whether a retry may help
-        raise _fail(rc, exc).with_traceback(exc.__traceback__) from exc  # one traceback: the handler's frames
+        # one traceback, of the handler's own frames: the SDK's frames (the wire client, the
+        # decorator) say nothing a user can act on; the cause keeps the same frames, so a
+        # traceback printer that hides a cause its wrapper carries (the local platform's) shows
+        # them once, and the cause's message is in the wrapper's
+        failed = _fail(rc, exc)
+        failed.after_return = isinstance(exc, MissingOutputs)  # no handler frame to show (see _worker)
+        frames = _user_frames(exc.__traceback__)
+        exc.with_traceback(frames)
+        raise failed.with_traceback(frames) from exc
     finally:
         client.close()  # this invocation's run-scoped metadata connection; the cached base client stays

@@ -89,6 +89,9 @@ class TaskFailed(TaskError):
         super().__init__(message)
         self.retryable = retryable  # per instance here, per class elsewhere
         self.cause = cause
+        #: raised after the handler returned (no frame of the handler's to show): the local
+        #: platform's worker then shows no stack
+        self.after_return = False
 
 
 class FatalTaskError(TaskFailed):
@@ -100,10 +103,12 @@ class FatalTaskError(TaskFailed):
 
 
 #: Error names (Lambda's ``errorType``, Step Functions' ``Error``) that no retry can fix: a task's
-#: SDK error that is not retryable, a result that is not JSON, a handler that cannot be loaded.
+#: SDK error that is not retryable, ``sdk.get``/``sdk.put`` in a handler without ``@sdk.task``
+#: (there is no decorator to wrap it in ``FatalTaskError``), a result that is not JSON, a handler
+#: that cannot be loaded.
 NON_RETRYABLE_ERRORS: tuple[str, ...] = (
-    FatalTaskError.__name__, "Runtime.MarshalError", "Runtime.ImportModuleError", "Runtime.HandlerNotFound",
-    "Runtime.UserCodeSyntaxError",
+    FatalTaskError.__name__, NoRunContext.__name__, "Runtime.MarshalError", "Runtime.ImportModuleError",
+    "Runtime.HandlerNotFound", "Runtime.UserCodeSyntaxError",
 )
 
 

@@ -10,8 +10,9 @@ Lines, each with its counts and USD:
   duration and GB-s (a SION function stays invoked while it serves, so its billed
   duration is the time it held a connection, not the data's lifetime);
 - ``warmups``: warm-up invocations of storage functions (their own records say so);
-- ``recovery``: COS reads made to refill lost function memory (functions lost and
-  chunks recovered are counted beside it; refilling invocations are I/O);
+- ``recovery``: COS reads made to refill lost function memory (storage-function
+  instances lost, as ``functions_lost``, and chunks recovered are counted beside it;
+  refilling invocations are I/O);
 - ``cos_requests``: PUT/LIST and GET requests to COS (the daemon's adapter and the
   storage functions' own insertion-log PUTs, also counted apart as ``function_puts`` and
   ``function_gets``; DELETE is free);
@@ -170,7 +171,7 @@ class CostInputs:
     cos_deletes: int = 0
     cos_byte_s: float = 0.0
     recovery_cos_gets: int = 0
-    functions_lost: int = 0
+    functions_lost: int = 0  # storage-function instances lost (the daemon's lost_instances)
     chunks_recovered: int = 0
     peak_live_bytes: int = 0
     functions: int = 0  # storage functions that served the run (the static pool keeps them warm)
@@ -255,7 +256,7 @@ def format_cost(acct: Mapping[str, Any]) -> list[str]:
            f"    tasks {t['invocations']} invocations, {t['gb_s']:.3f} GB-s: {usd(t['usd'])}",
            f"    storage functions: I/O {io['invocations']} invocations{gb}: {usd(io['usd'])}; "
            f"warm-ups {w['invocations']}: {usd(w['usd'])}; recovery {r['cos_gets']} COS reads "
-           f"({r['functions_lost']} functions lost): {usd(r['usd'])}",
+           f"({r['functions_lost']} instances lost): {usd(r['usd'])}",
            f"    COS {cr['puts']} PUT/LIST, {cr['gets']} GET: {usd(cr['usd'])}; storage "
            f"{cs['gb_months']:.2e} GB-months: {usd(cs['usd'])}"]
     ov = acct.get("overhead")

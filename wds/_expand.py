@@ -22,7 +22,7 @@ from ._limits import Limits
 from ._model import FunctionSpec
 from ._names import (CLEANUP_ENTRY, LAMBDA_NAME_MAX, OBJECT_NAME_MAX, all_safe_object_names, lambda_clashes,
                      object_name_problem)
-from ._templates import TemplateError, expand, has_index, resolve_count, size
+from ._templates import TemplateError, expand, has_index, param_name, resolve_count, size
 
 __all__ = ["check_declared_inputs", "check_lambda_names", "expand_entries"]
 
@@ -86,8 +86,9 @@ def _plan(chk: Checker, entries: list[Entry], params: Mapping[str, int],
     n_before = len(chk.issues)
     plan: list[tuple[Entry, int]] = []
     functions = edges = 0
+    starved: dict[str, _Starved] = {}
     for e in entries:
-        count = _replicas(chk, e, params, limits)
+        count = _replicas(chk, e, params, limits, starved)
         if count is None:
             continue
         names = 0
@@ -99,7 +100,10 @@ def _plan(chk: Checker, entries: list[Entry], params: Mapping[str, int],
                 try:
                     n = size(item, params, allow_ranges=key != "name", max_width=limits.max_format_width)
                 except TemplateError as exc:
-                    chk.add(path, exc.message, exc.fix)
+                    if exc.starved is not None:  # said once per parameter, below
+                        starved.setdefault(exc.starved[0], _Starved(exc.starved[1])).use(exc.starved[2], repr(item))
+                    else:
+                        chk.add(path, exc.message, exc.fix)
                     ok = False
                     continue
                 if n > limits.max_range:
@@ -113,6 +117,9 @@ def _plan(chk: Checker, entries: list[Entry], params: Mapping[str, int],
             plan.append((e, count))
             functions += count
             edges += count * names
+    for name, st in starved.items():
+        chk.add(key_path("$.params", name), st.message(name), f"give it a value of at least {st.least}, "
+                f"with --param {name}=N or as its default in \"params\"")
     if len(chk.issues) > n_before:
         return None
     if functions > limits.max_functions:
@@ -126,7 +133,27 @@ def _plan(chk: Checker, entries: list[Entry], params: Mapping[str, int],
     return None if len(chk.issues) > n_before else plan
 
 
-def _replicas(chk: Checker, e: Entry, params: Mapping[str, int], limits: Limits) -> int | None:
+class _Starved:
+    """A parameter whose value leaves replica counts or ranges that use it empty."""
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+        self.least = 1
+        self.uses: list[str] = []
+
+    def use(self, least: int, what: str) -> None:
+        self.least = max(self.least, least)
+        self.uses.append(what)
+
+    def message(self, name: str) -> str:
+        shown = ", ".join(_short(u) for u in self.uses[:3])
+        more = f" and {len(self.uses) - 3} more" if len(self.uses) > 3 else ""
+        return (f"parameter {name!r} is {self.value}, which leaves nothing where the workflow uses it "
+                f"({shown}{more})")
+
+
+def _replicas(chk: Checker, e: Entry, params: Mapping[str, int], limits: Limits,
+              starved: dict[str, _Starved] | None = None) -> int | None:
     doc = e.doc
     if "replicas" not in doc:
         return 1
@@ -137,7 +164,12 @@ def _replicas(chk: Checker, e: Entry, params: Mapping[str, int], limits: Limits)
         chk.add(path, exc.message, exc.fix)
         return None
     if count < 1:
-        chk.add(path, f"'replicas' is {count}; a function needs at least 1", "raise the count, or remove the function")
+        name = param_name(doc["replicas"], params)
+        if name is not None and starved is not None:  # said once per parameter, by _plan
+            starved.setdefault(name, _Starved(count)).use(1, f"'replicas' of {doc['name']!r}")
+        else:
+            chk.add(path, f"'replicas' is {count}; a function needs at least 1",
+                    "raise the count, or remove the function")
         return None
     if count > limits.max_functions:
         chk.add(path, f"'replicas' is {count:,}, over the limit of {limits.max_functions:,} functions per workflow "

@@ -220,7 +220,7 @@ def _graph_checks(chk: Checker, functions: list[FunctionSpec], declared_inputs: 
                 chk.add(_where(f), msg, "every object has exactly one writer; rename one of the outputs")
             else:
                 writer[obj] = f
-    if not any(f.start for f in functions):
+    if functions and not any(f.start for f in functions):  # no function at all is said where it happened
         chk.add("$.spec", "no function has \"start\": true, so nothing would run first",
                 'mark the first function(s) with "start": true')
     starts_read = {obj for f in functions if f.start for obj in f.input}

@@ -26,7 +26,7 @@ import itertools
 import re
 from collections.abc import Mapping
 
-__all__ = ["TemplateError", "TOKEN", "expand", "has_index", "resolve_count", "size"]
+__all__ = ["TemplateError", "TOKEN", "expand", "has_index", "param_name", "resolve_count", "size"]
 
 TOKEN = re.compile(r"\{(?:(?P<idx>i)|(?P<lo>\w+)\.\.(?P<hi>\w+))(?::(?P<fmt>[^{}]*))?\}")
 # Python's format-spec mini-language for integers: [[fill]align][sign][z][#][0][width][grouping][.precision][type]
@@ -34,10 +34,23 @@ _SPEC = re.compile(r"(?:.?[<>=^])?[-+ ]?z?#?0?(?P<width>\d*)[,_]?(?:\.(?P<prec>\
 
 
 class TemplateError(ValueError):
-    def __init__(self, message: str, fix: str) -> None:
+    """``starved``: for a range emptied by a parameter, (its name, its value, the least value
+    that makes the range non-empty), so a caller can say it once for every string it empties."""
+
+    def __init__(self, message: str, fix: str, starved: tuple[str, int, int] | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.fix = fix
+        self.starved = starved
+
+
+def param_name(value: object, params: Mapping[str, int]) -> str | None:
+    """The parameter ``value`` names (``"mappers"`` or ``"$mappers"``), if it names one."""
+    if isinstance(value, str):
+        name = value[1:] if value.startswith("$") else value
+        if name in params:
+            return name
+    return None
 
 
 def resolve_count(value: object, params: Mapping[str, int], what: str) -> int:
@@ -99,9 +112,11 @@ def _bounds(m: re.Match[str], params: Mapping[str, int], text: str) -> tuple[int
     lo = resolve_count(m.group("lo"), params, f"range start {_short(m.group('lo'))!r} in {_short(text)!r}")
     hi = resolve_count(m.group("hi"), params, f"range end {_short(m.group('hi'))!r} in {_short(text)!r}")
     if hi <= lo:
+        name = param_name(m.group("hi"), params)
         raise TemplateError(f"range {{{_short(m.group('lo'))}..{_short(m.group('hi'))}}} in {_short(text)!r} "
                             f"is empty ({lo}..{hi})",
-                            "the end is exclusive and must be greater than the start")
+                            "the end is exclusive and must be greater than the start",
+                            starved=None if name is None else (name, hi, lo + 1))
     return lo, hi
 
 

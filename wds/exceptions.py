@@ -38,7 +38,7 @@ class Issue:
             where += f":{self.line}:{self.column}"
         text = f"{where}: {self.path}: {self.message}"
         if self.fix:
-            text += f" Fix: {self.fix}"
+            text += f"{'' if self.message.endswith(('.', '?', '!')) else '.'} Fix: {self.fix}"
         return text
 
 

@@ -3,6 +3,10 @@
 
 from __future__ import annotations
 
+#: ``raw_text`` is read as text: ``funcsion run --input raw_text=FILE`` refuses a file that is
+#: not UTF-8 before the run starts, naming the first bad byte's offset
+INPUT_ENCODINGS = {"raw_text": "utf-8"}
+
 
 def default_inputs() -> dict[str, str]:
     from pydoc_data.topics import topics

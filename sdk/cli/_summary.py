@@ -41,7 +41,11 @@ def failure_details(d: dict[str, Any], *, traceback: bool = True) -> list[str]:
     lines: list[str] = []
     err = _last_error(d)
     if traceback and err and err.get("traceback"):
-        lines += ["  " + ln for ln in str(err["traceback"]).rstrip("\n").splitlines()]
+        trace = str(err["traceback"]).rstrip("\n").splitlines()
+        said = failure_line(d)
+        if trace and said and trace[-1].endswith(f"Error: {said}"):
+            trace.pop()  # "sdk.exceptions.FatalTaskError: <the failure line>": said once is enough
+        lines += ["  " + ln for ln in trace]
     log = (d.get("tasks", {}).get(task) or {}).get("log")
     if log:
         rid = f" (request id {err['request_id']}, attempt {err['attempt']})" if err and err.get("request_id") else ""

@@ -6,11 +6,14 @@ to be running: the local COS is a directory, S3 is read with boto3.
 
 ``--raw`` gives the stored payload unchanged. A ``pickle`` value is decoded
 only with ``--unpickle`` (unpickling runs code: trust the run's handlers).
+Binary bytes are not written to a terminal (as curl refuses): ``-o FILE`` or a
+redirection takes them.
 """
 
 from __future__ import annotations
 
 import argparse
+import codecs
 import json
 import sys
 from pathlib import Path
@@ -19,11 +22,17 @@ from urllib.parse import urlsplit
 
 from funcsion_errors import FuncsionError
 
-__all__ = ["add_parser", "run", "render_value", "OutputNotFound"]
+__all__ = ["add_parser", "run", "render_value", "looks_binary", "BinaryOutput", "OutputNotFound"]
 
 
 class OutputNotFound(FuncsionError):
     """The run kept no such output, or its copy cannot be read."""
+
+    retryable = False
+
+
+class BinaryOutput(FuncsionError):
+    """A binary value would go to a terminal."""
 
     retryable = False
 
@@ -110,7 +119,31 @@ def run(args: argparse.Namespace) -> int:
         out = payload if args.raw else render_value(payload, codec, unpickle=args.unpickle)
     except OutputNotFound as exc:
         raise OutputNotFound(f"output {args.name!r} of run {doc['run_id']}: {exc}") from None
+    if not args.output and sys.stdout.isatty() and looks_binary(out):
+        raise BinaryOutput(f"output {args.name!r} of run {doc['run_id']} is binary ({len(out):,} bytes"
+                             f"{_kind(out)}): binary output can mess up your terminal; write it to a file with "
+                             f"-o FILE (or --raw > FILE)")
     return _emit(args, out)
+
+
+def looks_binary(data: bytes) -> bool:
+    """Whether ``data`` would garble a terminal: a NUL byte, or not UTF-8, in its first 8 KiB."""
+    head = data[:8192]
+    if b"\0" in head:
+        return True
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(head, final=len(data) <= len(head))
+    except UnicodeDecodeError:
+        return True
+    return False
+
+
+def _kind(data: bytes) -> str:
+    for magic, what in ((b"\x7fELF", "an ELF file"), (b"\x89PNG", "a PNG image"), (b"PK\x03\x04", "a zip file"),
+                        (b"\x1f\x8b", "gzip data"), (b"%PDF", "a PDF")):
+        if data.startswith(magic):
+            return f", {what}"
+    return ""
 
 
 def _emit(args: argparse.Namespace, out: bytes) -> int:

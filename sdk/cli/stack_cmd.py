@@ -27,11 +27,18 @@ class StackError(FuncsionError):
 
 
 def add_parser(sub: Any) -> None:
-    up_p: argparse.ArgumentParser = sub.add_parser("up", help="start a local stack in the background")
+    up_p: argparse.ArgumentParser = sub.add_parser(
+        "up", help="start a local stack in the background",
+        description="Start a local stack (metadata server, daemon, storage functions, COS directory) in the "
+                    "background and wait until it is up; `funcsion run` then uses it instead of starting one per "
+                    "run, until `funcsion down`. Its output goes to <state-dir>/logs/stack.log.")
     up_p.add_argument("--state-dir", default=None, help="state directory (default .funcsion)")
     up_p.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for it to come up")
     up_p.set_defaults(run=up, _parser=up_p)
-    down_p: argparse.ArgumentParser = sub.add_parser("down", help="stop the local stack started by `funcsion up`")
+    down_p: argparse.ArgumentParser = sub.add_parser(
+        "down", help="stop the local stack started by `funcsion up`",
+        description="Stop the local stack that `funcsion up` started in this state directory (SIGTERM, then "
+                    "wait for it to exit); later runs start a stack of their own again.")
     down_p.add_argument("--state-dir", default=None, help="state directory (default .funcsion)")
     down_p.set_defaults(run=down, _parser=down_p)
 

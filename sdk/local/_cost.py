@@ -9,7 +9,7 @@ what was measured, never modelled:
 - COS requests: the daemon's COS adapter counters (an in-process stack), else the
   daemon's own counters over its STAT op (buffer uploads as PUTs, COS fallbacks and
   recovery reads as GETs);
-- recovery: the daemon's counters (functions lost, chunks recovered, COS reads);
+- recovery: the daemon's counters (instances lost, chunks recovered, COS reads);
 - COS storage: each object's bytes for the time it was held (written to freed, or the
   run's end), an upper bound (objects freed before their upload never reach COS).
 
@@ -133,7 +133,7 @@ def run_cost(*, t0: float, t1: float, billing: Mapping[str, Any], before: StoreS
         task_billed_ms=float(sum(int(f.get("billed_ms", 0)) for f in fn_bills.values())),
         storage=usage, storage_io_invocations=io_daemon, cos_puts=puts, cos_gets=gets, cos_lists=lists,
         cos_deletes=deletes, cos_byte_s=cos_byte_seconds(objects, wall),
-        recovery_cos_gets=_delta(sa, sb, "recovery_cos_reads"), functions_lost=_delta(sa, sb, "lost_functions"),
+        recovery_cos_gets=_delta(sa, sb, "recovery_cos_reads"), functions_lost=_delta(sa, sb, "lost_instances"),
         chunks_recovered=_delta(sa, sb, "chunks_recovered"), peak_live_bytes=peak_live_bytes,
         functions=functions, function_memory_mb=function_memory_mb, sources=sources)
     return cost_account(inputs)

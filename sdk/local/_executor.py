@@ -196,8 +196,10 @@ class LocalExecutor:
         shown = ", ".join(tasks[:3]) + (f", ... ({len(tasks)} tasks)" if len(tasks) > 3 else "")
         who = f"{entry} (task{'s' if len(tasks) > 1 else ''} {shown})" if entry != tasks[0] else f"task {entry}"
         where = _last_frame(exc.stack_trace, self.code_dir)
-        return (f"handler {info.handler!r} of {who} cannot be loaded from {self.code_dir}: "
-                f"{_import_error_text(exc)}{f' ({where})' if where else ''}")
+        text = _import_error_text(exc)
+        if where and f"({where})" not in text:  # a SyntaxError's message names the place already
+            text += f" ({where})"
+        return f"handler {info.handler!r} of {who} cannot be loaded from {self.code_dir}: {text}"
 
     def log_path(self, fn: str) -> str | None:
         """The log file of task ``fn``'s worker processes (None: the platform keeps no logs)."""
@@ -329,7 +331,12 @@ def _import_error_text(exc: InvocationFailed) -> str:
     one (Lambda's error names, ``Runtime.ImportModuleError``, hide the Python error)."""
     lines = [ln for ln in (exc.stack_trace or "").strip().splitlines() if ln and not ln.startswith(" ")]
     last = lines[-1] if lines else ""
-    return last if last.endswith(exc.error_message or "") and ":" in last else f"{exc.error_type}: {exc.error_message}"
+    if last.endswith(exc.error_message or "") and ":" in last:
+        return last
+    name, _, said = last.partition(": ")
+    if said and (exc.error_message or "").startswith(said):  # a SyntaxError's line leaves out the place
+        return f"{name}: {exc.error_message}"
+    return f"{exc.error_type}: {exc.error_message}"
 
 
 def _last_frame(trace: str, code_dir: str) -> str | None:

@@ -3,10 +3,18 @@ refused at once (exit 2) and never leaves a half-started run: the WDS, the
 ``--crash`` targets, and the input files (regular files only: a FIFO would
 block, ``/dev/zero`` would never end) with ``default_inputs()`` (or
 ``default_inputs(params)``) of an ``inputs.py`` beside the WDS for the rest.
+
+An input file is passed as text when it is UTF-8, else as bytes; an ``inputs.py``
+can say which inputs must be text, in a literal ``INPUT_ENCODINGS = {"raw_text":
+"utf-8"}``, and a file that is not is refused before the run with the byte offset
+of the first bad byte (read from the file's source, not run: an example's inputs.py
+may import what a run given every --input does not need).
 """
 
 from __future__ import annotations
 
+import ast
+import codecs
 import importlib.util
 import inspect
 import os
@@ -22,7 +30,7 @@ import wds
 from ..exceptions import TaskError
 from ._executor import ExecutorOptions, check_crash_targets
 
-__all__ = ["InputError", "PreparedRun", "prepare_run", "default_inputs"]
+__all__ = ["InputError", "PreparedRun", "prepare_run", "default_inputs", "input_encodings"]
 
 
 class InputError(TaskError):
@@ -77,6 +85,48 @@ def default_inputs(wds_path: Path, params: Mapping[str, int] | None = None) -> d
                          "every input with --input NAME=PATH") from exc
 
 
+def input_encodings(wds_path: Path) -> dict[str, str]:
+    """``INPUT_ENCODINGS`` of the ``inputs.py`` beside the WDS (input name -> text encoding),
+    read from its source as a literal; ``{}`` without one. A value that is not a literal
+    dict of names to known codecs is an ``InputError``."""
+    mod_path = wds_path.parent / "inputs.py"
+    try:
+        tree = ast.parse(mod_path.read_bytes(), str(mod_path))
+    except (OSError, SyntaxError, ValueError):
+        return {}  # no inputs.py, or one default_inputs() will report on if it is needed
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, expr = node.targets[0], node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            target, expr = node.target, node.value
+        else:
+            continue
+        if not (isinstance(target, ast.Name) and target.id == "INPUT_ENCODINGS"):
+            continue
+        try:
+            value = ast.literal_eval(expr)
+            if isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+                for enc in value.values():
+                    codecs.lookup(enc)
+                return dict(value)
+        except (ValueError, TypeError, SyntaxError, LookupError):
+            pass
+        raise InputError(f"{mod_path}, line {node.lineno}: INPUT_ENCODINGS must be a literal dict of input name to "
+                         'a Python codec name, e.g. INPUT_ENCODINGS = {"raw_text": "utf-8"}')
+    return {}
+
+
+def _decode(name: str, path: str, data: bytes, encoding: str, mod_path: Path) -> str:
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise InputError(f"--input {name}={path}: not {encoding} text: byte 0x{data[exc.start]:02x} at offset "
+                         f"{exc.start:,} (line {line}): {exc.reason}; the workflow reads {name!r} as {encoding} text "
+                         f"(INPUT_ENCODINGS in {mod_path}): convert the file first, e.g. from Latin-1 with "
+                         f"iconv -f latin1 -t {encoding} {path} > {Path(path).stem}.{encoding}.txt") from None
+
+
 def _read_input(name: str, path: str) -> bytes:
     """The bytes of a regular file; a FIFO, device or directory is refused (a FIFO would block
     until a writer came, ``/dev/zero`` would never end)."""
@@ -112,8 +162,12 @@ def _load_inputs(h: hdag.HDAG, wds_path: Path, given: Mapping[str, str]) -> dict
         raise InputError(f"--input names {', '.join(map(repr, unknown))}, which the workflow does not read "
                          f"as input; its inputs are {', '.join(h.inputs) or 'none'}")
     values: dict[str, Any] = {}
+    encodings = input_encodings(wds_path) if given else {}
     for name, path in given.items():
         data = _read_input(name, path)
+        if name in encodings:
+            values[name] = _decode(name, path, data, encodings[name], wds_path.parent / "inputs.py")
+            continue
         try:
             values[name] = data.decode("utf-8")
         except UnicodeDecodeError:

@@ -125,8 +125,12 @@ def memory_figures(summary: Mapping[str, Any] | None, leaked: int | None,
             "leaked_bytes": leaked}
 
 
-#: daemon counters the report's ``recovery`` shows, as (report key, counter names summed)
-RECOVERY_COUNTERS = (("functions_lost", ("lost_functions",)), ("chunks_recovered", ("chunks_recovered",)),
+#: daemon counters the report's ``recovery`` shows, as (report key, counter names summed);
+#: ``functions_lost`` is storage-function instances lost, each once, when the daemon saw it
+#: go (``lost_instances``: a connection closed without a BYE, or a new instance answering in
+#: its place), whether or not it held chunks; ``lost_functions`` counts only the new
+#: instances that found placed chunks missing, when next invoked (4 killed at once: 1)
+RECOVERY_COUNTERS = (("functions_lost", ("lost_instances",)), ("chunks_recovered", ("chunks_recovered",)),
                      ("chunks_unrecovered", ("chunks_unrecovered",)),
                      ("cos_reads", ("cos_fallbacks", "recovery_cos_reads")),
                      ("parallel_recoveries", ("parallel_recoveries",)), ("daemon_restarts", ("daemon_restarts",)))

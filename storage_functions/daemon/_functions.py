@@ -11,7 +11,9 @@ every PUT reply) for the next invocation's consistency check (SION Sec.
 A loss is what the instance says in its HELLO (``lost``: its log was behind the
 daemon's report, so its memory is not what was placed there); a changed
 instance id alone (a warm instance the platform replaced while nothing was
-stored, or a recovery function's copies) is reported through ``on_instance``.
+stored, or a recovery function's copies) is reported through ``on_instance``. Every
+instance that goes (its connection closes without a BYE, or another instance answers in
+its place) is reported once through ``on_instance_gone``, whether or not it held chunks.
 
 Requests never block the caller: ``request`` queues when the function is not
 connected and triggers an invocation; the reply callback runs on the
@@ -86,7 +88,8 @@ class FunctionHandle:
                  on_lost: Callable[[FunctionHandle], None], on_mem: Callable[[FunctionHandle, int], None],
                  on_instance: Callable[[FunctionHandle], None] | None = None,
                  on_get: Callable[[int, str], None] | None = None,
-                 on_errors: Callable[[FunctionHandle, list[str]], None] | None = None) -> None:
+                 on_errors: Callable[[FunctionHandle, list[str]], None] | None = None,
+                 on_instance_gone: Callable[[FunctionHandle], None] | None = None) -> None:
         self.index = index
         self.name = name
         self._invoke = invoke
@@ -97,6 +100,10 @@ class FunctionHandle:
         self._on_instance = on_instance
         self._on_get = on_get  # (function, chunk key) of every GET asked of it (the GC window's marks)
         self._on_errors = on_errors  # what a BYE reports went wrong (a seal that did not reach COS)
+        # once per instance that went away: its connection closed without a BYE, or a new
+        # instance answered in its place (reclaimed or killed while it slept)
+        self._on_gone = on_instance_gone
+        self._gone: str | None = None  # the instance last reported gone
         self.cond = threading.Condition()
         self.state = "sleeping"  # sleeping | invoking | active
         self.secret = ""
@@ -322,6 +329,9 @@ class FunctionHandle:
                     self._greeted = False
                 lost = first and m.get("lost") is True
                 changed = first and self.instance is not None and instance != self.instance
+                gone = changed and self._gone != self.instance  # its death not seen yet
+                if gone:
+                    self._gone = self.instance
                 self.instance = instance
                 if first:
                     self.term = _int(m.get("term"))
@@ -330,6 +340,8 @@ class FunctionHandle:
                 self.mem = _int(m.get("mem"))
                 self.conns[kind] = conn
             send_frame(sock, Op.REPLY)
+        if gone and self._on_gone is not None:
+            self._on_gone(self)
         if changed and self._on_instance is not None:
             self._on_instance(self)
         if lost:
@@ -457,9 +469,11 @@ class FunctionHandle:
             return
         # the handle forgets the instance before the callbacks run: a PUT they retry at once
         # goes to a new instance, not to this dead connection again
+        gone = False
         with self.cond:
             if self.conns.get(conn.kind) is conn:
                 # died without BYE: the other connection goes with it
+                gone, self._gone = self._gone != self.instance, self.instance
                 self.last_died = time.monotonic()
                 self.silent_since = 0.0  # the next instance is a new one
                 others = [c for c in self.conns.values() if c is not conn]
@@ -473,6 +487,8 @@ class FunctionHandle:
                 c.sock.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
+        if gone and self._on_gone is not None:
+            self._on_gone(self)
         for cb in pending.values():
             cb(None, None)
 

@@ -16,13 +16,21 @@ from typing import Any
 from ._config import DaemonConfig
 from ._server import Daemon
 
-__all__ = ["LocalStore", "RUNTIME_HANDLER"]
+__all__ = ["LocalStore", "RUNTIME_HANDLER", "runtime_preload"]
 
 RUNTIME_HANDLER = "storage_functions.runtime:handler"
 #: what a storage-function instance imports, once, in the platform's fork server: a replacement
 #: instance (after a kill) then costs this machine a fork, not an interpreter start and a boto3
 #: import; on AWS a cold start runs on another machine (its latency: ``cold_start_s``)
-RUNTIME_PRELOAD = ("storage_functions.runtime", "storage_functions.cos", "boto3", "botocore.session")
+RUNTIME_PRELOAD = ("storage_functions.runtime", "storage_functions.cos")
+#: ... and, when COS is S3 (the runtime opens COS by its URL, and imports boto3 only for S3)
+S3_PRELOAD = ("boto3", "botocore.session")
+
+
+def runtime_preload(cos_url: str | None) -> tuple[str, ...]:
+    """The fork server's modules for a storage function whose COS is ``cos_url``: boto3 only
+    for S3, so a local stack (file:// COS) runs without the ``aws`` extra."""
+    return RUNTIME_PRELOAD + (S3_PRELOAD if (cos_url or "").startswith("s3://") else ())
 
 
 class LocalStore:
@@ -68,7 +76,8 @@ class LocalStore:
 
     def _deploy(self, name: str) -> None:
         self.platform.deploy(name, RUNTIME_HANDLER, memory_mb=self.config.function_memory_mb,
-                             timeout_s=self.function_timeout_s, reserved_concurrency=1, preload=RUNTIME_PRELOAD)
+                             timeout_s=self.function_timeout_s, reserved_concurrency=1,
+                             preload=runtime_preload(self.config.cos_url))
 
     def start(self) -> LocalStore:
         self.daemon.start()

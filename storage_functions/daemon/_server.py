@@ -116,9 +116,9 @@ class Daemon(PutPath, GetPath):
         self._stopping = threading.Event()
         self.address: tuple[str, int] = (config.host, config.port)
         self.counters = {"puts": 0, "gets": 0, "buffer_hits": 0, "cos_fallbacks": 0, "corrupt_chunks": 0,
-                         "missing_chunks": 0, "chunk_retries": 0, "lost_functions": 0, "auth_failures": 0,
-                         "scope_refusals": 0, "bad_frames": 0, "hello_timeouts": 0, "hello_evicted": 0,
-                         "conn_errors": 0, "prewarmed": 0}
+                         "missing_chunks": 0, "chunk_retries": 0, "lost_functions": 0, "lost_instances": 0,
+                         "auth_failures": 0, "scope_refusals": 0, "bad_frames": 0, "hello_timeouts": 0,
+                         "hello_evicted": 0, "conn_errors": 0, "prewarmed": 0}
         # connections before their HELLO: one thread reads them all (``_hello``)
         self._hellos = HelloGate(self._on_hello, self.count, timeout_s=config.hello_timeout_s,
                                  max_pending=config.hello_pending_max)
@@ -444,7 +444,8 @@ class Daemon(PutPath, GetPath):
                                    invoke_timeout_s=self.config.invoke_timeout_s, on_lost=self._function_lost,
                                    on_mem=lambda h, m: None,
                                    on_instance=lambda h: self.recovery.instance_changed(h.index),
-                                   on_get=self.reads.note, on_errors=self._function_errors)
+                                   on_get=self.reads.note, on_errors=self._function_errors,
+                                   on_instance_gone=lambda h: self.count("lost_instances"))
                 self.handles.append(h)
                 self._by_name[name] = h
             return self.handles[index]

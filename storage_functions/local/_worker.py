@@ -102,8 +102,12 @@ def _handler_trace(exc: BaseException, code_paths: tuple[str, ...] = ()) -> trac
     """``exc``'s traceback, causes included, without this file's frames and, when a frame is in
     the function's code (``code_paths``), without the wrappers' frames above the first such
     (the handler's frames are what a user can act on; Lambda's runtime hides its own too).
+    An exception whose ``after_return`` is true was raised by a wrapper after the handler
+    returned (the SDK's ``MissingOutputs``): no frame of it is the handler's, none is shown
+    (nor its cause, whose message the wrapper's repeats).
     The exception is not changed (some, like Thrift's, are immutable)."""
     te = traceback.TracebackException.from_exception(exc)
+    after_return = bool(getattr(exc, "after_return", False))
     seen: set[int] = set()
     todo = [te]
     while todo:
@@ -114,7 +118,9 @@ def _handler_trace(exc: BaseException, code_paths: tuple[str, ...] = ()) -> trac
         frames = [f for f in t.stack if os.path.abspath(f.filename) != _THIS_FILE]
         first = next((k for k, f in enumerate(frames)
                       if any(os.path.abspath(f.filename).startswith(p + os.sep) for p in code_paths)), 0)
-        t.stack = traceback.StackSummary.from_list(frames[first:])
+        t.stack = traceback.StackSummary.from_list(frames[first:] if t is not te or not after_return else [])
+        if t is te and after_return:
+            t.__cause__ = t.__context__ = None  # the wrapper's message says its cause's
         if t.__cause__ is not None and _carries(t.stack, t.__cause__.stack):
             t.__cause__ = None  # a wrapper raised with its cause's traceback: show those frames once
         todo += [c for c in (t.__cause__, t.__context__) if c is not None]
@@ -131,10 +137,41 @@ def _error(exc: BaseException, error_type: str | None = None, code_paths: tuple[
     out: dict[str, Any] = {"errorType": error_type or type(exc).__name__, "errorMessage": str(exc)}
     try:
         te = _handler_trace(exc, code_paths)
-        out.update(stackTrace=te.stack.format(), traceback="".join(te.format()))
+        shown = te.stack or te.__cause__ is not None or (te.__context__ is not None and not te.__suppress_context__)
+        # no frame and no cause: the traceback would only repeat the message
+        out.update(stackTrace=te.stack.format(), traceback="".join(te.format()) if shown else "")
     except Exception as fmt_exc:  # noqa: BLE001 - a report without a traceback beats a dead worker
         out.update(stackTrace=[], traceback=f"(the traceback could not be formatted: {fmt_exc!r})\n")
     return out
+
+
+def _not_json(value: Any, path: str = "result") -> str | None:
+    """Where in ``value`` the first value JSON cannot hold is, e.g. ``result['ids'][2] is a set``."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if not isinstance(k, (str, int, float, bool)) and k is not None:
+                return f"a key of {path} is a {type(k).__name__}"
+            if (where := _not_json(v, f"{path}[{k!r}]")) is not None:
+                return where
+        return None
+    if isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            if (where := _not_json(v, f"{path}[{i}]")) is not None:
+                return where
+        return None
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return None
+    return f"{path} is a {type(value).__name__}"
+
+
+def _marshal_error(result: Any, exc: BaseException) -> dict[str, Any]:
+    """Lambda's ``Runtime.MarshalError`` for a result ``json`` cannot encode, saying where in the
+    result the value is and what to do; no stack (the JSON library's frames say nothing about
+    the handler, which has returned)."""
+    where = _not_json(result)
+    message = (f"Unable to marshal response: {exc}" + (f" ({where})" if where else "")
+               + "; return only JSON types (dict, list, str, int, float, bool, None), and sdk.put anything else")
+    return {"errorType": "Runtime.MarshalError", "errorMessage": message, "stackTrace": [], "traceback": ""}
 
 
 def billed_ms(duration_s: float) -> int:
@@ -195,10 +232,18 @@ class LogStream(io.TextIOBase):
 
 
 def _log_error(stream: LogStream | None, err: dict[str, Any]) -> None:
-    """What Lambda's runtime logs for an unhandled error: ``[ERROR] Type: message`` and the traceback."""
-    if stream is not None:
-        stream.emit([f"[ERROR] {err['errorType']}: {err['errorMessage']}",
-                     *err.get("traceback", "").rstrip("\n").split("\n")], tag=True)
+    """What Lambda's runtime logs for an unhandled error: ``[ERROR] Type: message`` and the
+    traceback, whose last line (the same error again) is left out, as Lambda does."""
+    if stream is None:
+        return
+    head = f"{err['errorType']}: {err['errorMessage']}"
+    text = err.get("traceback", "").rstrip("\n")
+    trace = text.split("\n") if text else []
+    message = err["errorMessage"].rstrip("\n").split("\n")
+    if len(trace) >= len(message) and trace[-len(message)].endswith(f"{err['errorType']}: {message[0]}") \
+            and trace[len(trace) - len(message) + 1:] == message[1:]:
+        trace = trace[:-len(message)]
+    stream.emit([f"[ERROR] {head}", *trace], tag=True)
 
 
 def _peak_rss_mb() -> float:
@@ -265,8 +310,8 @@ def main(argv: list[str]) -> int:
             try:
                 text = json.dumps(result)
             except (TypeError, ValueError) as exc:
-                reply = {"op": "error", **_error(exc, "Runtime.MarshalError")}
-                reply["errorMessage"] = f"Unable to marshal response: {exc}"
+                reply = {"op": "error", **_marshal_error(result, exc)}
+                _log_error(log, reply)
             else:
                 if len(text) > max_payload:
                     reply = {"op": "error", "errorType": "Function.ResponseSizeTooLarge", "stackTrace": [],

@@ -187,3 +187,37 @@ def test_a_get_does_not_wait_for_a_killed_function_when_enough_others_are_up(sta
     run.end_run("aborted")
     run.close()
     driver.close()
+
+
+def test_instances_killed_at_once_are_each_counted_lost(stack: Stack) -> None:
+    """The report's ``recovery.functions_lost`` once said 1 when 4 instances were killed at once:
+    it counted only new instances that found placed chunks missing, when they were next
+    invoked. It counts instances lost: each killed instance once, when its connection goes
+    without a BYE, and not again when a new instance answers in its place."""
+    from sdk.local._report import recovery_figures
+
+    d = stack.store.daemon
+    driver = stack.client()
+    run = driver.start_run(driver.register_workflow(LIFETIME.read_text(), {}, str(LIFETIME)))
+    run.put("seed", os.urandom(3 * MiB))                   # 12 chunks, one per function
+    with StoreClient(stack.store.address, stack.store.token) as store:
+        before = store.stats()
+    holders = [n for n, keys in _holders(stack, run.run_id).items() if keys]   # asked: each is active now
+    victims = [d._by_name[n] for n in holders if d._by_name[n].state == "active"][:4]
+    assert len(victims) == 4
+    t0 = time.monotonic()
+    for h in victims:
+        stack.platform.kill(h.name)                        # all four before any is asked again
+    for h in victims:
+        with h.cond:
+            assert h.cond.wait_for(lambda h=h: h.last_died >= t0, timeout=20), f"{h.name}'s connection stayed"
+    with StoreClient(stack.store.address, stack.store.token) as store:
+        assert recovery_figures(before, store.stats())["functions_lost"] == 4
+    for h in victims:                                      # new instances answer: the same 4 losses
+        d.function_memory(h.name, timeout_s=20)
+    assert d.recovery.wait_idle(30)
+    with StoreClient(stack.store.address, stack.store.token) as store:
+        assert recovery_figures(before, store.stats())["functions_lost"] == 4
+    run.end_run("aborted")
+    run.close()
+    driver.close()

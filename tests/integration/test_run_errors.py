@@ -128,3 +128,136 @@ def test_cli_invalid_wds_exits_2(tmp_path: Path) -> None:
     proc = cli("run", str(bad), cwd=tmp_path)
     assert proc.returncode == 2 and "missing required field 'spec'" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def _log_of(path: str | None, request_id: str) -> list[str]:
+    """The lines the attempt ``request_id`` logged (its tag stripped)."""
+    tag = f"\t{request_id}\t"
+    return [ln.split(tag, 1)[1] for ln in Path(path or "").read_text().splitlines() if tag in ln]
+
+
+@pytest.mark.parametrize(("mode", "task", "said", "frame"), [
+    ("undeclared_write", "producer", "UndeclaredOutput: wrote 'not_declared'", 'line 23, in producer'),
+    ("undeclared_read", "consumer", "UndeclaredRead: read 'side'", 'line 42, in consumer'),
+    # found after the handler returned: no frame is the handler's, so the message says where it is
+    ("missing_output", "producer", "MissingOutputs: returned without writing its declared output(s) 'side'; "
+                                   "call sdk.put for each before handler producer (handlers.py, line 16) returns",
+     None),
+    ("bad_return", "producer", "Runtime.MarshalError: Unable to marshal response: Object of type set is not JSON "
+                               "serializable (result['not json'] is a set); return only JSON types", None),
+])
+def test_a_rule_error_is_said_once_with_the_handlers_frames_only(stack: Stack, workflow: Path, mode: str, task: str,
+                                                                  said: str, frame: str | None) -> None:
+    """The report's error, its traceback and the task's log say the error once, and show only
+    frames of the handler's own code: none of the SDK, the wire client, powertools or json."""
+    r = run_mode(stack, workflow, mode)
+    assert r.status == "failed" and r.failed_task == task
+    assert said in (r.error or "")
+    [err] = r.tasks[task]["errors"]
+    trace = err["traceback"] or ""
+    for internal in ("sdk/", "funcsion_rpc", "aws_lambda_powertools", "json/", "_worker.py", "direct cause"):
+        assert internal not in trace, trace
+    if frame is None:
+        assert trace == ""  # no frame of the handler's: a traceback would only say the message again
+    else:
+        assert trace.count("Traceback (most recent call last):") == 1
+        assert f'File "{workflow / "handlers.py"}", {frame}' in trace
+        assert trace.count(said) == 1
+    logged = _log_of(r.tasks[task]["log"], err["request_id"])
+    assert sum(said in ln for ln in logged) == 1, logged  # the [ERROR] line only
+    assert not any(internal in ln for ln in logged for internal in ("sdk/", "aws_lambda_powertools", "json/"))
+
+
+def test_cli_says_a_rule_error_once(workflow: Path, tmp_path: Path) -> None:
+    (workflow / "BAD_MODE").write_text("undeclared_write")
+    proc = cli("run", str(workflow / "bad.wds.json"), "--input", f"src={workflow / 'src.txt'}", "--no-progress",
+               "--state-dir", str(tmp_path / "state"), cwd=workflow)
+    assert proc.returncode == 1, proc.stderr
+    err = proc.stderr.splitlines()
+    assert err[0].startswith("funcsion run: task producer of run r-1 failed: UndeclaredOutput: wrote 'not_declared'")
+    assert proc.stderr.count("wrote 'not_declared'") == 1, proc.stderr
+    assert err[1:4] == ["  Traceback (most recent call last):",
+                        f'    File "{workflow / "handlers.py"}", line 23, in producer',
+                        '      sdk.put("not_declared", "x")']
+    assert err[4].startswith("  log of producer: ")
+
+
+def test_a_handler_without_the_task_decorator_is_not_retried(stack: Stack, workflow: Path) -> None:
+    (workflow / "BAD_MODE").write_text("no_task")
+    r = run_workflow(workflow / "bad.wds.json", config=stack.config, stack=stack,
+                     inputs={"src": str(workflow / "src.txt")}, options=RETRIES)
+    assert r.status == "failed" and r.failed_task == "producer"
+    assert r.tasks["producer"]["attempts"] == 1, r.tasks["producer"]["errors"]
+    assert "NoRunContext" in (r.error or "") and "decorate the handler with @sdk.task" in (r.error or "")
+    assert r.memory["leaked_bytes"] == 0
+
+
+def test_cli_handler_with_a_syntax_error_names_the_place_once(workflow: Path) -> None:
+    (workflow / "handlers.py").write_text("import sdk\n\n\n@sdk.task\ndef producer(event, context):\n"
+                                          "    x = (1,\n    return {}\n")
+    proc = cli("run", str(workflow / "bad.wds.json"), "--input", f"src={workflow / 'src.txt'}", cwd=workflow)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "cannot be loaded" in proc.stderr and "SyntaxError: '(' was never closed" in proc.stderr
+    assert proc.stderr.count("(handlers.py, line 6)") == 1, proc.stderr
+
+
+def test_cli_refuses_a_wordcount_input_that_is_not_utf8_before_the_run(tmp_path: Path) -> None:
+    from tests.conftest import EXAMPLES
+
+    latin = tmp_path / "latin.txt"
+    latin.write_bytes("café\n".encode("latin-1"))
+    proc = cli("run", str(EXAMPLES / "wordcount" / "wordcount.wds.json"), "--input", f"raw_text={latin}",
+               "--state-dir", str(tmp_path / "state"), cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert f"--input raw_text={latin}: not utf-8 text: byte 0xe9 at offset 3 (line 1)" in proc.stderr
+    assert "Traceback" not in proc.stderr and not (tmp_path / "state" / "runs").exists()  # no run was started
+
+
+def test_get_refuses_to_write_a_binary_output_to_a_terminal(workflow: Path, tmp_path: Path) -> None:
+    """As curl does: a binary value (here an ELF, passed through the workflow as bytes) is not
+    written to a terminal; -o FILE and a redirection get it byte for byte."""
+    import os
+    import pty
+    import threading
+
+    elf = Path(sys.executable).resolve().read_bytes()[:20_000]  # a small stub when libpython is shared
+    assert elf.startswith(b"\x7fELF")
+    (workflow / "prog").write_bytes(elf)
+    (workflow / "BAD_MODE").write_text("ok")
+    state = str(tmp_path / "state")
+    proc = cli("run", str(workflow / "bad.wds.json"), "--input", f"src={workflow / 'prog'}", "--no-progress",
+               "--state-dir", state, cwd=workflow)
+    assert proc.returncode == 0, proc.stderr
+    leader, follower = pty.openpty()
+    shown: list[bytes] = []
+
+    def drain() -> None:  # what the terminal shows (a full pty would block the writer)
+        while True:
+            try:
+                chunk = os.read(leader, 1 << 16)
+            except OSError:  # EIO: the last writer closed
+                return
+            if not chunk:
+                return
+            shown.append(chunk)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    try:
+        on_tty = subprocess.run([sys.executable, "-m", "sdk.cli", "get", "last", "result", "--state-dir", state],
+                                stdout=follower, stderr=subprocess.PIPE, text=True, timeout=60, cwd=workflow)
+    finally:
+        os.close(follower)
+    reader.join(10)
+    os.close(leader)
+    assert on_tty.returncode == 2 and b"".join(shown) == b"", on_tty.stderr
+    assert on_tty.stderr.strip() == (f"funcsion get: output 'result' of run r-1 is binary ({len(elf):,} bytes, an "
+                                     "ELF file): binary output can mess up your terminal; write it to a file with "
+                                     "-o FILE (or --raw > FILE)")
+    out = tmp_path / "result.bin"
+    to_file = cli("get", "last", "result", "--state-dir", state, "-o", str(out), cwd=workflow)
+    assert to_file.returncode == 0 and out.read_bytes() == elf.upper()
+    piped = subprocess.run([sys.executable, "-m", "sdk.cli", "get", "last", "result", "--state-dir", state],
+                           capture_output=True, timeout=60, cwd=workflow)
+    assert piped.returncode == 0 and piped.stdout == elf.upper()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterator
 
 import pytest
 
@@ -60,3 +61,23 @@ def test_stack_option_refuses_a_file_that_is_not_a_stack_file(tmp_path) -> None:
     (tmp_path / "stack.json").write_text('{"metadata": "h:1"}')
     with pytest.raises(ValueError, match="is not a stack file as `funcsion up` writes it"):
         stack_option(str(tmp_path), {})
+
+
+def _commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield " ".join((*path, name)), sub
+                yield from _commands(sub, (*path, name))
+
+
+def test_every_command_has_a_description_in_its_help() -> None:
+    """`funcsion up --help` and `down --help` once had none: each command's --help says what it does."""
+    from sdk.cli import build_parser
+
+    commands = dict(_commands(build_parser()))
+    assert {"up", "down", "run", "get", "serve stack", "deploy workflow"} <= set(commands)
+    lacking = [name for name, p in commands.items() if not (p.description or "").strip()]
+    assert lacking == []
+    assert "in the background" in commands["up"].format_help() and "funcsion down" in commands["up"].format_help()
+    assert "funcsion up" in commands["down"].format_help()

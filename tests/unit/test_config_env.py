@@ -63,3 +63,26 @@ def test_missing_extra_names_the_extra() -> None:
         "install it with: pip install 'funcsion[local]'")
     assert "funcsion[plot]" in (missing_extra(ModuleNotFoundError(name="matplotlib.pyplot")) or "")
     assert missing_extra(ModuleNotFoundError(name="sdk.cli.nothing")) is None
+
+
+@pytest.mark.parametrize(("env", "needles"), [
+    ({"FUNCSION_EC_DATA": "300"}, ["ec_data = 300 (from $FUNCSION_EC_DATA)", "302 chunks per stripe is over the "
+                                   "limit of 32", "its own storage function of one group", "refuses over 256"]),
+    ({"FUNCSION_EC_PARITY": "5"}, ["ec_parity = 5 (from $FUNCSION_EC_PARITY)", "isa_l_rs_vand",
+                                   "cannot rebuild some sets of 10 surviving chunks out of 15"]),
+    ({"FUNCSION_EC_DATA": "22", "FUNCSION_EC_PARITY": "4"}, ["use ec_parity <= 3 (or 4 with ec_data <= 21)"]),
+])
+def test_an_erasure_code_past_what_the_code_and_a_group_hold_is_refused(env: dict[str, str],
+                                                                        needles: list[str]) -> None:
+    from sdk.exceptions import ConfigError
+
+    with pytest.raises(ConfigError) as info:
+        Config.load(env=env, cwd="/nonexistent")
+    for needle in needles:
+        assert needle in str(info.value)
+
+
+@pytest.mark.parametrize(("d", "p"), [(10, 2), (1, 0), (29, 3), (21, 4), (30, 2)])
+def test_erasure_codes_within_the_bounds_load(d: int, p: int) -> None:
+    cfg = Config.load(env={"FUNCSION_EC_DATA": str(d), "FUNCSION_EC_PARITY": str(p)}, cwd="/nonexistent")
+    assert (cfg.ec_data, cfg.ec_parity) == (d, p)

@@ -102,9 +102,9 @@ def test_always_on_takes_the_cheapest_nodes_that_hold_the_peak_less_reserved_mem
 
 
 def test_without_platform_records_the_daemons_counts_stand_in() -> None:
-    before = StoreSnapshot(None, {"uploads": 5, "cos_fallbacks": 1, "recovery_cos_reads": 0, "lost_functions": 0,
+    before = StoreSnapshot(None, {"uploads": 5, "cos_fallbacks": 1, "recovery_cos_reads": 0, "lost_instances": 0,
                                   "functions": [{"name": "sion-0", "invocations": 2}]})
-    after = StoreSnapshot(None, {"uploads": 9, "cos_fallbacks": 3, "recovery_cos_reads": 2, "lost_functions": 1,
+    after = StoreSnapshot(None, {"uploads": 9, "cos_fallbacks": 3, "recovery_cos_reads": 2, "lost_instances": 1,
                                  "chunks_recovered": 2,
                                  "functions": [{"name": "sion-0", "invocations": 5}, {"name": "sion-1",
                                                                                        "invocations": 1}]})

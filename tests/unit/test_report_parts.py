@@ -92,7 +92,7 @@ def test_stage_table() -> None:
 def test_recovery_counts_from_the_daemon_restart_when_there_was_one() -> None:
     from sdk.local._report import recovery_figures
 
-    before = {"daemon_restarts": 2, "cos_fallbacks": 40, "chunks_recovered": 9, "lost_functions": 3}
+    before = {"daemon_restarts": 2, "cos_fallbacks": 40, "chunks_recovered": 9, "lost_instances": 3}
     after = {"daemon_restarts": 3, "cos_fallbacks": 5, "chunks_recovered": 1}  # a new process: counters anew
     got = recovery_figures(before, after)
     assert got["daemon_restarts"] == 1

@@ -86,7 +86,9 @@ def test_replicated_name_without_index() -> None:
 
 
 def test_zero_replicas_and_bad_params() -> None:
-    msgs = [i.message for i in issues_of(mapreduce(), params={"mappers": 0})]
+    d = mapreduce()
+    d["spec"]["map"]["functions"][0]["replicas"] = 0
+    msgs = [i.message for i in issues_of(d)]
     assert any("'replicas' is 0" in m for m in msgs)
     msgs = [i.message for i in issues_of(mapreduce(), params={"nope": 2})]
     assert any("'nope' was given at run time but the file does not declare it" in m for m in msgs)
@@ -106,3 +108,24 @@ def test_examples_expand(example_paths: dict[str, Path]) -> None:
     counts = {name: len(wds.load(p).functions) for name, p in example_paths.items()}
     assert counts == {"wordcount": 8, "gg_compile": 27, "video": 22}
     assert len(wds.load(example_paths["wordcount"], params={"mappers": 64}).functions) == 68
+
+
+def test_a_parameter_that_empties_its_uses_is_one_error(example_paths: dict[str, Path]) -> None:
+    """``--param mappers=0`` empties four ranges and a replica count: one sentence names the
+    parameter and its value once, instead of an error per string it empties."""
+    text = example_paths["wordcount"].read_text()
+    [issue] = wds.validate(text, source="wc.json", params={"mappers": 0})[1]
+    assert issue.path == "$.params.mappers"
+    assert issue.message.startswith("parameter 'mappers' is 0, which leaves nothing where the workflow uses it (")
+    assert "'replicas' of 'mapper_{i:02d}'" in issue.message and "and 1 more" in issue.message
+    assert issue.fix == 'give it a value of at least 1, with --param mappers=N or as its default in "params"'
+    assert str(issue).count("mappers=") == 1 and "is empty" not in str(issue)
+    issues = wds.validate(text, source="wc.json", params={"mappers": 0, "reducers": 0})[1]
+    assert [i.path for i in issues] == ["$.params.mappers", "$.params.reducers"]
+
+
+def test_a_range_that_needs_more_than_one_asks_for_enough() -> None:
+    d = mapreduce()
+    d["spec"]["map"]["functions"][0]["output"] = ["part_{i}_{2..mappers}"]
+    [issue] = [i for i in issues_of(d, params={"mappers": 1}) if "mappers" in i.path]
+    assert "parameter 'mappers' is 1" in issue.message and "at least 3" in issue.fix

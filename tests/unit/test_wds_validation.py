@@ -288,3 +288,20 @@ def test_templated_functions_share_a_default_handler(example_paths: Any) -> None
     wf = wds.load(example_paths["wordcount"])
     assert wf.functions["mapper_03"].handler_ref == "handlers:mapper"
     assert wf.functions["mapper_03"].entry == "mapper_{i:02d}"
+
+
+def test_one_error_reads_as_a_sentence_then_the_fix() -> None:
+    d = copy.deepcopy(GOOD)
+    d["spec"]["s1"]["functions"][0]["next"] = ["p0", "p9"]
+    with pytest.raises(WDSValidationError) as info:
+        wds.loads(json.dumps(d), source="wf.json")
+    assert str(info.value) == ("1 error in workflow description: wf.json: $.spec.s1.functions[0].next[1]: next names "
+                               "unknown function 'p9'. Fix: did you mean 'p1'?")
+    assert str(Issue("f", "$", "is it?", "yes")) == "f: $: is it? Fix: yes"  # a question keeps its mark
+
+
+def test_a_workflow_without_functions_is_one_error() -> None:
+    """No spurious 'no function has "start": true' when there is no function at all."""
+    d = doc(("s1", 1, []))
+    [issue] = issues_of(d)
+    assert issue.message == "stage 's1' has no functions"

@@ -45,3 +45,12 @@ def consumer(event: dict, context: object) -> dict:
     if MODE == "read_after_commit":
         sdk.get("mid")
     return {}
+
+
+def _undecorated(event: dict, context: object) -> dict:  # the mistake: no @sdk.task
+    sdk.get("src")
+    return {}
+
+
+if MODE == "no_task":
+    producer = _undecorated  # type: ignore[assignment]  # noqa: F811
