@@ -277,6 +277,48 @@ def _server(settings: TemplateSettings, prefix: str) -> dict[str, Any]:
     }
 
 
+_SUB_NAME = re.compile(r"\$\{([A-Za-z0-9]+)(?:\.[A-Za-z0-9.]+)?\}")
+
+
+def _refs(node: Any) -> set[str]:
+    """The logical ids a resource's properties name (Ref, Fn::GetAtt, Fn::Sub, DependsOn)."""
+    if isinstance(node, list):
+        return set().union(*map(_refs, node)) if node else set()
+    if not isinstance(node, dict):
+        return set()
+    found: set[str] = set()
+    for key, value in node.items():
+        if key == "Ref" and isinstance(value, str):
+            found.add(value)
+        elif key == "Fn::GetAtt":
+            found.add(value[0])
+        elif key == "Fn::Sub":
+            found.update(_SUB_NAME.findall(value if isinstance(value, str) else value[0]))
+        elif key == "DependsOn":
+            found.update([value] if isinstance(value, str) else value)
+        found |= _refs(value)
+    return found
+
+
+def _dependency_order(res: dict[str, Any]) -> dict[str, Any]:
+    """The resources, each after those it names (a stable depth-first order): CloudFormation does not
+    care, but moto's stack update resolves references in template order."""
+    out: dict[str, Any] = {}
+
+    def visit(name: str, path: tuple[str, ...]) -> None:
+        if name in out or name not in res:
+            return
+        if name in path:
+            raise ValueError(f"the template's resources form a cycle: {' -> '.join(path + (name,))}")
+        for dep in sorted(_refs(res[name]) - {name}):
+            visit(dep, path + (name,))
+        out[name] = res[name]
+
+    for name in res:
+        visit(name, ())
+    return out
+
+
 def render_template(graph: hdag.HDAG, artifacts: Artifacts, settings: TemplateSettings | None = None) -> dict[str, Any]:
     """The stack's template (``json.dumps`` it for CloudFormation); see the module docstring."""
     settings = settings or TemplateSettings()
@@ -315,7 +357,7 @@ def render_template(graph: hdag.HDAG, artifacts: Artifacts, settings: TemplateSe
         "Parameters": _parameters(settings),
         "Conditions": {"HasTaskLayers": {"Fn::Not": [{"Fn::Equals": [
             {"Fn::Join": ["", {"Ref": "TaskLayerArns"}]}, ""]}]}},
-        "Resources": res,
+        "Resources": _dependency_order(res),
         "Outputs": {
             "StateMachineArn": {"Value": {"Ref": "StateMachine"}},
             "MetadataAddress": {"Value": {"Fn::Sub": f"${{ServerName}}:{settings.metadata_port}"}},
