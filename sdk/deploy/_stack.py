@@ -151,10 +151,6 @@ def check_parameters(b: StackBundle, given: StackParameters, *, region: str, pre
         if name not in declared:
             raise StackDeployError(f"--parameter {name}: the template has no such parameter "
                                    f"(it has: {', '.join(sorted(declared))})")
-    for name, spec in declared.items():
-        if "Default" not in spec and name not in values and name not in previous:
-            what = "a new stack" if not previous else f"stack {b.stack_name}"
-            raise StackDeployError(f"{name} is required for {what}: give {_flag(name)}")
     for sub in given.subnet_ids:
         if not sub.startswith("subnet-"):
             raise StackDeployError(f"--subnet {sub!r} is not a subnet id: give subnet-... ids of the VPC's private "
@@ -175,6 +171,10 @@ def check_parameters(b: StackBundle, given: StackParameters, *, region: str, pre
         if at != region:
             raise StackDeployError(f"{where}: layer {arn} is in region {at}, but this deploy is to {region}: "
                                    f"publish the layer in {region}, or deploy with --region {at}")
+    for name, spec in declared.items():
+        if "Default" not in spec and name not in values and name not in previous:
+            what = "a new stack" if not previous else f"stack {b.stack_name}"
+            raise StackDeployError(f"{name} is required for {what}: give {_flag(name)}")
 
 
 @dataclass(frozen=True)
