@@ -245,7 +245,7 @@ def deploy_stack(b: StackBundle, given: StackParameters, *, region: str, cf_clie
     values = given.values()
     bucket = values.get("ArtifactBucket") or previous.get("ArtifactBucket", "")
     _upload(s3, b, bucket, region, failed)
-    params = [_parameter(k, spec, values, previous) for k, spec in b.template["Parameters"].items()
+    params = [_parameter(k, values) for k, spec in b.template["Parameters"].items()
               if k in values or (k in previous and not _is_default(spec, previous[k]))]
     url = f"https://{bucket}.s3.{region}.amazonaws.com/{b.template_key}"
     call: dict[str, Any] = {"StackName": b.stack_name, "TemplateURL": url, "Parameters": params,
@@ -282,21 +282,19 @@ def deploy_stack(b: StackBundle, given: StackParameters, *, region: str, cf_clie
 
 
 def _is_default(spec: Mapping[str, Any], value: str) -> bool:
-    """Whether a stack's value of a parameter is its default (left out of an update, it stays so). An
-    SSM-typed parameter counts as one: CloudFormation resolves its name again at every update anyway."""
+    """Whether a stack's value of a parameter is its default: left out of an update, it stays so (and a
+    template's new default applies). An SSM-typed parameter counts as one: CloudFormation resolves its
+    name again at every update anyway."""
     if str(spec["Type"]).startswith("AWS::SSM::"):
         return True
     return "Default" in spec and not spec.get("NoEcho") and str(spec["Default"]) == value
 
 
-def _parameter(name: str, spec: Mapping[str, Any], values: Mapping[str, str],
-               previous: Mapping[str, str]) -> dict[str, Any]:
-    """A given value; else the previous one: by value where it shows (a value set before), by
-    ``UsePreviousValue`` where it does not (a NoEcho value shows as ``****``)."""
+def _parameter(name: str, values: Mapping[str, str]) -> dict[str, Any]:
+    """A given value, else the stack's previous one (a NoEcho value shows as ``****``, a list's shape
+    varies: ``UsePreviousValue`` keeps it exactly)."""
     if name in values:
         return {"ParameterKey": name, "ParameterValue": values[name]}
-    if "Default" in spec and not spec.get("NoEcho"):
-        return {"ParameterKey": name, "ParameterValue": previous[name]}
     return {"ParameterKey": name, "UsePreviousValue": True}
 
 

@@ -15,7 +15,8 @@ plain CloudFormation, no transform) holding:
   with ``LogRetentionDays``;
 - the server host (``_host``: an EC2 instance running the metadata server and
   the daemon), its security group (inbound: the two server ports from the
-  Lambdas' group only), a Route 53 private zone naming it ``ServerName``;
+  Lambdas' group only, and from ``DriverCidr`` when one is given), a Route 53
+  private zone naming it ``ServerName``;
 - the S3 gateway endpoint on ``RouteTableIds``; the TLS secret (from the
   NoEcho parameters) and the tokens secret (generated, never a parameter);
 - least-privilege roles (``_iam``) and the state machine (``asl.build_asl``,
@@ -170,6 +171,10 @@ def _parameters(settings: TemplateSettings) -> dict[str, Any]:
                             "MaxValue": 10240, "Description": "memory of each storage Lambda (MB)"},
         "StorageConcurrency": {"Type": "Number", "Default": 1, "MinValue": 1, "MaxValue": 1000,
                                "Description": "reserved concurrency of each storage Lambda (an instance each)"},
+        "DriverCidr": text("a CIDR the drivers (funcsion run) reach the two server ports from; empty: none, "
+                           "only the Lambdas", Default="",
+                           AllowedPattern="^$|^([0-9]{1,3}\\.){3}[0-9]{1,3}/[0-9]{1,2}$",
+                           ConstraintDescription="empty, or an IPv4 CIDR such as 10.0.0.0/16"),
         "LogRetentionDays": {"Type": "Number", "Default": 14, "AllowedValues": _RETENTION,
                              "Description": "how long the Lambdas' logs are kept"},
     }
@@ -230,13 +235,17 @@ def _network() -> dict[str, Any]:
 
 
 def _ingress(settings: TemplateSettings) -> dict[str, Any]:
+    """The server ports from the Lambdas' group, and from ``DriverCidr`` when one is given."""
     out = {}
     for what, port in (("Metadata", settings.metadata_port), ("Daemon", settings.daemon_port)):
+        rule = {"GroupId": {"Fn::GetAtt": ["ServerSecurityGroup", "GroupId"]}, "IpProtocol": "tcp",
+                "FromPort": port, "ToPort": port}
         out[f"Server{what}Ingress"] = {"Type": "AWS::EC2::SecurityGroupIngress", "Properties": {
-            "GroupId": {"Fn::GetAtt": ["ServerSecurityGroup", "GroupId"]}, "IpProtocol": "tcp",
-            "FromPort": port, "ToPort": port,
-            "SourceSecurityGroupId": {"Fn::GetAtt": ["LambdaSecurityGroup", "GroupId"]},
+            **rule, "SourceSecurityGroupId": {"Fn::GetAtt": ["LambdaSecurityGroup", "GroupId"]},
             "Description": f"{what.lower()} port from the funcsion Lambdas"}}
+        out[f"Server{what}DriverIngress"] = {"Type": "AWS::EC2::SecurityGroupIngress", "Condition": "HasDriverCidr",
+                                             "Properties": {**rule, "CidrIp": {"Ref": "DriverCidr"},
+                                                            "Description": f"{what.lower()} port from the drivers"}}
     return out
 
 
@@ -275,6 +284,18 @@ def _server(settings: TemplateSettings, prefix: str) -> dict[str, Any]:
                                   function_prefix=prefix),
             "Tags": [{"Key": "Name", "Value": {"Fn::Sub": "${AWS::StackName}-server"}}]}},
     }
+
+
+#: A Lambda's place in the definition until ``_definition_sub`` makes it ``${<logical id>.Arn}``.
+_ARN_MARK = "funcsion-arn-of:{}"
+_ARN_MARK_RE = re.compile(r"funcsion-arn-of:([A-Za-z0-9]+)")
+
+
+def _definition_sub(definition: dict[str, Any]) -> str:
+    """The state machine as an ``Fn::Sub`` string: a ``${`` of its own (a stage name may hold one)
+    escaped as ``${!``, then each Lambda's mark made ``${<id>.Arn}``."""
+    text = json.dumps(definition, indent=1).replace("${", "${!")
+    return _ARN_MARK_RE.sub(lambda m: f"${{{m.group(1)}.Arn}}", text)
 
 
 _SUB_NAME = re.compile(r"\$\{([A-Za-z0-9]+)(?:\.[A-Za-z0-9.]+)?\}")
@@ -344,19 +365,20 @@ def render_template(graph: hdag.HDAG, artifacts: Artifacts, settings: TemplateSe
     res["ServerRole"] = server_role(storage_ids)
     res["StateMachineRole"] = state_machine_role([t.logical_id for t in tasks])
     by_entry = {t.entry: t.logical_id for t in tasks}
-    definition = build_asl(graph, lambda e: f"${{{by_entry[e]}.Arn}}", f"${{{by_entry[wds.CLEANUP_ENTRY]}.Arn}}",
+    definition = build_asl(graph, lambda e: _ARN_MARK.format(by_entry[e]), _ARN_MARK.format(by_entry[wds.CLEANUP_ENTRY]),
                            AslOptions(max_concurrency=settings.max_concurrency))
     res["StateMachine"] = {"Type": "AWS::StepFunctions::StateMachine", "Properties": {
         "StateMachineName": re.sub(r"[^A-Za-z0-9_-]", "-", f"funcsion-{app}-{graph.workflow.workflow_id}")[:80],
         "RoleArn": {"Fn::GetAtt": ["StateMachineRole", "Arn"]},
-        "DefinitionString": {"Fn::Sub": json.dumps(definition, indent=1)}}}
+        "DefinitionString": {"Fn::Sub": _definition_sub(definition)}}}
     return {
         "AWSTemplateFormatVersion": "2010-09-09",
         "Description": f"funcsion deployment of workflow {graph.key}: storage and task Lambdas in a VPC, the "
                        "server host, the state machine",
         "Parameters": _parameters(settings),
-        "Conditions": {"HasTaskLayers": {"Fn::Not": [{"Fn::Equals": [
-            {"Fn::Join": ["", {"Ref": "TaskLayerArns"}]}, ""]}]}},
+        "Conditions": {
+            "HasTaskLayers": {"Fn::Not": [{"Fn::Equals": [{"Fn::Join": ["", {"Ref": "TaskLayerArns"}]}, ""]}]},
+            "HasDriverCidr": {"Fn::Not": [{"Fn::Equals": [{"Ref": "DriverCidr"}, ""]}]}},
         "Resources": _dependency_order(res),
         "Outputs": {
             "StateMachineArn": {"Value": {"Ref": "StateMachine"}},

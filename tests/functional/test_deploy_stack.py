@@ -250,8 +250,14 @@ def test_an_update_with_a_changed_setting_updates(example_paths: dict[str, Path]
     changed = small(wds_path, params={"mappers": 9})
     assert changed.artifacts.task_key != first.artifacts.task_key  # another task zip: another key
     # nothing but the WDS: every other setting keeps the stack's previous value
-    dep = deploy_stack(changed, StackParameters(), region=REGION, delay_s=1)
+    dep = deploy_stack(changed, StackParameters(extra={"DriverCidr": "192.0.2.0/24"}), region=REGION, delay_s=1)
     assert dep.action == "updated" and dep.outputs["CosUrl"] == "s3://cos/wc/data"
+    ec2 = boto3.client("ec2", region_name=REGION)
+    (server_sg,) = ec2.describe_security_groups(Filters=[{"Name": "description", "Values": [
+        "funcsion servers: the metadata and daemon ports from the Lambdas only"]}])["SecurityGroups"]
+    drivers = sorted((p["FromPort"], [r["CidrIp"] for r in p["IpRanges"]]) for p in server_sg["IpPermissions"]
+                     if p["IpRanges"])
+    assert drivers == [(7917, ["192.0.2.0/24"]), (7918, ["192.0.2.0/24"])]
     lam = boto3.client("lambda", region_name=REGION)
     mapper = lam.get_function(FunctionName="word-count-mapper")["Configuration"]
     assert (mapper["MemorySize"], mapper["Timeout"]) == (2048, 60)
@@ -337,3 +343,47 @@ def test_the_template_carries_no_secret(example_paths: dict[str, Path]) -> None:
         assert b.template["Parameters"][name]["NoEcho"] is True
     given = StackParameters(tls_ca=b"-----BEGIN CERTIFICATE-----\nabc\n").values()
     assert base64.b64decode(given["TlsCaCert"]) == b"-----BEGIN CERTIFICATE-----\nabc\n"
+
+
+def test_a_dollar_brace_of_the_workflows_own_is_escaped_in_the_definition(tmp_path: Path) -> None:
+    doc = {"app": "t", "workflow_id": 1, "category": "c", "spec": {"st${x}": {"stage_id": 0, "functions": [
+        {"start": True, "name": "f", "input": ["a"], "output": ["b"], "next": []}]}}}
+    (tmp_path / "t.wds.json").write_text(json.dumps(doc))
+    (tmp_path / "handlers.py").write_text("")
+    sub = small(tmp_path / "t.wds.json").template["Resources"]["StateMachine"]["Properties"]["DefinitionString"]["Fn::Sub"]
+    assert '"st${!x}"' in sub and '"FunctionName": "${TaskF.Arn}"' in sub
+    resolved = json.loads(sub.replace("${TaskF.Arn}", "arn:f").replace("${TaskFuncsionCleanup.Arn}", "arn:c")
+                          .replace("${!", "${"))  # what Fn::Sub makes of it
+    assert resolved["States"]["st${x}"]["Parameters"]["FunctionName"] == "arn:f"
+
+
+def test_the_cli_deploys_the_stack_and_prints_its_outputs(example_paths: dict[str, Path], account: Account,
+                                                          tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from sdk.cli import main
+
+    for name, text in (("ca.pem", "-----BEGIN CERTIFICATE-----\nca\n"), ("server.pem", "-----BEGIN CERTIFICATE-----\n"),
+                       ("server.key", "-----BEGIN PRIVATE KEY-----\n")):
+        (tmp_path / name).write_text(text)
+    wc = str(example_paths["wordcount"])
+    args = ["deploy", wc, "--target", "aws", "--region", REGION, "--artifact-bucket", "artifacts",
+            "--vpc-id", account.vpc, "--subnet", account.subnets[0], "--subnet", account.subnets[1],
+            "--route-table", account.route_table, "--cos", "s3://cos/wc", "--layer", LAYER,
+            "--tls-ca", str(tmp_path / "ca.pem"), "--tls-cert", str(tmp_path / "server.pem"),
+            "--tls-key", str(tmp_path / "server.key"), "--storage-functions", "2",
+            "--parameter", "ServerInstanceType=m6i.xlarge", "--json"]
+    assert main(args) == 0
+    out, err = capsys.readouterr()
+    doc = json.loads(out.splitlines()[-1])
+    assert (doc["stack"], doc["action"], doc["outputs"]["CosUrl"]) == ("funcsion-word-count", "created", "s3://cos/wc")
+    assert "stack funcsion-word-count created in us-east-1" in out and "warning" not in err
+    assert f"  StateMachineArn        {doc['outputs']['StateMachineArn']}" in out.splitlines()
+    cf = boto3.client("cloudformation", region_name=REGION)
+    params = {p["ParameterKey"]: p["ParameterValue"] for p in cf.describe_stacks(
+        StackName="funcsion-word-count")["Stacks"][0]["Parameters"]}
+    assert params["ServerInstanceType"] == "m6i.xlarge"
+    assert base64.b64decode(params["TlsCaCert"]) == b"-----BEGIN CERTIFICATE-----\nca\n"  # moto shows NoEcho values
+    ec2 = boto3.client("ec2", region_name=REGION)
+    (instance,) = [i for r in ec2.describe_instances()["Reservations"] for i in r["Instances"]]
+    assert instance["InstanceType"] == "m6i.xlarge"
+    assert main(["deploy", wc, "--target", "aws", "--region", REGION, "--json"]) == 0  # nothing but the WDS
+    assert json.loads(capsys.readouterr().out.splitlines()[-1])["outputs"] == doc["outputs"]
