@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any
 
@@ -40,6 +41,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--route-table", action="append", default=[], metavar="RTB",
                    help="(aws) a route table of those subnets, for the S3 gateway endpoint (repeatable)")
     p.add_argument("--cos", metavar="s3://BUCKET/PREFIX", help="(aws) COS: an existing bucket and a key prefix")
+    p.add_argument("--tls-dir", metavar="DIR",
+                   help="(aws) ca.pem, server.pem and server.key as `funcsion certs DIR --name NAME --name 127.0.0.1` "
+                        "wrote them")
     p.add_argument("--tls-ca", metavar="FILE", help="(aws) the CA certificate (PEM; `funcsion certs DIR` makes one)")
     p.add_argument("--tls-cert", metavar="FILE", help="(aws) the servers' certificate for --server-name (PEM)")
     p.add_argument("--tls-key", metavar="FILE", help="(aws) the servers' private key (PEM)")
@@ -148,10 +152,14 @@ def _stack_parameters(args: argparse.Namespace) -> Any:
             raise StackDeployError(f"--parameter {item!r}: write NAME=VALUE, e.g. --parameter ServerInstanceType="
                                    "m6i.xlarge")
         extra[name] = value
+    tls = {"ca": args.tls_ca, "cert": args.tls_cert, "key": args.tls_key}
+    if args.tls_dir:
+        for what, name in (("ca", "ca.pem"), ("cert", "server.pem"), ("key", "server.key")):
+            tls[what] = tls[what] or os.path.join(args.tls_dir, name)
     return StackParameters(artifact_bucket=args.artifact_bucket, vpc_id=args.vpc_id, subnet_ids=args.subnet,
                            route_table_ids=args.route_table, cos_bucket=cos_bucket, cos_prefix=cos_prefix,
-                           task_layers=args.layer, tls_ca=_read("--tls-ca", args.tls_ca),
-                           tls_cert=_read("--tls-cert", args.tls_cert), tls_key=_read("--tls-key", args.tls_key),
+                           task_layers=args.layer, tls_ca=_read("--tls-ca", tls["ca"]),
+                           tls_cert=_read("--tls-cert", tls["cert"]), tls_key=_read("--tls-key", tls["key"]),
                            server_name=args.server_name, extra=extra)
 
 

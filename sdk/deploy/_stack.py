@@ -12,7 +12,8 @@ keeps its previous value; "No updates are to be performed" is
 
 Every problem is a ``StackDeployError`` of one line naming the setting and
 the fix: no subnets, a layer in another region, a missing artifact bucket,
-CloudFormation's validation error, a stack left in ``ROLLBACK_COMPLETE``,
+TLS material that does not name ``ServerName`` (``_certs``), CloudFormation's
+validation error, a stack left in ``ROLLBACK_COMPLETE``,
 no credentials (``describe_aws_error``). Not here: the template itself
 (``_template``), the CLI (``sdk/cli/deploy_workflow.py``).
 """
@@ -20,6 +21,7 @@ no credentials (``describe_aws_error``). Not here: the template itself
 from __future__ import annotations
 
 import base64
+import datetime
 import hashlib
 import json
 import time
@@ -33,6 +35,7 @@ import wds
 from storage_functions.deploy import build_zip
 
 from ._aws_errors import describe_aws_error, is_aws_error
+from ._certs import tls_problem
 from ._template import Artifacts, TemplateSettings, render_template, stack_name, task_functions
 from ._zip import build_task_zip
 
@@ -141,12 +144,23 @@ def _flag(name: str) -> str:
     return _FLAGS.get(name, f"--parameter {name}=VALUE")
 
 
-def check_parameters(b: StackBundle, given: StackParameters, *, region: str, previous: Sequence[str] = ()) -> None:
+def check_parameters(b: StackBundle, given: StackParameters, *, region: str, previous: Mapping[str, str] | None = None,
+                     now: datetime.datetime | None = None) -> None:
     """What can be told before calling AWS: unknown parameters, a required one missing on
-    create (``previous``: the parameters an existing stack has), layers outside ``region``
-    or more than Lambda allows."""
+    create (``previous``: the parameters of an existing stack), layers outside ``region``
+    or more than Lambda allows, TLS material that does not fit ``ServerName``."""
+    previous = previous or {}
     declared = b.template["Parameters"]
     values = given.values()
+    tls = {"--tls-ca": given.tls_ca, "--tls-cert": given.tls_cert, "--tls-key": given.tls_key}
+    if any(tls.values()):
+        if not all(tls.values()):
+            raise StackDeployError(f"give all of --tls-ca, --tls-cert and --tls-key (or --tls-dir DIR), not only "
+                                   f"{', '.join(k for k, v in tls.items() if v)}")
+        server = values.get("ServerName") or previous.get("ServerName") or str(declared["ServerName"]["Default"])
+        problem = tls_problem(given.tls_ca or b"", given.tls_cert or b"", given.tls_key or b"", server, now)
+        if problem:
+            raise StackDeployError(problem)
     for name in values:
         if name not in declared:
             raise StackDeployError(f"--parameter {name}: the template has no such parameter "
@@ -241,7 +255,7 @@ def deploy_stack(b: StackBundle, given: StackParameters, *, region: str, cf_clie
             raise StackDeployError(f"stack {b.stack_name} is busy ({status}): wait for it to finish "
                                    f"(aws cloudformation wait stack-update-complete --stack-name {b.stack_name}), then "
                                    "deploy again")
-    check_parameters(b, given, region=region, previous=list(previous))
+    check_parameters(b, given, region=region, previous=previous)
     values = given.values()
     bucket = values.get("ArtifactBucket") or previous.get("ArtifactBucket", "")
     _upload(s3, b, bucket, region, failed)

@@ -37,6 +37,42 @@ LAYER = f"arn:aws:lambda:{REGION}:123456789012:layer:funcsion-deps:1"  # publish
 CFN_LINT_IGNORED: dict[str, str] = {}
 
 
+def make_tls(*names: str, days: int = 30, ca_key: Any = None) -> tuple[bytes, bytes, bytes]:
+    """(CA, server certificate, server key) PEMs, the certificate naming ``names`` (as `funcsion certs` does)."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.datetime.now(datetime.timezone.utc)
+    ca_key = ca_key or ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "funcsion test CA")])
+    ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
+          .serial_number(1).not_valid_before(now - datetime.timedelta(days=1))
+          .not_valid_after(now + datetime.timedelta(days=days))
+          .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True).sign(ca_key, hashes.SHA256()))
+    key = ec.generate_private_key(ec.SECP256R1())
+    sans: list[x509.GeneralName] = []
+    for n in names:
+        try:
+            sans.append(x509.IPAddress(ipaddress.ip_address(n)))
+        except ValueError:
+            sans.append(x509.DNSName(n))
+    cert = (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, names[0])]))
+            .issuer_name(ca_name).public_key(key.public_key()).serial_number(2)
+            .not_valid_before(now - datetime.timedelta(days=1)).not_valid_after(now + datetime.timedelta(days=days))
+            .add_extension(x509.SubjectAlternativeName(sans), critical=False).sign(ca_key, hashes.SHA256()))
+    pem = serialization.Encoding.PEM
+    return (ca.public_bytes(pem), cert.public_bytes(pem),
+            key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+
+
+TLS = make_tls("funcsion.internal", "127.0.0.1")
+
+
 def small(path: Path, **kw: Any) -> StackBundle:
     return bundle(path, settings=TemplateSettings(storage_functions=3), **kw)
 
@@ -68,8 +104,7 @@ class Account:
         base: dict[str, Any] = {
             "artifact_bucket": "artifacts", "vpc_id": self.vpc, "subnet_ids": self.subnets,
             "route_table_ids": [self.route_table], "cos_bucket": "cos", "cos_prefix": "wc/data",
-            "tls_ca": b"-----BEGIN CERTIFICATE-----ca", "tls_cert": b"-----BEGIN CERTIFICATE-----srv",
-            "tls_key": b"-----BEGIN PRIVATE KEY-----key"}
+            "tls_ca": TLS[0], "tls_cert": TLS[1], "tls_key": TLS[2]}
         return StackParameters(**{**base, **kw})
 
 
@@ -289,8 +324,8 @@ def test_bad_settings_are_one_line_naming_the_setting(example_paths: dict[str, P
     assert error(account.parameters(subnet_ids=[])) == (
         "SubnetIds is required for a new stack: give --subnet subnet-... (repeatable: the private subnets the "
         "Lambdas run in)")
-    assert error(account.parameters(tls_key=None)) == (
-        "TlsServerKey is required for a new stack: give --tls-key FILE (make one with `funcsion certs DIR`)")
+    assert error(account.parameters(tls_ca=None, tls_cert=None, tls_key=None)) == (
+        "TlsCaCert is required for a new stack: give --tls-ca FILE (make one with `funcsion certs DIR`)")
     other = "arn:aws:lambda:eu-west-1:123456789012:layer:deps:2"
     assert error(account.parameters(task_layers=[other])) == (
         f"--layer: layer {other} is in region eu-west-1, but this deploy is to {REGION}: publish the layer in "
@@ -318,7 +353,7 @@ def test_an_entrys_layer_in_another_region_names_the_entry(example_paths: dict[s
     with pytest.raises(StackDeployError, match=r"^entry 'reducer_\{i:02d\}' of .*wc.wds.json: layer "
                                                r"arn:aws:lambda:eu-west-1:123456789012:layer:x:1 is in region "
                                                r"eu-west-1, but this deploy is to us-east-1: publish"):
-        check_parameters(small(path), StackParameters(), region=REGION, previous=["SubnetIds"])
+        check_parameters(small(path), StackParameters(), region=REGION, previous={"SubnetIds": "subnet-1"})
 
 
 def test_a_stack_in_rollback_complete_says_to_delete_it(example_paths: dict[str, Path], account: Account) -> None:
@@ -362,15 +397,13 @@ def test_the_cli_deploys_the_stack_and_prints_its_outputs(example_paths: dict[st
                                                           tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from sdk.cli import main
 
-    for name, text in (("ca.pem", "-----BEGIN CERTIFICATE-----\nca\n"), ("server.pem", "-----BEGIN CERTIFICATE-----\n"),
-                       ("server.key", "-----BEGIN PRIVATE KEY-----\n")):
-        (tmp_path / name).write_text(text)
+    for name, pem in zip(("ca.pem", "server.pem", "server.key"), TLS, strict=True):
+        (tmp_path / name).write_bytes(pem)
     wc = str(example_paths["wordcount"])
     args = ["deploy", wc, "--target", "aws", "--region", REGION, "--artifact-bucket", "artifacts",
             "--vpc-id", account.vpc, "--subnet", account.subnets[0], "--subnet", account.subnets[1],
             "--route-table", account.route_table, "--cos", "s3://cos/wc", "--layer", LAYER,
-            "--tls-ca", str(tmp_path / "ca.pem"), "--tls-cert", str(tmp_path / "server.pem"),
-            "--tls-key", str(tmp_path / "server.key"), "--storage-functions", "2",
+            "--tls-dir", str(tmp_path), "--storage-functions", "2",
             "--parameter", "ServerInstanceType=m6i.xlarge", "--json"]
     assert main(args) == 0
     out, err = capsys.readouterr()
@@ -382,9 +415,43 @@ def test_the_cli_deploys_the_stack_and_prints_its_outputs(example_paths: dict[st
     params = {p["ParameterKey"]: p["ParameterValue"] for p in cf.describe_stacks(
         StackName="funcsion-word-count")["Stacks"][0]["Parameters"]}
     assert params["ServerInstanceType"] == "m6i.xlarge"
-    assert base64.b64decode(params["TlsCaCert"]) == b"-----BEGIN CERTIFICATE-----\nca\n"  # moto shows NoEcho values
+    assert base64.b64decode(params["TlsCaCert"]) == TLS[0]  # moto shows NoEcho values
     ec2 = boto3.client("ec2", region_name=REGION)
     (instance,) = [i for r in ec2.describe_instances()["Reservations"] for i in r["Instances"]]
     assert instance["InstanceType"] == "m6i.xlarge"
     assert main(["deploy", wc, "--target", "aws", "--region", REGION, "--json"]) == 0  # nothing but the WDS
     assert json.loads(capsys.readouterr().out.splitlines()[-1])["outputs"] == doc["outputs"]
+
+
+def test_tls_material_that_does_not_fit_fails_at_deploy(example_paths: dict[str, Path]) -> None:
+    import datetime
+
+    from sdk.deploy._stack import check_parameters
+
+    b = small(example_paths["wordcount"])
+    fix = "make them with `funcsion certs DIR --name funcsion.internal --name 127.0.0.1` and pass --tls-dir DIR"
+
+    def problem(*tls: bytes, server_name: str | None = None, **kw: Any) -> str:
+        with pytest.raises(StackDeployError) as info:
+            check_parameters(b, StackParameters(tls_ca=tls[0], tls_cert=tls[1], tls_key=tls[2] if len(tls) > 2 else None,
+                                                server_name=server_name),
+                             region=REGION, previous=previous, **kw)
+        return str(info.value)
+
+    previous = {k: "x" for k in b.template["Parameters"] if k != "ServerName"}  # ServerName: its default
+    check_parameters(b, StackParameters(tls_ca=TLS[0], tls_cert=TLS[1], tls_key=TLS[2]), region=REGION,
+                     previous=previous)
+    assert problem(TLS[0], TLS[1]) == "give all of --tls-ca, --tls-cert and --tls-key (or --tls-dir DIR), not only " \
+                                     "--tls-ca, --tls-cert"
+    assert problem(*make_tls("other.internal", "127.0.0.1")) == (
+        "--tls-cert names 127.0.0.1, other.internal but not funcsion.internal (the servers are dialled at "
+        f"funcsion.internal and, on the host, 127.0.0.1): {fix}")
+    assert problem(*TLS, server_name="srv.example.org").startswith(
+        "--tls-cert names 127.0.0.1, funcsion.internal but not srv.example.org (the servers")
+    assert problem(make_tls("x")[0], TLS[1], TLS[2]) == (
+        f"--tls-cert was not issued by --tls-ca: give the CA that signed it, or {fix}")
+    assert problem(TLS[0], TLS[1], make_tls("x")[2]) == (
+        f"--tls-key is not the key of --tls-cert: give the key made with it, or {fix}")
+    later = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(days=40)
+    assert problem(*TLS, now=later).startswith("--tls-cert is valid from ")
+    assert problem(b"junk", TLS[1], TLS[2]) == f"--tls-ca is not a PEM certificate: {fix}"
