@@ -24,7 +24,7 @@ from ._common import add_param_option, parse_params
 
 __all__ = ["HELP", "add_arguments", "run"]
 
-HELP = "register a workflow with the local stack, or deploy its Lambdas and state machine to AWS"
+HELP = "register a workflow with the local stack, or deploy it to AWS as one CloudFormation stack"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
