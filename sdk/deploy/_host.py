@@ -6,7 +6,8 @@ requirement), reads the TLS material and the tokens from their Secrets
 Manager secrets with the instance role (files mode 0600, never in the
 template or the instance's user data), and starts ``funcsion serve
 metadata`` and ``funcsion serve daemon --invoker aws`` as systemd units that
-restart on failure; the metadata journal and the daemon's persistent buffer
+restart on failure, their output shipped to the ``ServerLogs`` log group by the
+CloudWatch agent; the metadata journal and the daemon's persistent buffer
 live on the instance's disk (``/var/lib/funcsion``). Why EC2 rather than
 Fargate: the buffer wants a local disk that outlives a process restart, and
 the Lambdas dial one stable private address (the Route 53 record of
@@ -20,11 +21,12 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["VENV", "STATE_DIR", "TLS_DIR", "daemon_command", "metadata_command", "user_data"]
+__all__ = ["LOG_DIR", "VENV", "STATE_DIR", "TLS_DIR", "daemon_command", "metadata_command", "user_data"]
 
 VENV = "/opt/funcsion"
 STATE_DIR = "/var/lib/funcsion"
 TLS_DIR = "/etc/funcsion/tls"
+LOG_DIR = "/var/log/funcsion"
 _TOKENS_ENV = "/etc/funcsion/tokens.env"
 
 
@@ -56,6 +58,8 @@ After={after}
 [Service]
 EnvironmentFile={_TOKENS_ENV}
 ExecStart={command}
+StandardOutput=append:{LOG_DIR}/{name}.log
+StandardError=inherit
 Restart=always
 RestartSec=2
 User=funcsion
@@ -91,14 +95,25 @@ PY
 """
 
 
+_AGENT = f"""cat > /opt/aws/amazon-cloudwatch-agent/etc/funcsion.json <<'AGENT'
+{{"logs": {{"logs_collected": {{"files": {{"collect_list": [
+  {{"file_path": "{LOG_DIR}/funcsion-metadata.log", "log_group_name": "${{ServerLogs}}", "log_stream_name": "{{instance_id}}/metadata"}},
+  {{"file_path": "{LOG_DIR}/funcsion-daemon.log", "log_group_name": "${{ServerLogs}}", "log_stream_name": "{{instance_id}}/daemon"}}
+]}}}}}}}}
+AGENT
+/opt/aws/amazon-cloudwatch-agent/bin/amazon-cloudwatch-agent-ctl -a fetch-config -m ec2 -s \\
+  -c file:/opt/aws/amazon-cloudwatch-agent/etc/funcsion.json
+"""
+
+
 def user_data(*, metadata_port: int, daemon_port: int, function_prefix: str) -> dict[str, Any]:
     """The instance's ``UserData`` property."""
     script = "\n".join([
         "#!/bin/bash",
         "set -euo pipefail",
-        "dnf install -y python3.12 python3.12-pip",
+        "dnf install -y python3.12 python3.12-pip amazon-cloudwatch-agent",
         "id funcsion >/dev/null 2>&1 || useradd --system --home-dir /var/lib/funcsion --shell /sbin/nologin funcsion",
-        f"install -d -m 0750 -o funcsion -g funcsion {STATE_DIR} {STATE_DIR}/daemon",
+        f"install -d -m 0750 -o funcsion -g funcsion {STATE_DIR} {STATE_DIR}/daemon {LOG_DIR}",
         f"install -d -m 0750 -o root -g funcsion /etc/funcsion {TLS_DIR}",
         f"python3.12 -m venv {VENV}",
         f"{VENV}/bin/pip install --quiet '${{ServerPackage}}'",
@@ -110,6 +125,7 @@ def user_data(*, metadata_port: int, daemon_port: int, function_prefix: str) -> 
               after="network-online.target funcsion-metadata.service"),
         "systemctl daemon-reload",
         "systemctl enable --now funcsion-metadata.service funcsion-daemon.service",
+        _AGENT,
         "",
     ])
     return {"Fn::Base64": {"Fn::Sub": script}}

@@ -9,7 +9,7 @@
 - server role (the host's instance profile): invoke the storage Lambdas only,
   list functions (Lambda's ``ListFunctions`` takes no resource: the daemon
   counts the deployed ``<prefix><i>``), get/put/delete/list under the prefix,
-  read the tokens and TLS secrets;
+  read the tokens and TLS secrets, write its own log group (the servers' output);
 - state machine role: invoke the task and cleanup Lambdas only.
 
 Pure: dicts only. Not here: which resources exist (``_template``).
@@ -75,6 +75,8 @@ def server_role(storage_functions: Sequence[str]) -> dict[str, Any]:
         *_cos(),
         {"Effect": "Allow", "Action": "secretsmanager:GetSecretValue",
          "Resource": [{"Ref": "TokensSecret"}, {"Ref": "TlsSecret"}]},
+        {"Effect": "Allow", "Action": ["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
+         "Resource": {"Fn::GetAtt": ["ServerLogs", "Arn"]}},
     ]
     return _role("ec2.amazonaws.com", statements,
                  "funcsion server host: invoke the storage Lambdas, COS prefix, its secrets")

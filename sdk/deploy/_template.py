@@ -176,7 +176,7 @@ def _parameters(settings: TemplateSettings) -> dict[str, Any]:
                            AllowedPattern="^$|^([0-9]{1,3}\\.){3}[0-9]{1,3}/[0-9]{1,2}$",
                            ConstraintDescription="empty, or an IPv4 CIDR such as 10.0.0.0/16"),
         "LogRetentionDays": {"Type": "Number", "Default": 14, "AllowedValues": _RETENTION,
-                             "Description": "how long the Lambdas' logs are kept"},
+                             "Description": "how long the Lambdas' and the servers' logs are kept"},
     }
 
 
@@ -273,6 +273,9 @@ def _secrets() -> dict[str, Any]:
 def _server(settings: TemplateSettings, prefix: str) -> dict[str, Any]:
     return {
         "ServerProfile": {"Type": "AWS::IAM::InstanceProfile", "Properties": {"Roles": [{"Ref": "ServerRole"}]}},
+        "ServerLogs": {"Type": "AWS::Logs::LogGroup", "DeletionPolicy": "Delete", "UpdateReplacePolicy": "Delete",
+                       "Properties": {"LogGroupName": {"Fn::Sub": "/funcsion/${AWS::StackName}/server"},
+                                      "RetentionInDays": {"Ref": "LogRetentionDays"}}},
         "Server": {"Type": "AWS::EC2::Instance", "Properties": {
             "ImageId": {"Ref": "ServerAmiId"}, "InstanceType": {"Ref": "ServerInstanceType"},
             "IamInstanceProfile": {"Ref": "ServerProfile"},

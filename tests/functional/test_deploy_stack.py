@@ -217,7 +217,7 @@ def test_the_stack_in_moto_is_wired(example_paths: dict[str, Path], account: Acc
                                                   "MaximumRetryAttempts": 0} for i in range(3)}
     logs = boto3.client("logs", region_name=REGION)
     groups = {g["logGroupName"]: g.get("retentionInDays") for g in logs.describe_log_groups()["logGroups"]}
-    assert groups == {f"/aws/lambda/{n}": 14 for n in storage + tasks}
+    assert groups == {**{f"/aws/lambda/{n}": 14 for n in storage + tasks}, "/funcsion/funcsion-word-count/server": 14}
 
     ec2 = boto3.client("ec2", region_name=REGION)
     server_sg = ec2.describe_security_groups(GroupIds=[ids["ServerSecurityGroup"]])["SecurityGroups"][0]
@@ -264,6 +264,9 @@ def test_the_stack_in_moto_is_wired(example_paths: dict[str, Path], account: Acc
     assert {r.removesuffix(":*") for r in resources(server, "lambda:InvokeFunction")} == {lam_arn + n for n in storage}
     assert resources(server, "s3:PutObject") == ["arn:aws:s3:::cos/wc/data/*"]
     assert resources(server, "lambda:ListFunctions") == ["*"]  # takes no resource; the daemon counts its functions
+    assert [r.removesuffix(":*") for r in resources(server, "logs:PutLogEvents")] == [
+        f"arn:aws:logs:{REGION}:123456789012:log-group:/funcsion/funcsion-word-count/server"]
+    assert {a.split(":")[0] for a in actions(server)} == {"lambda", "s3", "secretsmanager", "logs"}
     sm_role = policy(ids["StateMachineRole"])
     assert actions(sm_role) == {"lambda:InvokeFunction"}
     assert {r.removesuffix(":*") for r in resources(sm_role, "lambda:InvokeFunction")} == {lam_arn + n for n in tasks}
