@@ -458,3 +458,23 @@ def test_tls_material_that_does_not_fit_fails_at_deploy(example_paths: dict[str,
     later = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(days=40)
     assert problem(*TLS, now=later).startswith("--tls-cert is valid from ")
     assert problem(b"junk", TLS[1], TLS[2]) == f"--tls-ca is not a PEM certificate: {fix}"
+
+
+def test_the_hosts_boot_script_parses_and_the_bundle_is_reproducible(example_paths: dict[str, Path],
+                                                                     tmp_path: Path) -> None:
+    import re
+    import subprocess
+
+    b = small(example_paths["wordcount"])
+    assert small(example_paths["wordcount"]).template_key == b.template_key  # same inputs, same bytes
+    sub = b.template["Resources"]["Server"]["Properties"]["UserData"]["Fn::Base64"]["Fn::Sub"]
+    script = re.sub(r"\$\{(?!!)[A-Za-z0-9:]+\}", "value", sub).replace("${!", "${")  # what Fn::Sub makes of it
+    (tmp_path / "boot.sh").write_text(script)
+    proc = subprocess.run(["bash", "-n", str(tmp_path / "boot.sh")], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    python = script.split("<<'PY'\n", 1)[1].split("\nPY\n", 1)[0]
+    compile(python, "boot.py", "exec")
+    agent = script.split("<<'AGENT'\n", 1)[1].split("\nAGENT\n", 1)[0]
+    assert [f["log_group_name"] for f in json.loads(agent)["logs"]["logs_collected"]["files"]["collect_list"]] == [
+        "value", "value"]
+    assert "ExecStart=/opt/funcsion/bin/funcsion serve daemon " in script and "--token ${FUNCSION_STORE_TOKEN} " in script
