@@ -77,7 +77,6 @@ def small(path: Path, **kw: Any) -> StackBundle:
     return bundle(path, settings=TemplateSettings(storage_functions=3), **kw)
 
 
-@pytest.mark.slow  # cfn-lint takes 7-10 s a template
 @pytest.mark.parametrize("example", ["wordcount", "gg_compile", "video"])
 def test_cfn_lint_passes_on_the_examples_templates(example_paths: dict[str, Path], example: str) -> None:
     from cfnlint.api import ManualArgs, lint
