@@ -8,6 +8,7 @@ Imports only the standard library: everything else in funcsion builds on it.
 
 from __future__ import annotations
 
+from ._lambda import MAX_LAYERS, LambdaSettings, layer_arn_region
 from ._limits import Limits
 from ._model import FunctionDoc, FunctionSpec, Stage, StageDoc, WDSDocument, Workflow
 from ._names import CLEANUP_ENTRY, OBJECT_NAME_MAX, lambda_name, lambda_prefix, object_name_problem
@@ -20,7 +21,9 @@ __all__ = [
     "FunctionDoc",
     "FunctionSpec",
     "Issue",
+    "LambdaSettings",
     "Limits",
+    "MAX_LAYERS",
     "OBJECT_NAME_MAX",
     "Stage",
     "StageDoc",
@@ -30,6 +33,7 @@ __all__ = [
     "Workflow",
     "lambda_name",
     "lambda_prefix",
+    "layer_arn_region",
     "load",
     "loads",
     "object_name_problem",

@@ -12,9 +12,12 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .exceptions import Issue
+
+if TYPE_CHECKING:
+    from ._lambda import LambdaSettings
 
 __all__ = ["Checker", "Entry", "IDENT", "key_path", "type_name"]
 
@@ -38,6 +41,7 @@ class Entry:
     stage_name: str
     stage_id: int
     doc: dict[str, Any]
+    lambda_settings: LambdaSettings | None = None  # what the entry sets of its Lambda, checked
 
 
 @dataclass

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from ._check import Checker, Entry, key_path
+from ._lambda import LambdaSettings
 from ._limits import Limits
 from ._model import FunctionSpec
 from ._names import (CLEANUP_ENTRY, LAMBDA_NAME_MAX, OBJECT_NAME_MAX, all_safe_object_names, lambda_clashes,
@@ -52,6 +53,7 @@ def expand_entries(chk: Checker, entries: list[Entry], params: Mapping[str, int]
     n_before = len(chk.issues)
     for e, count in plan:
         doc = e.doc
+        settings = e.lambda_settings or LambdaSettings()
         indices: list[int | None] = list(range(count)) if "replicas" in doc else [None]
         for idx in indices:
             try:
@@ -68,7 +70,7 @@ def expand_entries(chk: Checker, entries: list[Entry], params: Mapping[str, int]
                 input=tuple(dict.fromkeys(flat["input"])), output=tuple(flat["output"]),
                 next=tuple(dict.fromkeys(flat["next"])), json_path=e.path,
                 template=doc["name"] if idx is not None else None, replica=idx,
-                handler=doc.get("handler"),
+                handler=doc.get("handler"), lambda_settings=settings,
             ))
     if len(chk.issues) > n_before:
         return None

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NotRequired, TypedDict
 
+from ._lambda import LambdaSettings
+
 __all__ = [
     "FunctionDoc",
     "StageDoc",
@@ -31,6 +33,10 @@ class FunctionDoc(TypedDict):
     next: list[str]
     replicas: NotRequired[int | str]
     handler: NotRequired[str]
+    memory_mb: NotRequired[int]
+    timeout_s: NotRequired[int]
+    max_attempts: NotRequired[int]
+    layers: NotRequired[list[str]]
 
 
 class StageDoc(TypedDict):
@@ -53,7 +59,9 @@ class FunctionSpec:
 
     ``json_path`` points at the entry in the source file that produced it
     (a templated entry produces several functions with the same path);
-    ``replica`` is the template index, or ``None`` for a plain entry.
+    ``replica`` is the template index, or ``None`` for a plain entry;
+    ``lambda_settings`` is what the entry sets of its Lambda (memory, timeout,
+    attempts, layers), shared by every replica.
     """
 
     name: str
@@ -67,6 +75,7 @@ class FunctionSpec:
     template: str | None = None
     replica: int | None = None
     handler: str | None = None
+    lambda_settings: LambdaSettings = field(default_factory=LambdaSettings)
 
     @property
     def entry(self) -> str:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ._check import IDENT, Checker, Entry, key_path, type_name
+from ._lambda import LAMBDA_KEYS, check_lambda_settings
 from ._expand import check_declared_inputs, check_lambda_names, expand_entries
 from ._limits import JSONNumberTooLong, Limits, json_int, nesting_exceeds, too_large
 from ._model import FunctionSpec, Stage, Workflow
@@ -28,7 +29,7 @@ __all__ = ["load", "loads", "read_text", "validate"]
 
 _TOP_KEYS = {"app", "workflow_id", "category", "spec", "inputs", "params", "description"}
 _STAGE_KEYS = {"stage_id", "functions"}
-_FUNC_KEYS = {"start", "name", "input", "output", "next", "replicas", "handler"}
+_FUNC_KEYS = {"start", "name", "input", "output", "next", "replicas", "handler", *LAMBDA_KEYS}
 _HANDLER = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
 
@@ -193,8 +194,11 @@ def _stage_entries(chk: Checker, spec: Mapping[str, Any]) -> list[Entry]:
                         'write e.g. "handlers:mapper" (a module importable next to the WDS file)')
             if isinstance(fdoc.get("name"), str) and not fdoc["name"]:
                 chk.add(key_path(fpath, "name"), "function name is empty", "give the function a name")
-            if len(chk.issues) == n_before and sid is not None:
-                entries.append(Entry(fpath, stage_name, sid, fdoc))
+            # a bad Lambda setting is reported, but does not keep the entry out of the graph checks
+            shape_ok = len(chk.issues) == n_before
+            settings = check_lambda_settings(chk, fdoc, fpath)
+            if shape_ok and sid is not None:
+                entries.append(Entry(fpath, stage_name, sid, fdoc, settings))
     return entries
 
 

@@ -11,7 +11,8 @@ $$.Execution.Name, "function": <name>}``; results are discarded
 Functions caps it at 256 KiB). Tasks carry AWS's recommended Lambda Retry
 list, then a retrier with ``MaxAttempts: 0`` for the errors no retry can fix
 (``sdk.exceptions.NON_RETRYABLE_ERRORS``: retriers apply first match first),
-then ``States.TaskFailed`` for the rest; every level has a Catch into a cleanup task
+then ``States.TaskFailed`` for the rest (``MaxAttempts``: the entry's
+``max_attempts`` less the first try, else ``AslOptions.task_retry_attempts``); every level has a Catch into a cleanup task
 that ends the run (freeing all its objects) before the execution fails; a
 final task ends the run on success.
 
@@ -80,12 +81,12 @@ def levels(h: HDAG) -> list[tuple[str, list[list[str]]]]:
     return out
 
 
-def _task(fn_expr: dict[str, str], arn: str, opts: AslOptions, *, context: str | None = None,
+def _task(fn_expr: dict[str, str], arn: str, opts: AslOptions, retries: int, *, context: str | None = None,
           run_id: str = "$$.Execution.Name") -> dict[str, Any]:
     payload = {"funcsion.$": context or opts.context_path, "run_id.$": run_id, **fn_expr}
     retry = LAMBDA_RETRY + [{"ErrorEquals": list(NON_RETRYABLE_ERRORS), "MaxAttempts": 0},
                             {"ErrorEquals": ["States.TaskFailed"], "IntervalSeconds": opts.task_retry_interval_s,
-                             "MaxAttempts": opts.task_retry_attempts, "BackoffRate": 2}]
+                             "MaxAttempts": retries, "BackoffRate": 2}]
     return {
         "Type": "Task", "Resource": "arn:aws:states:::lambda:invoke",
         "Parameters": {"FunctionName": arn, "Payload": payload},
@@ -98,10 +99,12 @@ def _group_states(h: HDAG, group: list[str], arn_for: Callable[[str], str], opts
     """(entry state, states) for one entry's functions in one level; the last state has ``End``."""
     info = h.functions[group[0]]
     arn = arn_for(info.template or info.name)
+    attempts = h.workflow.functions[info.name].lambda_settings.max_attempts  # the entry's, shared by its replicas
+    retries = opts.task_retry_attempts if attempts is None else attempts - 1
     if info.template is None:
-        return state_name, {state_name: _task({"function": info.name}, arn, opts)}
+        return state_name, {state_name: _task({"function": info.name}, arn, opts, retries)}
     items_state = f"{state_name}: replicas"[:80]
-    item_task = _task({"function.$": "$.function"}, arn, opts, context="$.funcsion", run_id="$.run_id")
+    item_task = _task({"function.$": "$.function"}, arn, opts, retries, context="$.funcsion", run_id="$.run_id")
     map_def: dict[str, Any] = {
         "Type": "Map",
         "ItemsPath": "$.fanout.items",

@@ -222,7 +222,9 @@ class LocalExecutor:
         sched = RunSchedule({f: list(fg.predecessors(f)) for f in fg},
                             RetryPolicy(max_attempts=self.opts.max_attempts - 1,
                                         interval_s=self.opts.retry_interval_s, backoff_rate=self.opts.backoff_rate),
-                            rng=self.rng)
+                            rng=self.rng, max_retries={
+                                f.name: f.lambda_settings.max_attempts - 1 for f in self.h.workflow.functions.values()
+                                if f.lambda_settings.max_attempts is not None})
         workers = self.workers
         show = sys.stderr.isatty() if self.opts.progress is None else self.opts.progress
         progress = StageProgress(self.h.stages(), TqdmSink() if show else None)

@@ -57,7 +57,8 @@ class TaskRecord:
 
 class RunSchedule:
     def __init__(self, preds: Mapping[str, Iterable[str]], retry: RetryPolicy | None = None,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None, max_retries: Mapping[str, int] | None = None) -> None:
+        """``max_retries`` overrides ``retry.max_attempts`` per task (a WDS entry's ``max_attempts`` - 1)."""
         self.preds = {n: set(p) for n, p in preds.items()}
         self.succ: dict[str, set[str]] = {n: set() for n in self.preds}
         for n, ps in self.preds.items():
@@ -70,6 +71,7 @@ class RunSchedule:
             if not ps:
                 self.tasks[n].state = "ready"
         self.first_failure: TaskRecord | None = None
+        self.max_retries = dict(max_retries or {})
 
     # -- questions -------------------------------------------------------------------
     def ready(self, now: float) -> list[str]:
@@ -129,7 +131,8 @@ class RunSchedule:
         t = self.tasks[name]
         t.errors.append(error)
         retries_done = t.attempts - 1
-        if retryable and retries_done < self.retry.max_attempts and self.first_failure is None:
+        allowed = self.max_retries.get(name, self.retry.max_attempts)
+        if retryable and retries_done < allowed and self.first_failure is None:
             t.state = "backoff"
             t.retry_at = now + self.retry.delay(retries_done + 1, self.rng)
             return t.retry_at

@@ -5,6 +5,7 @@ traceback."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -21,12 +22,11 @@ from botocore.exceptions import (
     NoCredentialsError,
     NoRegionError,
 )
-from moto import mock_aws
 
 from sdk.deploy._aws_errors import describe_aws_error
-from sdk.deploy._plan import DRY_RUN_FILES
+from sdk.deploy._stack import DRY_RUN_FILES, bundle
+from sdk.deploy._template import TemplateSettings
 from sdk.deploy._zip import build_task_zip
-from sdk.deploy.aws import WorkflowDeployError, deploy_workflow
 from storage_functions.deploy import build_zip
 
 REPO = Path(__file__).resolve().parents[2]
@@ -46,31 +46,33 @@ def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
                           capture_output=True, text=True, timeout=120, env=base)
 
 
-def test_dry_run_writes_the_asl_and_zips_without_aws(example_paths: dict[str, Path], tmp_path: Path) -> None:
+def test_dry_run_writes_the_template_and_zips_without_aws(example_paths: dict[str, Path], tmp_path: Path) -> None:
     out = tmp_path / "plan"
     proc = cli("deploy", str(example_paths["wordcount"]), "--target", "aws", "--dry-run", "--out", str(out),
-               "--role-arn", ROLE, "--layer", "arn:aws:lambda:us-east-1:123456789012:layer:funcsion:1",
-               "--param", "mappers=8", "--json")
+               "--layer", "arn:aws:lambda:us-east-1:123456789012:layer:funcsion:1", "--param", "mappers=8",
+               "--storage-functions", "5", "--json")
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""  # a layer was given: no warning
     assert sorted(p.name for p in out.iterdir()) == sorted(DRY_RUN_FILES)
     assert (out / "task.zip").read_bytes() == build_task_zip(example_paths["wordcount"].parent)
     assert (out / "storage.zip").read_bytes() == build_zip()
     assert "handlers.py" in zipfile.ZipFile(io.BytesIO((out / "task.zip").read_bytes())).namelist()
-    asl = json.loads((out / "state_machine.asl.json").read_text())
-    plan = json.loads((out / "functions.json").read_text())
-    arns = {f["entry"]: f["arn"] for f in plan["functions"]}
-    assert arns["mapper_{i:02d}"] == "arn:aws:lambda:us-east-1:123456789012:function:word-count-mapper"
-    assert asl["States"]["split_stage"]["Parameters"]["FunctionName"] == arns["splitter"]
+    template = json.loads((out / "template.json").read_text())
+    expected = bundle(example_paths["wordcount"], params={"mappers": 8}, settings=TemplateSettings(storage_functions=5))
+    assert template == expected.template
+    res = template["Resources"]
+    assert sorted(k for k, r in res.items() if r["Type"] == "AWS::Lambda::Function") == sorted(
+        [f"Storage{i}" for i in range(5)] + ["TaskSplitter", "TaskMapper", "TaskReducer", "TaskMerger",
+                                             "TaskFuncsionCleanup"])
+    assert res["TaskSplitter"]["Properties"]["Handler"] == "handlers.splitter"
+    asl = json.loads(res["StateMachine"]["Properties"]["DefinitionString"]["Fn::Sub"])
     assert len(asl["States"]["map_stage: replicas"]["Result"]["items"]) == 8
     used = {s["Parameters"]["FunctionName"] for s in _task_states(asl)}
-    assert used <= set(arns.values()) and arns["funcsion-cleanup"] in used
-    f = next(f for f in plan["functions"] if f["entry"] == "splitter")
-    assert (f["Handler"], f["Role"], f["Layers"]) == ("handlers.splitter", ROLE,
-                                                      ["arn:aws:lambda:us-east-1:123456789012:layer:funcsion:1"])
-    assert plan["state_machine_name"] == "funcsion-word-count-1"
-    assert plan["task_zip"]["layer_packages"] == ["thrift", "pyeclib", "msgpack", "aws-lambda-powertools"]
-    assert json.loads(proc.stdout.splitlines()[-1])["out"] == str(out)
+    assert used == {"${TaskSplitter.Arn}", "${TaskMapper.Arn}", "${TaskReducer.Arn}", "${TaskMerger.Arn}",
+                    "${TaskFuncsionCleanup.Arn}"}
+    doc = json.loads(proc.stdout.splitlines()[-1])
+    assert (doc["out"], doc["stack"], doc["files"]) == (str(out), "funcsion-word-count", list(DRY_RUN_FILES))
+    assert doc["artifacts"]["task"].endswith(f"{hashlib.sha256((out / 'task.zip').read_bytes()).hexdigest()}.zip")
 
 
 def _task_states(node: object) -> list[dict]:  # type: ignore[type-arg]
@@ -86,15 +88,14 @@ def _task_states(node: object) -> list[dict]:  # type: ignore[type-arg]
     return found
 
 
-def test_dry_run_needs_no_role_and_warns_without_a_layer(example_paths: dict[str, Path], tmp_path: Path) -> None:
+def test_dry_run_needs_no_aws_settings_and_warns_without_a_layer(example_paths: dict[str, Path], tmp_path: Path) -> None:
     proc = cli("deploy", str(example_paths["wordcount"]), "--target", "aws", "--dry-run", "--out", str(tmp_path))
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.strip() == (
         "funcsion deploy: warning: no --layer given; the task Lambdas import thrift, pyeclib, msgpack, "
         "aws-lambda-powertools, which only a layer provides (README, \"The AWS path\"), so every task would fail "
         "with Runtime.ImportModuleError")
-    asl = (tmp_path / "state_machine.asl.json").read_text()
-    assert "arn:aws:lambda:us-east-1:<ACCOUNT_ID>:function:word-count-splitter" in asl
+    assert json.loads((tmp_path / "template.json").read_text())["Parameters"]["TaskLayerArns"]["Default"] == ""
 
 
 def test_dry_run_arguments(example_paths: dict[str, Path], tmp_path: Path) -> None:
@@ -113,9 +114,9 @@ def one_line_error(proc: subprocess.CompletedProcess[str]) -> str:
 
 
 def test_no_credentials_is_one_line(example_paths: dict[str, Path]) -> None:
-    line = one_line_error(cli("deploy", str(example_paths["wordcount"]), "--target", "aws", "--role-arn", ROLE,
+    line = one_line_error(cli("deploy", str(example_paths["wordcount"]), "--target", "aws",
                               env={"AWS_DEFAULT_REGION": "us-east-1"}))
-    assert line == ("funcsion deploy: deploying Lambda word-count-splitter (entry 'splitter'): no AWS credentials "
+    assert line == ("funcsion deploy: reading stack funcsion-word-count: no AWS credentials "
                     "found: set AWS_PROFILE (or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY), or run `aws configure`")
     storage = one_line_error(cli("deploy", "storage", "--role-arn", ROLE, "--count", "1",
                                  env={"AWS_DEFAULT_REGION": "us-east-1"}))
@@ -126,26 +127,26 @@ def test_an_unreachable_endpoint_is_one_line(example_paths: dict[str, Path]) -> 
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    line = one_line_error(cli("deploy", str(example_paths["wordcount"]), "--target", "aws", "--role-arn", ROLE,
+    line = one_line_error(cli("deploy", str(example_paths["wordcount"]), "--target", "aws",
                               "--endpoint-url", f"http://127.0.0.1:{port}", "--region", "eu-west-1",
                               env={"AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "y"}))
-    assert line.startswith(f"funcsion deploy: deploying Lambda word-count-splitter (entry 'splitter'): cannot reach "
-                           f"http://127.0.0.1:{port}/")
+    assert line.startswith(f"funcsion deploy: reading stack funcsion-word-count: cannot reach http://127.0.0.1:{port}/")
     assert line.endswith("check the region (eu-west-1), the network or proxy, and --endpoint-url / AWS_ENDPOINT_URL "
                          "if you set one")
 
 
-@mock_aws
-def test_a_refusal_names_the_step_and_the_code(example_paths: dict[str, Path],
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    for k, v in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing")):
-        monkeypatch.setenv(k, v)
-    with pytest.raises(WorkflowDeployError) as info:  # moto: the role does not exist in this account
-        deploy_workflow(example_paths["wordcount"], role_arn=ROLE, region_name="us-east-1")
-    msg = str(info.value)
-    assert msg.startswith("deploying Lambda word-count-splitter (entry 'splitter'): AWS refused CreateFunction: "
-                          "InvalidParameterValueException: ")
-    assert "\n" not in msg
+def test_a_bad_tls_file_or_cos_url_is_one_line(example_paths: dict[str, Path], tmp_path: Path) -> None:
+    env = {"AWS_DEFAULT_REGION": "us-east-1"}
+    wc = str(example_paths["wordcount"])
+    line = one_line_error(cli("deploy", wc, "--target", "aws", "--tls-ca", str(tmp_path / "ca.pem"), env=env))
+    assert line == (f"funcsion deploy: --tls-ca {tmp_path / 'ca.pem'}: No such file or directory: give the PEM file "
+                    "`funcsion certs DIR` wrote")
+    (tmp_path / "ca.pem").write_text("not a certificate")
+    line = one_line_error(cli("deploy", wc, "--target", "aws", "--tls-ca", str(tmp_path / "ca.pem"), env=env))
+    assert line.endswith("not a PEM file (no -----BEGIN line): give the PEM file `funcsion certs DIR` wrote")
+    line = one_line_error(cli("deploy", wc, "--target", "aws", "--cos", "my-bucket", env=env))
+    assert line == ("funcsion deploy: --cos 'my-bucket': write s3://BUCKET/PREFIX (an existing bucket and a key "
+                    "prefix, e.g. s3://my-bucket/funcsion)")
 
 
 @pytest.mark.parametrize(("exc", "line"), [

@@ -1,6 +1,5 @@
-"""`funcsion deploy workflow --target aws` against moto: Lambdas per entry plus
-cleanup, a state machine, idempotent redeploys, clear errors; the `funcsion
-deploy WDS` shorthand against an embedded local stack."""
+"""The task zip's contents; the `funcsion deploy WDS` shorthand against an
+embedded local stack. The AWS stack is tested in ``test_deploy_stack.py``."""
 
 from __future__ import annotations
 
@@ -9,21 +8,12 @@ import json
 import zipfile
 from pathlib import Path
 
-import boto3
 import pytest
-from moto import mock_aws
 
 from sdk._config import Config
 from sdk.cli import main
-from sdk.deploy.aws import CLEANUP_ENTRY, WorkflowDeployError, build_task_zip, deploy_workflow
+from sdk.deploy.aws import build_task_zip
 from sdk.local._stack import Stack
-
-REGION = "us-east-1"
-
-
-def role() -> str:
-    return boto3.client("iam", region_name=REGION).create_role(
-        RoleName="funcsion-tasks", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
 
 
 def test_task_zip_has_handlers_and_sdk_but_no_server_code(example_paths: dict[str, Path]) -> None:
@@ -56,33 +46,6 @@ def test_task_zip_carries_the_handlers_modules_and_what_they_import(example_path
     gg = example_paths["wordcount"].parent.parent / "gg_compile"
     names = set(zipfile.ZipFile(io.BytesIO(build_task_zip(gg, ["handlers:compile"]))).namelist())
     assert "handlers.py" in names and not {"inputs.py", "cproject.py"} & names  # cproject makes inputs only
-
-
-@mock_aws
-def test_deploy_creates_then_leaves_unchanged(example_paths: dict[str, Path]) -> None:
-    arn = role()
-    dep = deploy_workflow(example_paths["wordcount"], role_arn=arn, region_name=REGION, layers=())
-    names = {r.name for r in dep.functions}
-    assert names == {"word-count-splitter", "word-count-mapper", "word-count-reducer", "word-count-merger",
-                     f"word-count-{CLEANUP_ENTRY}"}
-    assert all(r.action == "created" for r in dep.functions) and dep.state_machine_action == "created"
-    lam = boto3.client("lambda", region_name=REGION)
-    assert lam.get_function(FunctionName="word-count-mapper")["Configuration"]["Handler"] == "handlers.mapper"
-    sfn = boto3.client("stepfunctions", region_name=REGION)
-    definition = json.loads(sfn.describe_state_machine(stateMachineArn=dep.state_machine_arn)["definition"])
-    assert definition["States"]["map_stage"]["Type"] == "Map"
-    again = deploy_workflow(example_paths["wordcount"], role_arn=arn, region_name=REGION)
-    assert all(r.action == "unchanged" for r in again.functions) and again.state_machine_action == "updated"
-    wider = deploy_workflow(example_paths["wordcount"], role_arn=arn, region_name=REGION, params={"mappers": 9},
-                            memory_mb=1024)
-    assert {r.action for r in wider.functions} == {"updated"}
-    definition = json.loads(sfn.describe_state_machine(stateMachineArn=wider.state_machine_arn)["definition"])
-    assert len(definition["States"]["map_stage: replicas"]["Result"]["items"]) == 9
-
-
-def test_bad_role_is_a_clear_error(example_paths: dict[str, Path]) -> None:
-    with pytest.raises(WorkflowDeployError, match="is not an IAM role ARN"):
-        deploy_workflow(example_paths["wordcount"], role_arn="admin")
 
 
 def test_deploy_wds_shorthand_is_deploy_workflow(example_paths: dict[str, Path], tmp_path: Path,

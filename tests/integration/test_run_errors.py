@@ -261,3 +261,17 @@ def test_get_refuses_to_write_a_binary_output_to_a_terminal(workflow: Path, tmp_
     piped = subprocess.run([sys.executable, "-m", "sdk.cli", "get", "last", "result", "--state-dir", state],
                            capture_output=True, timeout=60, cwd=workflow)
     assert piped.returncode == 0 and piped.stdout == elf.upper()
+
+
+def test_an_entrys_max_attempts_bounds_its_retries(stack: Stack, workflow: Path) -> None:
+    import json
+
+    (workflow / "BAD_MODE").write_text("raises")  # a retryable error, every attempt
+    doc = json.loads((workflow / "bad.wds.json").read_text())
+    doc["spec"]["s0"]["functions"][0]["max_attempts"] = 2  # the executor's options allow 3
+    (workflow / "bad.wds.json").write_text(json.dumps(doc))
+    r = run_workflow(workflow / "bad.wds.json", config=stack.config, stack=stack,
+                     inputs={"src": str(workflow / "src.txt")}, options=RETRIES)
+    assert r.status == "failed" and r.failed_task == "producer"
+    assert r.tasks["producer"]["attempts"] == 2, r.tasks["producer"]["errors"]
+    assert r.memory["leaked_bytes"] == 0

@@ -128,3 +128,21 @@ def test_errors_no_retry_can_fix_are_not_retried(example_paths: dict[str, Path])
         generic = next(k for k, r in enumerate(retry) if "States.TaskFailed" in r["ErrorEquals"])
         assert all(k < generic for k, r in enumerate(retry) if set(r["ErrorEquals"]) & set(NON_RETRYABLE_ERRORS))
         assert retry[generic]["MaxAttempts"] > 0
+
+
+def test_an_entrys_max_attempts_sets_its_task_retrier(example_paths: dict[str, Path], tmp_path: Path) -> None:
+    doc = json.loads(example_paths["wordcount"].read_text())
+    mapper = doc["spec"]["map_stage"]["functions"][0]
+    mapper["max_attempts"] = 1  # one try: no retry on a task error
+    doc["spec"]["reduce_stage"]["functions"][0]["max_attempts"] = 7
+    path = tmp_path / "wc.wds.json"
+    path.write_text(json.dumps(doc))
+    h, asl = asl_for(path)
+    states = asl["States"]
+
+    def task_failed_attempts(task: dict[str, Any]) -> int:
+        return int(next(r["MaxAttempts"] for r in task["Retry"] if r["ErrorEquals"] == ["States.TaskFailed"]))
+
+    assert task_failed_attempts(states["map_stage"]["ItemProcessor"]["States"]["task"]) == 0
+    assert task_failed_attempts(states["reduce_stage"]["ItemProcessor"]["States"]["task"]) == 6
+    assert task_failed_attempts(states["split_stage"]) == 2  # no setting: AslOptions' default

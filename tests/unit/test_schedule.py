@@ -69,3 +69,20 @@ def test_cannot_start_a_task_twice() -> None:
     s.started("a", 0)
     with pytest.raises(ValueError):
         s.started("a", 0)
+
+
+def test_a_tasks_own_retry_count_overrides_the_policy() -> None:
+    # a WDS entry's max_attempts, less the first try: 1 try for "a", 4 for "b", the policy's 3 for "c"
+    def tries(task: str) -> int:
+        s = RunSchedule({task: []}, RetryPolicy(max_attempts=2, interval_s=1, backoff_rate=1),
+                        max_retries={"a": 0, "b": 3})
+        now = 0.0
+        s.started(task, now)
+        while (at := s.failed_task(task, now, "boom")) is not None:
+            now = at
+            assert s.ready(now) == [task]
+            s.started(task, now)
+        assert s.finished and s.tasks[task].state == "failed"
+        return s.tasks[task].attempts
+
+    assert [tries(t) for t in ("a", "b", "c")] == [1, 4, 3]
