@@ -33,8 +33,8 @@ _TOKENS_ENV = "/etc/funcsion/tokens.env"
 def metadata_command(port: int) -> str:
     """The metadata server's command line (``${...}``: CloudFormation substitutions)."""
     return (f"{VENV}/bin/funcsion serve metadata --host 0.0.0.0 --port {port} "
-            f"--journal {STATE_DIR}/metadata.journal "
-            f"--tls-cert {TLS_DIR}/server.pem --tls-key {TLS_DIR}/server.key")
+            f"--journal {STATE_DIR}/metadata.journal --advertise ${{ServerName}} "
+            f"--tls-cert {TLS_DIR}/server.pem --tls-key {TLS_DIR}/server.key --tls-ca {TLS_DIR}/ca.pem")
 
 
 def daemon_command(*, metadata_port: int, daemon_port: int, function_prefix: str) -> str:

@@ -477,3 +477,22 @@ def test_the_hosts_boot_script_parses_and_the_bundle_is_reproducible(example_pat
     assert [f["log_group_name"] for f in json.loads(agent)["logs"]["logs_collected"]["files"]["collect_list"]] == [
         "value", "value"]
     assert "ExecStart=/opt/funcsion/bin/funcsion serve daemon " in script and "--token ${FUNCSION_STORE_TOKEN} " in script
+
+
+def test_the_hosts_server_commands_are_what_the_cli_takes() -> None:
+    """The systemd units' command lines parse with funcsion's own parser, and carry what a
+    TLS server off loopback needs: its certificate, the CA, and the name it is checked against."""
+    from sdk.cli import build_parser
+    from sdk.deploy._host import daemon_command, metadata_command
+
+    subs = {"${ServerName}": "funcsion.internal", "${!FUNCSION_STORE_TOKEN}": "t", "${CosBucket}": "b",
+            "${CosPrefix}": "p", "${AWS::Region}": "us-east-1", "${StorageMemoryMb}": "1024"}
+    parser = build_parser()
+    for cmd in (metadata_command(7917), daemon_command(metadata_port=7917, daemon_port=7918, function_prefix="fs-")):
+        for k, v in subs.items():
+            cmd = cmd.replace(k, v)
+        assert "${" not in cmd, cmd
+        args = parser.parse_args(cmd.split()[1:])
+        assert (args.host, args.tls_cert, args.tls_key, args.tls_ca) == (
+            "0.0.0.0", "/etc/funcsion/tls/server.pem", "/etc/funcsion/tls/server.key", "/etc/funcsion/tls/ca.pem"), cmd
+        assert args.advertise.split(":")[0] == "funcsion.internal" and not args.insecure
