@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from .exceptions import Issue
 
 if TYPE_CHECKING:
-    from ._lambda import LambdaSettings
+    from ._model import LambdaSettings
 
 __all__ = ["Checker", "Entry", "IDENT", "key_path", "type_name"]
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from ._check import Checker, key_path, type_name
+from ._model import LambdaSettings  # the model's type; this module checks and builds it
 
 __all__ = ["LAMBDA_KEYS", "LAYER_ARN", "LambdaSettings", "MAX_LAYERS", "check_lambda_settings", "layer_arn_region"]
 
@@ -33,16 +33,6 @@ MAX_LAYERS = 5
 #: A Lambda layer *version* ARN (``arn:aws:lambda:<region>:<account>:layer:<name>:<version>``).
 LAYER_ARN = re.compile(r"^arn:aws[a-zA-Z-]*:lambda:([a-z]{2}(?:-[a-z]+)+-\d+):\d{12}:layer:[A-Za-z0-9_-]{1,140}:\d+$")
 _LAYER_EXAMPLE = "arn:aws:lambda:us-east-1:123456789012:layer:funcsion-deps:3"
-
-
-@dataclass(frozen=True, slots=True)
-class LambdaSettings:
-    """What one entry sets; ``None`` (or no layers) where it sets nothing."""
-
-    memory_mb: int | None = None
-    timeout_s: int | None = None
-    max_attempts: int | None = None
-    layers: tuple[str, ...] = ()
 
 
 def layer_arn_region(arn: str) -> str | None:

@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NotRequired, TypedDict
 
-from ._lambda import LambdaSettings
 
 __all__ = [
+    "LambdaSettings",
     "FunctionDoc",
     "StageDoc",
     "WDSDocument",
@@ -21,6 +21,16 @@ __all__ = [
     "Stage",
     "Workflow",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class LambdaSettings:
+    """What one entry sets; ``None`` (or no layers) where it sets nothing."""
+
+    memory_mb: int | None = None
+    timeout_s: int | None = None
+    max_attempts: int | None = None
+    layers: tuple[str, ...] = ()
 
 
 class FunctionDoc(TypedDict):

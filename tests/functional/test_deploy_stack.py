@@ -242,7 +242,8 @@ def test_the_stack_in_moto_is_wired(example_paths: dict[str, Path], account: Acc
                   "ResourceRecords": [{"Value": instance["PrivateIpAddress"]}]}]
     script = b.template["Resources"]["Server"]["Properties"]["UserData"]["Fn::Base64"]["Fn::Sub"]
     assert "funcsion serve metadata --host 0.0.0.0 --port 7917 --journal /var/lib/funcsion/metadata.journal " \
-           "--tls-cert /etc/funcsion/tls/server.pem --tls-key /etc/funcsion/tls/server.key" in script
+           "--advertise ${ServerName} --tls-cert /etc/funcsion/tls/server.pem --tls-key /etc/funcsion/tls/server.key " \
+           "--tls-ca /etc/funcsion/tls/ca.pem" in script
     assert ("funcsion serve daemon --invoker aws --host 0.0.0.0 --port 7918 --metadata 127.0.0.1:7917 "
             "--advertise ${ServerName}:7918 --cos s3://${CosBucket}/${CosPrefix}") in script
     assert f"--function-prefix {prefix} " in script and "--tls-ca /etc/funcsion/tls/ca.pem" in script
@@ -284,7 +285,8 @@ def test_an_update_with_a_changed_setting_updates(example_paths: dict[str, Path]
     doc["spec"]["map_stage"]["functions"][0].update(memory_mb=2048, timeout_s=60, max_attempts=1, layers=[LAYER])
     wds_path = tmp_path / "wordcount.wds.json"
     wds_path.write_text(json.dumps(doc))
-    (tmp_path / "handlers.py").write_bytes((example_paths["wordcount"].parent / "handlers.py").read_bytes())
+    (tmp_path / "handlers.py").write_bytes((example_paths["wordcount"].parent / "handlers.py").read_bytes()
+                                           + b"# changed\n")
     changed = small(wds_path, params={"mappers": 9})
     assert changed.artifacts.task_key != first.artifacts.task_key  # another task zip: another key
     # nothing but the WDS: every other setting keeps the stack's previous value
