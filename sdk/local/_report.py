@@ -43,6 +43,7 @@ class RunReport:
     started: float = 0.0  # wall clock (Unix time) of the run's start; report times count from here
     output_codecs: dict[str, str] = field(default_factory=dict)  # codec each saved output was written with
     cost: dict[str, Any] = field(default_factory=dict)  # the cost account (storage_functions.cost)
+    target: dict[str, Any] = field(default_factory=dict)  # where it ran when not on a local stack (AWS: sdk.aws_run)
     saved_to: str | None = None  # the file the report was saved to (not part of the report)
 
     def to_dict(self) -> dict[str, Any]:
@@ -51,7 +52,7 @@ class RunReport:
                 "output_codecs": self.output_codecs, "persisted": self.persisted,
                 "failed_task": self.failed_task, "error": self.error, "tasks": self.tasks, "objects": self.objects,
                 "memory": self.memory, "plan": self.plan, "billing": self.billing, "recovery": self.recovery,
-                "cost": self.cost}
+                "cost": self.cost, **({"target": self.target} if self.target else {})}
 
 
 def _rel(t: float, t0: float) -> float | None:
