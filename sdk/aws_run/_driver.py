@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -187,6 +187,7 @@ class _AwsDriver(_RunEnd):
                 status, cause = self._outcome()
             except BaseException as exc:  # every way a run stops ends it (see the module docstring)
                 status = "aborted" if isinstance(exc, KeyboardInterrupt) else "failed"
+                self._refresh()  # what ran when it stopped
                 cause = self._cause(exc)
                 self._stop(cause)
                 if not isinstance(exc, Exception | KeyboardInterrupt):
@@ -213,7 +214,7 @@ class _AwsDriver(_RunEnd):
         """Read the history's new events (progress moves) and the run's object statuses."""
         self.view.feed(self._history())
         try:
-            self.seen.update({s.object_name: s for s in self.run.list()})
+            self.seen = _merge(self.seen, self.run.list())
         except FuncsionError:  # the cleanup task ended the run: what was listed last stands
             pass
 
@@ -263,6 +264,12 @@ class _AwsDriver(_RunEnd):
         except Exception as exc:  # noqa: BLE001 - the report says so; the run is ended all the same
             self.stop_reason += (f"; the execution could not be stopped ({self._say(exc)}): stop {arn} in the "
                                  "Step Functions console")
+        self._refresh()
+
+    def _refresh(self) -> None:
+        """Read the history's new events, if it can be read (else what was read stands)."""
+        if self.owner.execution_arn is None:
+            return
         try:
             self.view.feed(self._history())
         except Exception:  # noqa: BLE001 - the history read so far stands
@@ -279,7 +286,7 @@ class _AwsDriver(_RunEnd):
     def _statuses(self, ender: Client) -> dict[str, Any]:
         """What the run listed while alive and what it lists now (after its cleanup task ended
         it, only its kept outputs): the end forgets the objects it freed."""
-        return {**self.seen, **super()._statuses(ender)}
+        return _merge(self.seen, super()._statuses(ender).values())
 
     def _memory_mb(self) -> int:
         """The storage Lambdas' configured memory (``StorageFunctionPrefix``), else the config's."""
@@ -350,3 +357,15 @@ class _AwsDriver(_RunEnd):
                 continue
         return out
 
+
+
+def _merge(seen: Mapping[str, Any], listed: Iterable[Any]) -> dict[str, Any]:
+    """Object statuses as last listed, over those seen before; except that once a run has ended
+    the metadata server lists what it forgot as ``pending`` again: an object seen further along
+    keeps what was seen."""
+    out = dict(seen)
+    for s in listed:
+        old = out.get(s.object_name)
+        if s.state != "pending" or old is None or old.state == "pending":
+            out[s.object_name] = s
+    return out
