@@ -50,7 +50,7 @@ from .test_wordcount_sfn import create_lambdas
 
 HERE = Path(__file__).resolve().parent
 WC = HERE.parents[1] / "examples" / "wordcount" / "wordcount.wds.json"
-MOTO = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
+MOTO: Any = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
 REGION = "us-east-1"
 #: one retry, a second apart: a failing task costs two attempts and a second of back-off
 ASL = AslOptions(task_retry_attempts=1, task_retry_interval_s=1)
@@ -134,7 +134,8 @@ def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]
 
 
 def _last_json(out: str) -> dict[str, Any]:
-    return json.loads(out.strip().splitlines()[-1])
+    doc: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    return doc
 
 
 def _run_args(wds_path: Path, state_dir: Path, *extra: str) -> list[str]:
