@@ -316,3 +316,24 @@ def test_timeout_stops_the_execution_and_ends_the_run(stack: Stack, tmp_path: Pa
         _assert_stopped(stack, d, doc, gate)
     assert code == 1 and doc["status"] == "failed"
     assert "did not end within --timeout 1.5 s" in doc["error"]
+
+
+def test_a_failure_of_the_drivers_own_call_ends_the_run(stack: Stack, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """The stack names a state machine that is gone: the run started and its input was put, so
+    it is ended (nothing leaked) and reported ``failed`` with the AWS error in one line."""
+    bad = _bad_workflow(tmp_path, "none")
+    src = tmp_path / "src.txt"
+    src.write_text("hello")
+    gone = "arn:aws:states:us-east-1:123456789012:stateMachine:gone"
+    with mock_aws(config=MOTO), deployed(stack, bad, {}, outputs={"StateMachineArn": gone}):
+        code, out, err = _cli(capsys, *_run_args(bad, tmp_path / "driver", "--input", f"src={src}"))
+    doc = _last_json(out)
+    assert code == 1 and doc["status"] == "failed" and doc["failed_task"] is None
+    assert doc["error"].startswith(f"WorkflowDeployError: starting an execution of {gone} for run {doc['run_id']}: "
+                                   "AWS refused StartExecution: StateMachineDoesNotExist"), doc["error"]
+    assert doc["target"]["execution_arn"] is None and doc["memory"]["leaked_bytes"] == 0
+    assert doc["tasks"] == {}  # none ran (as a local run whose tasks never started)
+    summary = _summary(stack, doc["run_id"])
+    assert summary["state"] == "ended" and summary["outcome"] == "failed"
+    assert "Traceback" not in err
