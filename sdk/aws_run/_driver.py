@@ -25,6 +25,7 @@ stack counts them.
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -49,6 +50,10 @@ from ._deployment import (AwsDeployment, DeploymentError, check_address, default
 from ._history import ExecutionView
 
 __all__ = ["AwsRun", "AwsRunOptions", "AwsClients", "RunTimedOut", "connect"]
+
+
+#: Reads of the history in a row that may fail (throttling, a network blip) before the driver gives up.
+MAX_POLL_FAILURES = 10
 
 
 class RunTimedOut(FuncsionError):
@@ -152,6 +157,12 @@ class AwsRun:
         return report
 
 
+def execution_arn(state_machine_arn: str, name: str) -> str:
+    """The ARN of the execution ``name`` of a state machine (Step Functions derives it so)."""
+    head, sep, machine = state_machine_arn.rpartition(":stateMachine:")
+    return f"{head}:execution:{machine}:{name}" if sep else f"{state_machine_arn}:{name}"
+
+
 class _AwsDriver(_RunEnd):
     """One started run whose tasks run under the deployment's state machine."""
 
@@ -159,14 +170,13 @@ class _AwsDriver(_RunEnd):
         super().__init__(owner.prep, owner.config, run, key, None)
         self.owner, self.dep, self.opts, self.clients = owner, dep, owner.options, owner.clients
         g = owner.prep.graph
-        import sys
-
         show = sys.stderr.isatty() if self.opts.progress is None else self.opts.progress
         self.progress = StageProgress(g.stages(), TqdmSink() if show else None)
         self.view = ExecutionView(list(g.functions), self.opts.max_attempts, self.progress)
         self.seen: dict[str, Any] = {}  # object statuses as last listed while the run was alive
         self.stopped_at: float | None = None
         self.stop_reason: str | None = None
+        self.starting = False  # StartExecution was called: an execution named by the run may exist
         self.target = {"kind": "aws", "region": self.clients.region, "stack_name": dep.stack_name,
                        "state_machine_arn": dep.state_machine_arn, "execution_arn": None, "cos_url": dep.cos_url}
 
@@ -178,6 +188,7 @@ class _AwsDriver(_RunEnd):
         try:
             try:
                 self.run.put_many(self.prep.values)
+                self.starting = True
                 arn = start_execution(self.dep.state_machine_arn, self.run, sfn_client=self.clients("stepfunctions"),
                                       region_name=self.clients.region)
                 self.ran = True
@@ -199,8 +210,15 @@ class _AwsDriver(_RunEnd):
 
     def _watch(self, t0: float) -> None:
         deadline = t0 + self.opts.timeout_s if self.opts.timeout_s else None
+        failures = 0
         while True:
-            self._poll()
+            try:
+                self._poll()
+                failures = 0
+            except DeploymentError:  # AWS throttled or failed a read: the execution goes on; try again
+                failures += 1
+                if failures >= MAX_POLL_FAILURES:
+                    raise
             if self.view.end is not None:
                 return
             if self.owner._abort.is_set():
@@ -219,14 +237,17 @@ class _AwsDriver(_RunEnd):
             pass
 
     def _history(self) -> list[dict[str, Any]]:
+        """The events the view has not seen: newest first, paging back until a seen one (a long
+        history is not read again at each poll; GetExecutionHistory is rate-limited)."""
         sfn = self.clients("stepfunctions")
         events: list[dict[str, Any]] = []
-        kw: dict[str, Any] = {"executionArn": self.owner.execution_arn, "maxResults": 1000}
+        kw: dict[str, Any] = {"executionArn": self.owner.execution_arn, "maxResults": 1000, "reverseOrder": True}
         try:
             while True:
                 page = sfn.get_execution_history(**kw)
-                events += page.get("events", [])
-                if not page.get("nextToken"):
+                got = page.get("events", [])
+                events += [e for e in got if int(e.get("id", 0)) > self.view.last_id]
+                if not page.get("nextToken") or any(int(e.get("id", 0)) <= self.view.last_id for e in got):
                     return events
                 kw["nextToken"] = page["nextToken"]
         except Exception as exc:
@@ -255,13 +276,16 @@ class _AwsDriver(_RunEnd):
     def _stop(self, cause: str) -> None:
         """Stop the execution (when it started and has not ended), then read what it did."""
         self.stopped_at, self.stop_reason = time.time(), f"aborted: {cause}"
-        arn = self.owner.execution_arn
+        arn = self.owner.execution_arn or (execution_arn(self.dep.state_machine_arn, self.run.run_id)
+                                           if self.starting else None)  # stopped while StartExecution ran
         if arn is None or self.view.end is not None:
             return
         try:
             self.clients("stepfunctions").stop_execution(executionArn=arn, error="funcsion.Aborted",
                                                          cause=cause[:32000])
         except Exception as exc:  # noqa: BLE001 - the report says so; the run is ended all the same
+            if self.owner.execution_arn is None:
+                return  # it never started
             self.stop_reason += (f"; the execution could not be stopped ({self._say(exc)}): stop {arn} in the "
                                  "Step Functions console")
         self._refresh()

@@ -337,3 +337,34 @@ def test_a_failure_of_the_drivers_own_call_ends_the_run(stack: Stack, tmp_path: 
     summary = _summary(stack, doc["run_id"])
     assert summary["state"] == "ended" and summary["outcome"] == "failed"
     assert "Traceback" not in err
+
+
+def test_abort_from_another_thread_stops_it_as_ctrl_c_does(stack: Stack, tmp_path: Path) -> None:
+    """``AwsRun.abort``: the hook a program driving runs uses (the CLI's signals do the same)."""
+    from sdk.aws_run import AwsRun, AwsRunOptions
+    from sdk.local._run import prepare_run
+
+    bad = _bad_workflow(tmp_path, "none")
+    src = tmp_path / "src.txt"
+    src.write_text("hello")
+    gate = _gate()
+    cfg = Config.load(state_dir=str(tmp_path / "driver"), env={})
+    with mock_aws(config=MOTO), deployed(stack, bad, {}, gate=gate) as d:
+        run = AwsRun(prepare_run(bad, inputs={"src": str(src)}), config=cfg,
+                     options=AwsRunOptions(region=REGION, poll_s=0.1, progress=False))
+
+        def abort() -> None:
+            if gate.entered.wait(30):  # the producer runs
+                run.abort("the test's abort()")
+
+        aborter = threading.Thread(target=abort)
+        aborter.start()
+        try:
+            report = run.run()
+        finally:
+            gate.release.set()
+            aborter.join(30)
+        doc = report.to_dict()
+        _assert_stopped(stack, d, doc, gate)
+    assert doc["status"] == "aborted" and doc["error"] == "interrupted by the test's abort() while producer ran"
+    assert report.saved_to is not None and Path(report.saved_to).is_file()

@@ -211,3 +211,10 @@ def test_the_stack_outputs_contract() -> None:
         parse_tokens('{"admin_token": "a"}', "arn")
     with pytest.raises(DeploymentError, match="not a JSON object"):
         parse_tokens("a,b", "arn")
+
+
+def test_an_execution_is_named_by_its_run() -> None:
+    from sdk.aws_run._driver import execution_arn
+
+    assert execution_arn("arn:aws:states:eu-west-1:123456789012:stateMachine:funcsion-wc", "r-7") == (
+        "arn:aws:states:eu-west-1:123456789012:execution:funcsion-wc:r-7")
