@@ -358,29 +358,37 @@ class _AwsDriver(_RunEnd):
         return out
 
     def _report_lines(self, names: list[str], invs: list[Any], t0: float) -> Mapping[str, LambdaReport]:
-        """The REPORT lines of the run's invocations in the Lambdas' log groups (those whose
-        request id the history gave); none when the logs cannot be read."""
         wanted = {i.request_id for i in invs if i.request_id}
-        out: dict[str, LambdaReport] = {}
-        if not wanted:
-            return out
-        for name in names:
-            kw: dict[str, Any] = {"logGroupName": f"/aws/lambda/{name}", "startTime": int(t0 * 1000) - 60_000,
-                                  "filterPattern": '"REPORT RequestId"'}
-            try:
-                while True:
-                    page = self.clients("logs").filter_log_events(**kw)
-                    for e in page.get("events", []):
-                        rep = parse_report_line(str(e.get("message", "")))
-                        if rep is not None and rep.request_id in wanted:
-                            out[rep.request_id] = rep
-                    if not page.get("nextToken"):
-                        break
-                    kw["nextToken"] = page["nextToken"]
-            except Exception:  # noqa: BLE001 - no log group, no permission: the history's timings stand in
-                continue
-        return out
+        if not wanted:  # the history gave no request ids: nothing to match a line to
+            return {}
+        try:
+            logs = self.clients("logs")
+        except DeploymentError:
+            return {}
+        return read_report_lines(logs, names, wanted, since=t0 - 60)
 
+def read_report_lines(logs: Any, names: Iterable[str], wanted: set[str], *, since: float) -> dict[str, LambdaReport]:
+    """The REPORT lines of the invocations ``wanted`` (request ids) in the log groups of the
+    Lambdas ``names`` (``/aws/lambda/<name>``) since ``since`` (Unix time); a group that cannot
+    be read (none yet, no permission) gives none: the history's timings stand in."""
+    out: dict[str, LambdaReport] = {}
+    for name in names:
+        kw: dict[str, Any] = {"logGroupName": f"/aws/lambda/{name}", "startTime": int(since * 1000),
+                              "filterPattern": '"REPORT RequestId"'}
+        try:
+            while True:
+                page = logs.filter_log_events(**kw)
+                for e in page.get("events", []):
+                    rep = parse_report_line(str(e.get("message", "")))
+                    if rep is not None and rep.request_id in wanted:
+                        out[rep.request_id] = rep
+                if not page.get("nextToken"):
+                    break
+                kw["nextToken"] = page["nextToken"]
+        except Exception as exc:
+            if not is_aws_error(exc):
+                raise
+    return out
 
 
 def _merge(seen: Mapping[str, Any], listed: Iterable[Any]) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -130,3 +131,23 @@ def test_an_expired_token(tmp_path: Path) -> None:
         "reading CloudFormation stack funcsion-word-count: AWS refused DescribeStacks: ExpiredToken: The security "
         "token included in the request is expired (your AWS session token expired: refresh your credentials "
         "(e.g. `aws sso login`))")
+
+
+def test_report_lines_are_read_from_the_lambdas_log_groups(aws: None) -> None:
+    """The bill's REPORT lines, from CloudWatch Logs (moto's), matched by request id; a Lambda
+    with no log group gives none."""
+    from sdk.aws_run._driver import read_report_lines
+
+    logs = boto3.client("logs", region_name=REGION)
+    logs.create_log_group(logGroupName="/aws/lambda/wc-map")
+    logs.create_log_stream(logGroupName="/aws/lambda/wc-map", logStreamName="s")
+    now = int(time.time() * 1000)
+    lines = ["START RequestId: rid-1 Version: $LATEST",
+             "REPORT RequestId: rid-1\tDuration: 12.50 ms\tBilled Duration: 13 ms\tMemory Size: 512 MB\t"
+             "Max Memory Used: 80 MB\t",
+             "REPORT RequestId: rid-other\tDuration: 1.00 ms\tBilled Duration: 1 ms\tMemory Size: 512 MB\t"
+             "Max Memory Used: 80 MB\t"]
+    logs.put_log_events(logGroupName="/aws/lambda/wc-map", logStreamName="s",
+                        logEvents=[{"timestamp": now + k, "message": m} for k, m in enumerate(lines)])
+    got = read_report_lines(logs, ["wc-map", "wc-gone"], {"rid-1", "rid-2"}, since=now / 1000 - 60)
+    assert list(got) == ["rid-1"] and got["rid-1"].billed_ms == 13 and got["rid-1"].memory_mb == 512
