@@ -15,6 +15,9 @@ before any run exists (``prepare_run``).
 ``leaked_bytes`` in the report is what the metadata server or the daemon
 still hold for the run after it ended (0 unless something is wrong; None
 when the run could not be ended, e.g. the metadata server is gone).
+
+The end and the report are ``_RunEnd``'s, whoever ran the tasks: ``_Driver``
+here, and ``sdk.aws_run`` for a run under a deployment's state machine.
 """
 
 from __future__ import annotations
