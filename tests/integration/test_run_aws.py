@@ -175,6 +175,7 @@ def test_wordcount_on_aws_reports_like_a_local_run(stack: Stack, tmp_path: Path,
         assert t["log"].startswith("CloudWatch Logs /aws/lambda/word-count-")
     # nothing leaked; the intermediates were freed by commits while the run went on
     assert doc["memory"]["leaked_bytes"] == 0
+    assert doc["memory"]["source"] == "storage functions" and doc["memory"]["peak_bytes"] > 0  # the daemon's ledger
     freed = {n for n, o in doc["objects"].items() if o["state"] == "freed"}
     assert set(d.graph.intermediates) <= freed
     summary = _summary(stack, doc["run_id"])
