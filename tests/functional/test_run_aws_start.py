@@ -151,3 +151,15 @@ def test_report_lines_are_read_from_the_lambdas_log_groups(aws: None) -> None:
                         logEvents=[{"timestamp": now + k, "message": m} for k, m in enumerate(lines)])
     got = read_report_lines(logs, ["wc-map", "wc-gone"], {"rid-1", "rid-2"}, since=now / 1000 - 60)
     assert list(got) == ["rid-1"] and got["rid-1"].billed_ms == 13 and got["rid-1"].memory_mb == 512
+
+
+@pytest.mark.parametrize("extra, says", [
+    (["--crash", "splitter"], "--crash: local only"),
+    (["--stack", "metadata=127.0.0.1:1,daemon=127.0.0.1:2"], "--stack: local only"),
+    ([str(WC)], "--target aws runs one workflow at a time"),
+    (["--timeout", "-1"], "--timeout >= 0"),
+])
+def test_local_only_options_are_refused(extra: list[str], says: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["run", str(WC), *extra, "--target", "aws"])
+    assert info.value.code == 2 and says in capsys.readouterr().err
