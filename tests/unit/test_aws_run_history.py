@@ -218,3 +218,14 @@ def test_an_execution_is_named_by_its_run() -> None:
 
     assert execution_arn("arn:aws:states:eu-west-1:123456789012:stateMachine:funcsion-wc", "r-7") == (
         "arn:aws:states:eu-west-1:123456789012:execution:funcsion-wc:r-7")
+
+
+def test_the_exported_names() -> None:
+    import sdk.aws_run as pkg
+
+    assert sorted(pkg.__all__) == sorted([
+        "AwsClients", "AwsDeployment", "AwsRun", "AwsRunOptions", "CLEANUP_TASK", "DeploymentError", "ExecutionEnd",
+        "ExecutionView", "Invocation", "LambdaReport", "OUTPUT_KEYS", "REACH_HINT", "RunTimedOut", "connect",
+        "default_stack_name", "deployment_from_outputs", "driver_endpoints", "lambda_error", "parse_report_line",
+        "parse_tokens", "task_billing"])
+    assert all(hasattr(pkg, n) for n in pkg.__all__)
