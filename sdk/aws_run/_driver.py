@@ -34,6 +34,7 @@ from typing import Any
 
 from .._client import Client, Endpoints
 from .._config import Config
+from .._cos_io import cos_location, output_key
 from ..deploy._aws_errors import describe_aws_error, is_aws_error
 from ..deploy.aws import start_execution
 from ..exceptions import FuncsionError
@@ -262,8 +263,12 @@ class _AwsDriver(_RunEnd):
         assert end is not None
         if end.status == "SUCCEEDED":
             done = self.view.cleanup_result()
-            self.outputs = {str(k): str(v) for k, v in (done.get("outputs") or {}).items()}
-            codecs = done.get("output_codecs") or {}
+            saved = done.get("outputs")
+            if not isinstance(saved, dict):  # its result was not in the history: where it saves them
+                saved = {n: cos_location(self.run.endpoints.cos_url, output_key(self.run.run_id, n))
+                         for n in self.prep.graph.outputs} if self.run.endpoints.cos_url else {}
+            self.outputs = {str(k): str(v) for k, v in saved.items()}
+            codecs = done.get("output_codecs") or {}  # a cleanup Lambda deployed before it said them: bytes
             self.output_codecs = {n: str(codecs.get(n, "bytes")) for n in self.outputs}
             return "succeeded", None
         what = f"{end.error}: {end.cause}" if end.error and end.cause else (end.error or end.cause or "")

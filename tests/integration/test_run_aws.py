@@ -257,7 +257,8 @@ def _gate() -> Gate:
 
 
 def _assert_stopped(stack: Stack, d: Deployment, doc: dict[str, Any], gate: Gate) -> None:
-    """The run ended and reported; the execution was stopped (``Gate``)."""
+    """The run ended and reported; the execution was stopped (``Gate``) while the producer ran."""
+    assert gate.entered.is_set(), "the run stopped before its producer ran"
     gate.release.set()
     assert gate.left.wait(30)
     arn = doc["target"]["execution_arn"]
@@ -308,15 +309,15 @@ def test_timeout_stops_the_execution_and_ends_the_run(stack: Stack, tmp_path: Pa
     src.write_text("hello")
     gate = _gate()
     with mock_aws(config=MOTO), deployed(stack, bad, {}, gate=gate) as d:
-        try:
+        try:  # long enough for the producer to start on a loaded machine; it is held until released
             code, out, err = _cli(capsys, *_run_args(bad, tmp_path / "driver", "--input", f"src={src}",
-                                                     "--timeout", "1.5"))
+                                                     "--timeout", "3"))
         finally:
             gate.release.set()
         doc = _last_json(out)
         _assert_stopped(stack, d, doc, gate)
     assert code == 1 and doc["status"] == "failed"
-    assert "did not end within --timeout 1.5 s" in doc["error"]
+    assert "did not end within --timeout 3 s" in doc["error"]
 
 
 def test_a_failure_of_the_drivers_own_call_ends_the_run(stack: Stack, tmp_path: Path,
