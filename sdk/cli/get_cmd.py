@@ -18,7 +18,7 @@ import json
 import sys
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 from funcsion_errors import FuncsionError
 
@@ -50,16 +50,19 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(run=run, _parser=p)
 
 
-def _read(location: str, cfg: Any) -> bytes:
-    """The bytes at a report's location: a local file, or ``s3://bucket/key``."""
+def _read(location: str, cfg: Any, target: dict[str, Any] | None = None) -> bytes:
+    """The bytes at a report's location: a local file, or ``s3://bucket/key`` (of a run on
+    AWS: through its stack's COS, the endpoint and region its report's ``target`` names)."""
     if location.startswith("s3://"):
         from storage_functions.cos import S3COS
         from storage_functions.exceptions import StorageError
 
         parts = urlsplit(location)
+        cos = parse_qs(urlsplit(str((target or {}).get("cos_url") or "")).query)
+        endpoint = (cos.get("endpoint_url") or [cfg.s3_endpoint_url])[-1] or None
+        region = (cos.get("region") or [(target or {}).get("region") or cfg.region])[-1]
         try:
-            return S3COS(parts.netloc, endpoint_url=cfg.s3_endpoint_url or None,
-                         region_name=cfg.region).get(parts.path.lstrip("/"))
+            return S3COS(parts.netloc, endpoint_url=endpoint, region_name=region).get(parts.path.lstrip("/"))
         except StorageError as exc:
             raise OutputNotFound(f"cannot read {location}: {exc}") from None
     try:
@@ -108,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
     if args.name not in kept:
         names = ", ".join(kept) or "none (a run keeps its outputs only when it succeeds)"
         raise OutputNotFound(f"run {doc['run_id']} kept no output {args.name!r}; it kept: {names}")
-    data = _read(kept[args.name], cfg)
+    data = _read(kept[args.name], cfg, doc.get("target"))
     if args.name in doc.get("outputs", {}):  # a saved output holds the payload only
         codec, payload = (doc.get("output_codecs") or {}).get(args.name, "bytes"), data
     else:  # a persist=True copy starts with its codec byte

@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from . import run_aws
 from ._common import add_param_option, parse_params, parse_size
 from ._summary import failure_details, failure_line, format_report
 
@@ -81,6 +82,7 @@ def add_parser(sub: Any) -> None:
     hints.add_argument("--latency-insensitive", action="store_true",
                        help="keep this run's data in COS only (cheapest; no function memory)")
     add_param_option(p)
+    run_aws.add_arguments(p)  # --target aws and its options
     p.set_defaults(run=run, _parser=p)
 
 
@@ -102,6 +104,8 @@ def run(args: argparse.Namespace) -> int:
     from sdk.exceptions import MetadataError, StoreFailure
     from sdk.local._stack_errors import StateDirBusy
 
+    if args.target == "aws":
+        return run_aws.run(args)
     if len(args.wds) > 1:
         from sdk.cli.run_jobs import run_many
         return run_many(args, _interrupts, _options)

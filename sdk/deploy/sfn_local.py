@@ -23,12 +23,36 @@ __all__ = ["LambdaBridge", "HandlerError"]
 
 
 class HandlerError(Exception):
-    """Raised by an invoke callable when the handler failed (its type and message)."""
+    """Raised by an invoke callable when the handler failed (its type, message and, when
+    known, its traceback: what Lambda's Python runtime sends as ``stackTrace``)."""
 
-    def __init__(self, error_type: str, message: str) -> None:
+    def __init__(self, error_type: str, message: str, stack_trace: str | None = None) -> None:
         super().__init__(message)
         self.error_type = error_type
         self.message = message
+        self.stack_trace = stack_trace
+
+    def payload(self) -> dict[str, Any]:
+        """The error payload Lambda returns: the stack trace as a list of frames, as the
+        Python runtime gives it (without the first and last lines of a traceback)."""
+        out: dict[str, Any] = {"errorType": self.error_type, "errorMessage": self.message}
+        if self.stack_trace:
+            out["stackTrace"] = _frames(self.stack_trace)
+        return out
+
+
+def _frames(trace: str) -> list[str]:
+    """``'  File "x.py", line 3, in f\n    raise E\n'`` per frame, as Lambda lists them."""
+    lines = trace.rstrip("\n").splitlines()
+    if lines and lines[0].startswith("Traceback"):
+        lines = lines[1:]
+    frames: list[str] = []
+    for ln in lines:
+        if ln.startswith("  File "):
+            frames.append(ln + "\n")
+        elif ln.startswith("    ") and frames:
+            frames[-1] += ln + "\n"
+    return frames
 
 
 class _Raw(BytesIO):
@@ -76,5 +100,5 @@ class LambdaBridge:
             data = json.dumps(result).encode()
         except HandlerError as err:
             headers["X-Amz-Function-Error"] = "Unhandled"
-            data = json.dumps({"errorType": err.error_type, "errorMessage": err.message}).encode()
+            data = json.dumps(err.payload()).encode()
         return AWSResponse(request.url, 200, headers, _Raw(data))

@@ -96,11 +96,13 @@ def _fn_invocations(after: Mapping[str, Any] | None, before: Mapping[str, Any] |
 def run_cost(*, t0: float, t1: float, billing: Mapping[str, Any], before: StoreSnapshot | None,
              after: StoreSnapshot | None, platform: Any, objects: Mapping[str, Any], peak_live_bytes: int,
              function_memory_mb: int) -> dict[str, Any]:
-    """The run's cost account: ``t0``..``t1`` its wall-clock span; ``billing`` the task bills;
-    ``platform`` the stack's local platform in this process, or None."""
+    """The run's cost account: ``t0``..``t1`` its wall-clock span; ``billing`` the task bills
+    (its ``source``, when it has one, says where they came from: an AWS run's); ``platform``
+    the stack's local platform in this process, or None."""
     wall = max(0.0, t1 - t0)
     fn_bills = billing.get("functions", {}) if billing else {}
-    sources = {"tasks": "the executor's local platform (billed invocations)" if billing else "not measured"}
+    sources = {"tasks": str(billing.get("source") or "the executor's local platform (billed invocations)")
+               if billing else "not measured"}
     sb = before.stat if before is not None else None
     sa = after.stat if after is not None else None
     usage: StorageUsage | None = None

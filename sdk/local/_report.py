@@ -46,6 +46,7 @@ class RunReport:
     #: the stack the run used: ``kind`` (embedded, up: the one ``funcsion up`` keeps, given: ``--stack``),
     #: ``state_dir``, ``stack_file`` (up), ``metadata`` and ``daemon`` addresses
     stack: dict[str, Any] = field(default_factory=dict)
+    target: dict[str, Any] = field(default_factory=dict)  # where it ran when not on a local stack (AWS: sdk.aws_run)
     saved_to: str | None = None  # the file the report was saved to (not part of the report)
 
     def to_dict(self) -> dict[str, Any]:
@@ -54,7 +55,7 @@ class RunReport:
                 "output_codecs": self.output_codecs, "persisted": self.persisted,
                 "failed_task": self.failed_task, "error": self.error, "tasks": self.tasks, "objects": self.objects,
                 "memory": self.memory, "plan": self.plan, "billing": self.billing, "recovery": self.recovery,
-                "cost": self.cost, "stack": self.stack}
+                "cost": self.cost, "stack": self.stack, **({"target": self.target} if self.target else {})}
 
 
 def _rel(t: float, t0: float) -> float | None:

@@ -17,6 +17,9 @@ before any run exists (``prepare_run``).
 ``leaked_bytes`` in the report is what the metadata server or the daemon
 still hold for the run after it ended (0 unless something is wrong; None
 when the run could not be ended, e.g. the metadata server is gone).
+
+The end and the report are ``_RunEnd``'s, whoever ran the tasks: ``_Driver``
+here, and ``sdk.aws_run`` for a run under a deployment's state machine.
 """
 
 from __future__ import annotations
@@ -135,46 +138,18 @@ def run_workflow(wds_path: str | Path | PreparedRun, *, config: Config, stack: S
     return report
 
 
-class _Driver:
-    """One started run: execute it, and end it whatever happens."""
+class _RunEnd:
+    """A started run's end and report, however its tasks ran (here: ``_Driver``; on AWS:
+    ``sdk.aws_run``): ``_end`` ends it on fresh connections, ``_report`` measures and reports."""
 
-    def __init__(self, prep: PreparedRun, config: Config, run: Client, key: str, stack: Stack | None,
-                 executor: LocalExecutor) -> None:
+    def __init__(self, prep: PreparedRun, config: Config, run: Client, key: str, stack: Stack | None) -> None:
         self.prep, self.config, self.run, self.key, self.stack = prep, config, run, key, stack
-        self.executor = executor
         self.outputs: dict[str, str] = {}
         self.output_codecs: dict[str, str] = {}
-        self.ran = False  # the executor started this run's tasks
+        self.ran = False  # the run's tasks were started
         self.store_before: dict[str, Any] | None = None
         self.snapshot_before: StoreSnapshot | None = None
-
-    def execute(self, policy: str, t0: float) -> RunReport:
-        self.store_before = _store_stats(self.run.endpoints)
-        self.snapshot_before = StoreSnapshot(self.stack, self.store_before)
-        result: ExecutionResult | None = None
-        cause: str | None = None
-        try:
-            self.run.put_many(self.prep.values)
-            self.ran = True
-            chaos = StorageChaos(self.stack, self.config.kill_storage_rate if self.stack is not None else 0.0,
-                                 seed=self.executor.opts.seed)
-            restart = DaemonRestart(self.stack, self.config.restart_daemon_after_s if self.stack is not None else 0.0)
-            with chaos, restart:
-                result = self.executor.run(self.run.run_id, self.run.token)
-            if result.succeeded:
-                for name in self.prep.graph.outputs:
-                    self.outputs[name], self.output_codecs[name] = self.run.copy_output(name)
-            status = "succeeded" if result.succeeded else "failed"
-        except BaseException as exc:  # every way a run stops ends it; see the module docstring
-            interrupted = isinstance(exc, KeyboardInterrupt)
-            status = "aborted" if interrupted else "failed"
-            cause = self._cause(exc)
-            if not isinstance(exc, Exception | KeyboardInterrupt):  # SystemExit and the like: end, then go on
-                self._end(status)
-                raise
-        if result is None and self.ran and self.executor.schedule is not None:
-            result = self.executor.result()
-        return self._report(status, cause, result, t0, policy)
+        self.target: dict[str, Any] = {}  # where the run ran, when not on this stack (the report's ``target``)
 
     def _cause(self, exc: BaseException) -> str:
         running = self._running()
@@ -187,7 +162,19 @@ class _Driver:
         return text if text.startswith(name) else f"{name}: {text}"
 
     def _running(self) -> list[str]:
-        return self.executor.interrupted if self.ran else []
+        """The tasks that were running when the run was interrupted."""
+        return []
+
+    def _statuses(self, ender: Client) -> dict[str, Any]:
+        """The run's object statuses as the metadata server lists them before the end."""
+        try:
+            return {s.object_name: s for s in ender.list()}
+        except FuncsionError:
+            return {}
+
+    def _memory_mb(self) -> int:
+        """The storage functions' memory (MB), for the cost account."""
+        return _function_memory_mb(self.stack, self.config)
 
     def _end(self, status: str) -> tuple[dict[str, Any], dict[str, Any] | None, str | None, list[Any]]:
         """End the run on fresh connections (an interrupted call may have left the run's own
@@ -197,10 +184,7 @@ class _Driver:
         fresh = Client(self.run.endpoints)
         ender = fresh.bind(run_id=self.run.run_id, token=self.run.token)
         try:
-            try:
-                statuses = {s.object_name: s for s in ender.list()}
-            except FuncsionError:
-                statuses = {}
+            statuses = self._statuses(ender)
             try:
                 summary = ender.end_run(status)
             except RunEnded:  # its TTL ended it first: the summary is in the stats
@@ -247,7 +231,7 @@ class _Driver:
         cost = run_cost(t0=t0, t1=t0 + wall, billing=billing, before=self.snapshot_before,
                         after=StoreSnapshot(self.stack, store_after), platform=_platform(self.stack),
                         objects=objects, peak_live_bytes=int(memory.get("peak_live_bytes") or 0),
-                        function_memory_mb=_function_memory_mb(self.stack, self.config))
+                        function_memory_mb=self._memory_mb())
         return RunReport(
             status=status, run_id=self.run.run_id, workflow=self.key,
             policy=str((summary or {}).get("policy", policy)), wall_s=wall, outputs=self.outputs,
@@ -256,7 +240,48 @@ class _Driver:
             objects=objects,
             memory=memory, failed_task=result.failed_task if result and not cause else None, error=error,
             billing=billing, persisted=persisted, plan=self.run.plan, started=t0,
-            output_codecs=self.output_codecs, recovery=recovery_figures(self.store_before, store_after), cost=cost)
+            output_codecs=self.output_codecs, recovery=recovery_figures(self.store_before, store_after), cost=cost,
+            target=self.target)
+
+
+class _Driver(_RunEnd):
+    """One started run on the local executor: execute it, and end it whatever happens."""
+
+    def __init__(self, prep: PreparedRun, config: Config, run: Client, key: str, stack: Stack | None,
+                 executor: LocalExecutor) -> None:
+        super().__init__(prep, config, run, key, stack)
+        self.executor = executor
+
+    def execute(self, policy: str, t0: float) -> RunReport:
+        self.store_before = _store_stats(self.run.endpoints)
+        self.snapshot_before = StoreSnapshot(self.stack, self.store_before)
+        result: ExecutionResult | None = None
+        cause: str | None = None
+        try:
+            self.run.put_many(self.prep.values)
+            self.ran = True
+            chaos = StorageChaos(self.stack, self.config.kill_storage_rate if self.stack is not None else 0.0,
+                                 seed=self.executor.opts.seed)
+            restart = DaemonRestart(self.stack, self.config.restart_daemon_after_s if self.stack is not None else 0.0)
+            with chaos, restart:
+                result = self.executor.run(self.run.run_id, self.run.token)
+            if result.succeeded:
+                for name in self.prep.graph.outputs:
+                    self.outputs[name], self.output_codecs[name] = self.run.copy_output(name)
+            status = "succeeded" if result.succeeded else "failed"
+        except BaseException as exc:  # every way a run stops ends it; see the module docstring
+            interrupted = isinstance(exc, KeyboardInterrupt)
+            status = "aborted" if interrupted else "failed"
+            cause = self._cause(exc)
+            if not isinstance(exc, Exception | KeyboardInterrupt):  # SystemExit and the like: end, then go on
+                self._end(status)
+                raise
+        if result is None and self.ran and self.executor.schedule is not None:
+            result = self.executor.result()
+        return self._report(status, cause, result, t0, policy)
+
+    def _running(self) -> list[str]:
+        return self.executor.interrupted if self.ran else []
 
 
 #: Where ``memory.series`` comes from when the daemon cannot be asked (the report says so).
