@@ -164,10 +164,12 @@ def read_tokens(secrets: Any, arn: str, *, region: str | None = None,
     return parse_tokens(str(value.get("SecretString") or ""), arn)
 
 
-def driver_endpoints(dep: AwsDeployment, admin_token: str, store_token: str) -> Endpoints:
+def driver_endpoints(dep: AwsDeployment, admin_token: str, store_token: str, *, tls_ca: str = "") -> Endpoints:
     """The endpoints a driver of this deployment uses (the store-wide and admin tokens: a run's
-    tasks get run-scoped ones, ``Endpoints.for_run``). TLS: the CA and ``dep.server_name`` go here."""
-    return Endpoints(dep.metadata, dep.daemon, store_token, admin_token, dep.cos_url)
+    tasks get run-scoped ones, ``Endpoints.for_run``). ``tls_ca``: the deployment CA's PEM; each
+    server is checked against it under the host name of its address (the stack's ``ServerName``,
+    or 127.0.0.1 through a port forward: the deployment's certificate names both)."""
+    return Endpoints(dep.metadata, dep.daemon, store_token, admin_token, dep.cos_url, tls_ca=tls_ca)
 
 
 def check_address(addr: str, what: str, source: str, *, timeout_s: float = 5.0) -> None:

@@ -32,6 +32,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from storage_functions.tls import is_loopback
+
 from .._client import Client, Endpoints
 from .._config import Config
 from .._cos_io import cos_location, output_key
@@ -69,7 +71,8 @@ class AwsRunOptions:
     ``metadata``/``daemon``: addresses that stand in for the stack's (a port forward);
     ``timeout_s`` 0: none; ``poll_s``: between two reads of the history; ``progress`` None:
     bars when stderr is a terminal; ``max_attempts``: a task's tries under the state machine
-    (for the bars only; the history says what happened)."""
+    (for the bars only; the history says what happened); ``tls_ca``: the CA the servers'
+    certificate is checked against (``funcsion certs``' ca.pem)."""
 
     stack_name: str | None = None
     region: str | None = None
@@ -80,6 +83,7 @@ class AwsRunOptions:
     poll_s: float = 1.0
     progress: bool | None = None
     max_attempts: int = 3
+    tls_ca: str = ""  # the deployment CA's PEM text: required off loopback (its servers speak TLS)
 
 
 class AwsClients:
@@ -116,8 +120,13 @@ def connect(prep: PreparedRun, options: AwsRunOptions, clients: AwsClients) -> t
     for addr, what, flag, key in ((dep.metadata, "metadata server", "--metadata", "MetadataAddress"),
                                   (dep.daemon, "SION daemon", "--daemon", "DaemonAddress")):
         given = options.metadata if key == "MetadataAddress" else options.daemon
+        host = addr.rpartition(":")[0].strip("[]")
+        if not options.tls_ca and not is_loopback(host):  # said before any connection is tried
+            raise DeploymentError(f"the {what} at {addr} speaks TLS (every server off loopback does): give the "
+                                  "deployment's CA, --tls-ca DIR/ca.pem (the file `funcsion certs DIR` made and "
+                                  "`funcsion deploy --tls-dir DIR` took) or FUNCSION_TLS_CA")
         check_address(addr, what, flag if given else f"stack {dep.stack_name} output {key}")
-    return dep, driver_endpoints(dep, admin, store)
+    return dep, driver_endpoints(dep, admin, store, tls_ca=options.tls_ca)
 
 
 class AwsRun:

@@ -51,6 +51,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--metadata", metavar="HOST:PORT", help="reach the metadata server here instead of the stack's "
                    "MetadataAddress (e.g. the local end of a port forward)")
     g.add_argument("--daemon", metavar="HOST:PORT", help="reach the daemon here instead of the stack's DaemonAddress")
+    g.add_argument("--tls-ca", metavar="PATH", default=None,
+                   help="the deployment's CA (ca.pem of `funcsion certs`; default: config tls_ca, FUNCSION_TLS_CA): "
+                        "the servers' certificate is checked against it")
     g.add_argument("--poll", type=float, default=1.0, metavar="S",
                    help="seconds between two reads of the execution history (default 1)")
 
@@ -83,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
                             endpoint_url=args.endpoint_url, metadata=args.metadata, daemon=args.daemon,
                             timeout_s=args.timeout, poll_s=args.poll,
                             progress=False if (args.no_progress or args.json) else None,
-                            max_attempts=cfg.max_attempts)
+                            max_attempts=cfg.max_attempts, tls_ca=_ca_pem(args.tls_ca or cfg.tls_ca, parser))
     hints = RunHints(args.max_concurrency, args.capacity, not args.latency_insensitive)
     try:
         with _interrupts():
@@ -95,6 +98,19 @@ def run(args: argparse.Namespace) -> int:
         print(f"funcsion run: the run could not start: {exc}", file=sys.stderr)
         return 1
     return _emit(report, args)
+
+
+def _ca_pem(path: str, parser: argparse.ArgumentParser) -> str:
+    """The CA file's PEM text ("" when none is given); a file that is not one is a usage error."""
+    if not path:
+        return ""
+    from storage_functions.tls import read_pem
+
+    try:
+        return read_pem(path, "--tls-ca")
+    except (OSError, ValueError) as exc:
+        parser.error(str(exc))
+    raise AssertionError("unreachable")  # parser.error exits
 
 
 def _emit(report: Any, args: argparse.Namespace) -> int:

@@ -370,3 +370,52 @@ def test_abort_from_another_thread_stops_it_as_ctrl_c_does(stack: Stack, tmp_pat
         _assert_stopped(stack, d, doc, gate)
     assert doc["status"] == "aborted" and doc["error"] == "interrupted by the test's abort() while producer ran"
     assert report.saved_to is not None and Path(report.saved_to).is_file()
+
+
+@pytest.fixture(scope="module")
+def tls_stack(tmp_path_factory: pytest.TempPathFactory, s3: MotoS3) -> Iterator[tuple[Stack, Path]]:
+    """The deployment's servers speaking TLS, with a certificate from ``funcsion certs``' code."""
+    from sdk.cli.certs_cmd import make_certs
+
+    certs = make_certs(tmp_path_factory.mktemp("certs"), ["127.0.0.1", "localhost"])
+    cfg = Config.load(state_dir=str(tmp_path_factory.mktemp("tls-servers")), env={}, cos_url=s3.url(),
+                      tls_cert=str(certs["server.pem"]), tls_key=str(certs["server.key"]),
+                      tls_ca=str(certs["ca.pem"]))
+    with Stack(cfg, metadata_port=0, daemon_port=0) as st:
+        yield st, certs["ca.pem"]
+
+
+def test_wordcount_on_aws_over_tls(tls_stack: tuple[Stack, Path], tmp_path: Path,
+                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """The driver checks the servers against the deployment's CA (``--tls-ca``) and hands it to
+    every task in the execution input, so the tasks' metadata and data calls are TLS too."""
+    stack, ca = tls_stack
+    text = "a rose is a rose is a rose\n" * 40
+    book = tmp_path / "book.txt"
+    book.write_text(text)
+    with mock_aws(config=MOTO), deployed(stack, WC, {"mappers": 2}) as d:
+        code, out, err = _cli(capsys, *_run_args(WC, tmp_path / "driver", "-p", "mappers=2", "--input",
+                                                 f"raw_text={book}", "--tls-ca", str(ca)))
+        assert code == 0, err
+        doc = _last_json(out)
+    assert doc["status"] == "succeeded" and doc["memory"]["leaked_bytes"] == 0
+    pem = ca.read_text()
+    tasks = [p for _, p in d.bridge.calls if "function" in p]
+    assert tasks and all(p["funcsion"]["tls_ca"] == pem for _, p in d.bridge.calls)
+    assert _summary(stack, doc["run_id"])["state"] == "ended"
+    code, out, err = _cli(capsys, "get", doc["run_id"], "word_counts", "--state-dir", str(tmp_path / "driver"))
+    assert code == 0, err
+    assert json.loads(out) == dict(Counter(re.findall(r"[a-z0-9']+", text.lower())))
+
+
+def test_an_aws_run_off_loopback_without_the_ca_is_refused(stack: Stack, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """Servers off loopback speak TLS: a driver given no CA is told which file to give before it
+    connects anywhere (the address below is never dialled), and no run starts."""
+    with mock_aws(config=MOTO), deployed(stack, WC, {"mappers": 2}):
+        code, _, err = _cli(capsys, *_run_args(WC, tmp_path / "driver", "-p", "mappers=2",
+                                               "--metadata", "10.0.3.7:7917", "--daemon", "10.0.3.7:7918"))
+    assert code == 1
+    [line] = err.strip().splitlines()
+    assert line.startswith("funcsion run: the metadata server at 10.0.3.7:7917 speaks TLS") and "--tls-ca" in line
+    assert not (tmp_path / "driver" / "runs").exists() or not list((tmp_path / "driver" / "runs").iterdir())
