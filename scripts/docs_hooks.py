@@ -1,0 +1,56 @@
+"""MkDocs hooks of the documentation site (mkdocs.yml, ``hooks:``).
+
+On each page, ``<!-- funcsion:cli -->`` becomes the CLI reference generated from
+``sdk.cli``'s parsers (scripts/render_cli.py) and ``<!-- funcsion:bench NAME -->`` the
+tables of docs/bench/NAME.json (scripts/render_bench.py), so neither the CLI reference nor
+a benchmark figure is typed by hand. A marker naming an unknown benchmark fails the build.
+
+What this does not do: it changes nothing else on a page.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+__all__ = ["on_page_markdown"]
+
+_HERE = Path(__file__).resolve().parent
+_ROOT = _HERE.parent
+if str(_ROOT) not in sys.path:  # sdk (for the CLI parsers) from this source tree
+    sys.path.insert(0, str(_ROOT))
+
+_BENCH = re.compile(r"<!--\s*funcsion:bench\s+([a-z_]+)\s*-->")
+_CLI = "<!-- funcsion:cli -->"
+
+
+def _load(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"_funcsion_docs_{name}", _HERE / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
+    spec.loader.exec_module(module)
+    return module
+
+
+_render_bench = _load("render_bench")
+_render_cli = _load("render_cli")
+
+
+def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
+    if _CLI in markdown:
+        markdown = markdown.replace(_CLI, _render_cli.render())
+
+    def bench(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in _render_bench.HEADLINES:
+            raise ValueError(f"{page.file.src_path}: no benchmark {name!r}; the known ones are "
+                             f"{', '.join(sorted(_render_bench.HEADLINES))} (scripts/render_bench.py)")
+        rendered: str = _render_bench.render(name)
+        return rendered
+
+    return _BENCH.sub(bench, markdown)

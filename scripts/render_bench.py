@@ -1,0 +1,201 @@
+#!/usr/bin/env python3
+"""Benchmark tables for the documentation site, rendered from the benchmarks' own JSON.
+
+    python scripts/render_bench.py store          # the Markdown the store page shows
+
+reads docs/bench/<name>.json (written by scripts/bench_json.py: the JSON object that
+`funcsion bench <name> --json` printed, the exact command, the date, the commit and the load
+average) and renders: where the figures come from, a table of the benchmark's headline
+figures (each beside its target where the project set one, and whether this run met it), and
+every figure of the run in a collapsed table. The documentation build calls `render()` for
+each `<!-- funcsion:bench NAME -->` marker (scripts/docs_hooks.py), so no number on a
+benchmark page is typed by hand.
+
+What this does not do: it runs no benchmark and keeps no history; a page shows the latest
+checked-in run of each benchmark only.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Headline", "HEADLINES", "flatten", "render"]
+
+BENCH_DIR = Path(__file__).resolve().parent.parent / "docs" / "bench"
+
+
+@dataclass(frozen=True, slots=True)
+class Headline:
+    """One figure a page leads with: a dotted key into the result, what it is, a unit, and the
+    project's target for it (``op`` ``<=`` or ``>=`` against ``target``), if it has one."""
+
+    key: str
+    label: str
+    unit: str = ""
+    op: str = ""
+    target: float | None = None
+
+
+_KIB, _MIB = "4096", "1048576"
+_100MIB = "104857600"
+
+HEADLINES: dict[str, list[Headline]] = {
+    "hdag": [
+        Headline("functions", "functions in the synthetic workflow"),
+        Headline("objects", "objects"),
+        Headline("parse_ms", "parse and validate the WDS", "ms"),
+        Headline("build_ms", "build the HDAG", "ms"),
+        Headline("features_ms", "lifetime features of every object", "ms"),
+    ],
+    "metadata": [
+        Headline("one_client_rps", "1 client, `get`", "ops/s"),
+        Headline("thrift_baseline_rps", "peer: bare Thrift server, trivial handler, 1 client", "ops/s"),
+        Headline("one_client_vs_thrift", "1 client against the bare Thrift server", "x", ">=", 0.5),
+        Headline("journaled_one_client_rps", "1 client, every `get` a journaled read", "ops/s"),
+        Headline("batched_ops_per_s", "`get_batch` x1000, repeat reads", "ops/s", ">=", 100_000),
+        Headline("batched_journaled_ops_per_s", "`get_batch` x1000, first (journaled) reads", "ops/s"),
+        Headline("batched_read_ops_per_s", "`read_batch` (what `get_many` calls)", "ops/s"),
+        Headline("record_read_us", "the pure core: record one read", "µs"),
+        Headline("commit10_us", "the pure core: a 10-record commit", "µs"),
+        Headline("bytes_per_object", "server memory per live object", "bytes"),
+    ],
+    "run": [
+        Headline("cold_start_ms", "cold start of a task worker, p50 (forked)", "ms"),
+        Headline("import_sdk_ms", "peer: a fresh `python -c \"import sdk\"`", "ms"),
+        Headline("cold_vs_import", "cold start against `import sdk`", "x", "<=", 0.5),
+        Headline("warm_overhead_ms", "overhead per warm invocation, p50 (4x16 no-op tasks)", "ms", "<=", 5),
+        Headline("shuffle_per_object_ms", "64x64 shuffle of 4 KiB objects, per object (PUT + GET)", "ms"),
+        Headline("redis_set_get_ms", "peer: Redis SET + GET of 4 KiB", "ms"),
+        Headline("shuffle_vs_redis", "shuffle against Redis", "x", "<=", 5),
+        Headline("uploads_skipped_share", "shuffle: uploads skipped (freed before due)", ""),
+        Headline("coded_shuffle_per_object_ms", "8x8 shuffle of coded 2 MiB objects, per object", "ms"),
+        Headline("coded_uploads_skipped_share", "coded shuffle: uploads skipped", ""),
+    ],
+    "store": [
+        Headline(f"sizes.{_KIB}.put_p50_us", "4 KiB PUT p50", "µs"),
+        Headline("put_vs_redis.4096", "4 KiB PUT against Redis SET (p50)", "x", "<=", 3),
+        Headline(f"sizes.{_KIB}.get_p50_us", "4 KiB GET p50", "µs"),
+        Headline("get_vs_redis.4096", "4 KiB GET against Redis GET (p50)", "x", "<=", 2),
+        Headline(f"sizes.{_MIB}.get_p50_us", "1 MiB GET p50", "µs"),
+        Headline("get_vs_redis.1048576", "1 MiB GET against Redis (p50)", "x", "<=", 2.5),
+        Headline(f"sizes.{_100MIB}.put_mb_s", "100 MiB PUT", "MB/s"),
+        Headline("put_vs_raw", "100 MiB PUT against a raw loopback socket", "x", ">=", 0.25),
+        Headline("get_into_vs_raw", "100 MiB `get_into` against the raw socket", "x", ">=", 0.5),
+        Headline("get_vs_raw", "100 MiB `get` against the raw socket", "x", ">=", 0.5),
+    ],
+    "utilization": [
+        Headline("reduction_vs_pocket", "MB-s saved against pocket", "", ">=", 0.866),
+        Headline("reduction_vs_jiffy", "MB-s saved against jiffy", "", ">=", 0.817),
+        Headline("over_oracle", "MB-s over the oracle", "", "<=", 0.10),
+    ],
+    "recovery": [
+        Headline("recover_1gib_s", "recover 1 GiB alone", "s"),
+        Headline("recover_1gib_parallel_s", "recover 1 GiB by a recovery group", "s"),
+        Headline("speedup", "speed-up of the best group", "x", ">=", 3),
+        Headline("errors", "GET errors while instances are killed", "", "<=", 0),
+        Headline("p99_before_us", "GET p99 before kills", "µs"),
+        Headline("p99_during_us", "GET p99 while an instance is killed every 2 s", "µs"),
+    ],
+    "elasticity": [
+        Headline("hit_ratio", "memory-level read hit ratio", "", ">=", 0.95),
+        Headline("functions_peak", "functions holding data, peak"),
+        Headline("functions_mean", "functions holding data, mean"),
+        Headline("cost_usd_per_hour", "funcsion, storage only", "$/h"),
+        Headline("static_cost_usd_per_hour", "peer: static warm pool", "$/h"),
+        Headline("always_on_cost_usd_per_hour", "peer: always-on memory", "$/h"),
+        Headline("burst_get_p99_us", "burst GET p99 with cache functions", "µs"),
+        Headline("burst_get_p99_us_no_cache", "burst GET p99 without", "µs"),
+    ],
+    "lifetime": [],
+}
+
+
+def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    """Dotted keys to scalars (lists of scalars stay lists; lists of objects are indexed)."""
+    out: dict[str, Any] = {}
+    if isinstance(value, dict):
+        for k, v in value.items():
+            out.update(flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+    elif isinstance(value, list) and any(isinstance(v, (dict, list)) for v in value):
+        for i, v in enumerate(value):
+            out.update(flatten(v, f"{prefix}.{i}" if prefix else str(i)))
+    else:
+        out[prefix] = value
+    return out
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            return str(value)
+        if abs(value) >= 1000:
+            return f"{value:,.0f}"
+        if abs(value) >= 10:
+            return f"{value:.1f}"
+        return f"{value:.3g}"
+    if isinstance(value, list):
+        return ", ".join(_fmt(v) for v in value)
+    return " ".join(str(value).split()).replace("|", "\\|")
+
+
+def _verdict(h: Headline, value: Any) -> str:
+    if h.target is None:
+        return ""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return "not measured"
+    met = value <= h.target if h.op == "<=" else value >= h.target
+    return "met" if met else "**not met**"
+
+
+def _source(name: str, record: dict[str, Any]) -> str:
+    before, after = record.get("load_before") or [], record.get("load_after") or []
+    load = ""
+    if before and after:
+        load = (f", load average {before[0]:.2f} / {before[1]:.2f} / {before[2]:.2f} (1 / 5 / 15 min) before "
+                f"and {after[0]:.2f} / {after[1]:.2f} / {after[2]:.2f} after")
+    return (f"Measured with `{record['command']}` on {record['started_utc']} at commit `{record['commit']}`, "
+            f"{record.get('seconds', '?')} s, on a machine of {record.get('cpus', '?')} cores shared with other "
+            f"work{load}: a loaded machine, so the figures are lower bounds and move between runs. "
+            f"Source: `docs/bench/{name}.json`; to measure again, "
+            f"`python scripts/bench_json.py {' '.join(record['command'].split()[2:-1])}`.")
+
+
+def render(name: str, bench_dir: Path = BENCH_DIR) -> str:
+    """The Markdown for benchmark ``name`` from ``bench_dir/<name>.json``."""
+    path = bench_dir / f"{name}.json"
+    if not path.is_file():
+        return (f'!!! warning "Not measured yet"\n    No `docs/bench/{name}.json` is checked in: run '
+                f"`python scripts/bench_json.py {name}` to make it.\n")
+    record = json.loads(path.read_text())
+    flat = flatten(record["result"])
+    lines = [_source(name, record), ""]
+    heads = [h for h in HEADLINES.get(name, []) if h.key in flat]
+    if heads:
+        lines += ["| what | this run | target | |", "|---|---|---|---|"]
+        for h in heads:
+            value = flat[h.key]
+            unit = f" {h.unit}" if h.unit and value is not None else ""
+            target = f"{h.op.replace('<=', '≤').replace('>=', '≥')} {_fmt(h.target)}" if h.target is not None else ""
+            lines.append(f"| {h.label} | {_fmt(value)}{unit} | {target} | {_verdict(h, value)} |")
+        lines.append("")
+    lines += [f'??? note "Every figure of this run ({len(flat)})"', "", "    | key | value |", "    |---|---|"]
+    lines += [f"    | `{k}` | {_fmt(v)} |" for k, v in flat.items()]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        print("usage: scripts/render_bench.py NAME (renders docs/bench/NAME.json)", file=sys.stderr)
+        sys.exit(2)
+    sys.stdout.write(render(sys.argv[1]))
