@@ -3,7 +3,9 @@
 On each page, ``<!-- funcsion:cli -->`` becomes the CLI reference generated from
 ``sdk.cli``'s parsers (scripts/render_cli.py) and ``<!-- funcsion:bench NAME -->`` the
 tables of docs/bench/NAME.json (scripts/render_bench.py), so neither the CLI reference nor
-a benchmark figure is typed by hand. A marker naming an unknown benchmark fails the build.
+a benchmark figure is typed by hand, and ``<!-- funcsion:config -->`` the table of
+``sdk.Config``'s fields with their environment variables and defaults, read from the class.
+A marker naming an unknown benchmark fails the build.
 
 What this does not do: it changes nothing else on a page.
 """
@@ -26,6 +28,7 @@ if str(_ROOT) not in sys.path:  # sdk (for the CLI parsers) from this source tre
 
 _BENCH = re.compile(r"<!--\s*funcsion:bench\s+([a-z_]+)\s*-->")
 _CLI = "<!-- funcsion:cli -->"
+_CONFIG = "<!-- funcsion:config -->"
 
 
 def _load(name: str) -> ModuleType:
@@ -41,9 +44,29 @@ _render_bench = _load("render_bench")
 _render_cli = _load("render_cli")
 
 
+def render_config() -> str:
+    """``sdk.Config``'s fields as a Markdown table: field, environment variable, type, default."""
+    import dataclasses
+
+    from sdk import Config
+
+    rows = ["| field | environment variable | type | default |", "|---|---|---|---|"]
+    for f in dataclasses.fields(Config):
+        if f.name == "sources":
+            continue
+        default = "" if f.default is dataclasses.MISSING else f.default
+        shown = f"`{default!r}`" if default != "" else "(derived, see below)"
+        if isinstance(default, int) and not isinstance(default, bool) and default >= 1 << 20 and default % 1024 == 0:
+            shown += f" ({default >> 20:,} MiB)"
+        rows.append(f"| `{f.name}` | `FUNCSION_{f.name.upper()}` | `{f.type}` | {shown} |")
+    return "\n".join(rows)
+
+
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
     if _CLI in markdown:
         markdown = markdown.replace(_CLI, _render_cli.render())
+    if _CONFIG in markdown:
+        markdown = markdown.replace(_CONFIG, render_config())
 
     def bench(match: re.Match[str]) -> str:
         name = match.group(1)
