@@ -114,7 +114,7 @@ def test_headline_targets_are_judged_from_the_json(tmp_path: Path) -> None:
               "result": {"cold_vs_import": 0.7, "warm_overhead_ms": 1.0}}
     (tmp_path / "run.json").write_text(json.dumps(record))
     md = render_bench.render("run", bench_dir=tmp_path)
-    assert re.search(r"cold start against `import sdk` \| 0\.7 x \| ≤ 0\.5 \| \*\*not met\*\*", md), md
+    assert re.search(r"cold start against `import sdk` \| 0\.7x \| ≤ 0\.5 \| \*\*not met\*\*", md), md
     assert re.search(r"warm invocation.*\| 1 ms \| ≤ 5 \| met", md), md
 
 
@@ -125,3 +125,27 @@ def test_readme_is_short_and_keeps_the_two_commands() -> None:
     assert "./scripts/test" in readme
     for target in re.findall(r"\]\((docs/[^)#]+)", readme):
         assert (REPO / target).is_file(), f"README links to {target}, which does not exist"
+
+
+@pytest.mark.parametrize(("page", "claim"), [
+    # sdk/cli/_env.py's hint for an unknown FUNCSION_* variable
+    ("docs/configuration.md", "`FUNCSION_<FIELD>`"),
+    # sdk/cli/deploy_workflow.py's warning without --layer
+    ("docs/deploy-aws.md", "## 2. The layer for the task Lambdas"),
+    # sdk/_config.py, wds/_limits.py, wds/_templates.py, hdag/_graph.py, sdk/cli/inspect_cmd.py
+    ("docs/workflow.md", "### Validation"),
+    ("docs/workflow.md", "### Fan-out templates"),
+    ("docs/workflow.md", "## Inspecting a workflow"),
+    ("docs/run-report.md", "## Fields"),
+])
+def test_pages_that_messages_and_docstrings_name_hold_the_claim(page: str, claim: str) -> None:
+    assert claim in (REPO / page).read_text()
+
+
+def test_the_layer_section_names_the_packages_the_warning_names() -> None:
+    from sdk.deploy._zip import TASK_LAYER_PACKAGES
+
+    section = (REPO / "docs" / "deploy-aws.md").read_text().split("## 2. The layer for the task Lambdas")[1]
+    section = section.split("\n## ")[0]
+    for package in TASK_LAYER_PACKAGES:
+        assert package in section
