@@ -44,7 +44,7 @@ def main(argv: list[str]) -> int:
         return 2
     name, args = argv[0], [a for a in argv[1:] if a != "--json"]
     command = ["funcsion", "bench", name, *args, "--json"]
-    started = datetime.datetime.now(datetime.timezone.utc)
+    started, commit = datetime.datetime.now(datetime.timezone.utc), _commit()  # the code that is measured
     load_before, t0 = _load(), time.monotonic()
     proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
     seconds, load_after = time.monotonic() - t0, _load()
@@ -59,7 +59,7 @@ def main(argv: list[str]) -> int:
         "command": shlex.join(command),
         "started_utc": started.strftime("%Y-%m-%d %H:%M UTC"),
         "seconds": round(seconds, 1),
-        "commit": _commit(),
+        "commit": commit,
         "cpus": os.cpu_count(),
         "load_before": load_before,
         "load_after": load_after,
