@@ -119,6 +119,8 @@ HEADLINES: dict[str, list[Headline]] = {
         Headline("hit_ratio", "memory-level read hit ratio", "", ">=", 0.95),
         Headline("functions_peak", "functions holding data, peak"),
         Headline("functions_mean", "functions holding data, mean"),
+        Headline("cos_requests_per_object", "COS requests per object, the daemon's"),
+        Headline("cos_requests_functions_per_object", "COS requests per object, the storage functions' own"),
         Headline("cost_usd_per_hour", "funcsion, storage only", "$/h"),
         Headline("static_cost_usd_per_hour", "peer: static warm pool", "$/h"),
         Headline("always_on_cost_usd_per_hour", "peer: always-on memory", "$/h"),
