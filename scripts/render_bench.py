@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Headline", "HEADLINES", "flatten", "render"]
+__all__ = ["Headline", "HEADLINES", "MATRICES", "flatten", "render"]
 
 BENCH_DIR = Path(__file__).resolve().parent.parent / "docs" / "bench"
 
@@ -144,6 +144,48 @@ HEADLINES: dict[str, list[Headline]] = {
 }
 
 
+#: Benchmarks whose result holds one object per case (a size, a level): (title, where the
+#: cases are, how to name a case, the columns as (key in a case, label)).
+MATRICES: dict[str, list[tuple[str, str, str, list[tuple[str, str]]]]] = {
+    "store": [("Per object size (p50 in µs, throughput in MB/s)", "sizes", "bytes", [
+        ("put_p50_us", "PUT p50"), ("redis_put_p50_us", "Redis SET p50"), ("s3_put_p50_us", "S3 PUT p50"),
+        ("get_p50_us", "GET p50"), ("redis_get_p50_us", "Redis GET p50"), ("s3_get_p50_us", "S3 GET p50"),
+        ("put_mbps", "PUT MB/s"), ("get_mbps", "GET MB/s"), ("get_into_mbps", "`get_into` MB/s"),
+        ("raw_mbps", "raw socket MB/s")])],
+    "metadata": [("Single-op RPCs by client processes", "levels", "clients", [
+        ("ops_per_s", "ops/s"), ("p50_us", "p50 µs"), ("p99_us", "p99 µs"), ("mean_us", "mean µs")])],
+    "recovery": [("Recovery time by group size, s", "cos", "COS", [
+        ("recover_1gib_s", "alone"), ("parallel_s.4", "group of 4"), ("parallel_s.8", "group of 8"),
+        ("parallel_s.16", "group of 16")])],
+}
+
+
+def _case_name(kind: str, name: str) -> str:
+    if kind == "bytes" and name.isdigit():
+        n = int(name)
+        for unit, size in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+            if n >= size and n % size == 0:
+                return f"{n // size} {unit}"
+        return f"{n} B"
+    return name
+
+
+def _matrix(result: dict[str, Any], title: str, where: str, kind: str, columns: list[tuple[str, str]]) -> list[str]:
+    cases = result.get(where)
+    if isinstance(cases, list):  # a list of objects each naming its case by the key `kind`
+        cases = {str(c.get(kind, i)): c for i, c in enumerate(cases) if isinstance(c, dict)}
+    if not isinstance(cases, dict) or not cases:
+        return []
+    flat = {name: flatten(case) for name, case in cases.items() if isinstance(case, dict)}
+    present = [(k, label) for k, label in columns if any(k in f for f in flat.values())]
+    header = "size" if kind == "bytes" else kind
+    lines = [f"**{title}**", "", f"| {header} | " + " | ".join(label for _, label in present) + " |",
+             "|---" * (len(present) + 1) + "|"]
+    for name, f in flat.items():
+        lines.append(f"| {_case_name(kind, name)} | " + " | ".join(_fmt(f.get(k)) for k, _ in present) + " |")
+    return [*lines, ""]
+
+
 def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
     """Dotted keys to scalars (lists of scalars stay lists; lists of objects are indexed)."""
     out: dict[str, Any] = {}
@@ -221,6 +263,8 @@ def render(name: str, bench_dir: Path = BENCH_DIR) -> str:
             target = f"{h.op.replace('<=', '≤').replace('>=', '≥')} {_fmt(h.target)}" if h.target is not None else ""
             lines.append(f"| {h.label} | {_fmt(value)}{unit} | {target} | {_verdict(h, value)} |")
         lines.append("")
+    for title, where, kind, columns in MATRICES.get(name, []):
+        lines += _matrix(record["result"], title, where, kind, columns)
     lines += [f'??? note "Every figure of this run ({len(flat)})"', "", "    | key | value |", "    |---|---|"]
     lines += [f"    | `{k}` | {_fmt(v)} |" for k, v in flat.items()]
     return "\n".join(lines) + "\n"

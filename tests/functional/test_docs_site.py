@@ -149,3 +149,14 @@ def test_the_layer_section_names_the_packages_the_warning_names() -> None:
     section = section.split("\n## ")[0]
     for package in TASK_LAYER_PACKAGES:
         assert package in section
+
+
+def test_a_matrix_names_sizes_and_leaves_out_columns_no_case_has(tmp_path: Path) -> None:
+    record = {"command": "funcsion bench store --json", "started_utc": "x", "commit": "c", "seconds": 1,
+              "cpus": 2, "load_before": [1, 1, 1], "load_after": [1, 1, 1],
+              "result": {"sizes": {"4096": {"put_p50_us": 190.0, "get_p50_us": 110.0},
+                                   "104857600": {"put_p50_us": 120000.0, "get_p50_us": 70000.0}}}}
+    (tmp_path / "store.json").write_text(json.dumps(record))
+    md = _script("render_bench").render("store", bench_dir=tmp_path)
+    assert "| size | PUT p50 | GET p50 |" in md
+    assert "| 4 KiB | 190.0 | 110.0 |" in md and "| 100 MiB | 120,000 | 70,000 |" in md
