@@ -95,9 +95,22 @@ HEADLINES: dict[str, list[Headline]] = {
         Headline(f"sizes.{_100MIB}.get_vs_raw", "100 MiB `get` against the raw socket", "x", ">=", 0.5),
     ],
     "utilization": [
-        Headline("reduction_vs_pocket", "MB-s saved against pocket", "", ">=", 0.866),
-        Headline("reduction_vs_jiffy", "MB-s saved against jiffy", "", ">=", 0.817),
-        Headline("over_oracle", "MB-s over the oracle", "", "<=", 0.10),
+        Headline("mb_s.funcstore", "funcstore, 4 KiB grains of 1 MiB blocks", "MB-s"),
+        Headline("mb_s.pocket", "pocket, whole blocks, peak reserved for the run", "MB-s"),
+        Headline("mb_s.jiffy", "jiffy, whole blocks", "MB-s"),
+        Headline("mb_s.oracle", "oracle, bytes held", "MB-s"),
+        Headline("reduction_vs_pocket", "funcstore: MB-s saved against pocket", "", ">=", 0.866),
+        Headline("reduction_vs_jiffy", "funcstore: MB-s saved against jiffy", "", ">=", 0.817),
+        Headline("over_oracle", "funcstore: MB-s over the oracle", "", "<=", 0.10),
+        Headline("concurrent.over_oracle", "all three concurrently: funcstore over the oracle", ""),
+        Headline("decomposition.all.blocks", "blocks held per byte held (funcstore)", "x"),
+        Headline("decomposition.all.held", "bytes held against the oracle's", "x"),
+        Headline("max_jobs_200mb.funcstore", "jobs at once within 200 MB, funcstore"),
+        Headline("max_jobs_200mb.pocket", "jobs at once within 200 MB, pocket"),
+        Headline("max_jobs_400mb.funcstore", "jobs at once within 400 MB, funcstore"),
+        Headline("max_jobs_400mb.pocket", "jobs at once within 400 MB, pocket"),
+        Headline("cost_vs_pocket", "storage cost against pocket's", "x"),
+        Headline("oracle_reruns", "oracle runs repeated (a reader lost its input)"),
     ],
     "recovery": [
         Headline("cos.local.recover_1gib_s", "local COS: recover 1 GiB alone", "s"),
@@ -152,6 +165,9 @@ MATRICES: dict[str, list[tuple[str, str, str, list[tuple[str, str]]]]] = {
         ("get_p50_us", "GET p50"), ("redis_get_p50_us", "Redis GET p50"), ("s3_get_p50_us", "S3 GET p50"),
         ("put_mbps", "PUT MB/s"), ("get_mbps", "GET MB/s"), ("get_into_mbps", "`get_into` MB/s"),
         ("raw_mbps", "raw socket MB/s")])],
+    "utilization": [("MB-s per workflow, each alone", "per_workflow", "workflow", [
+        ("funcstore.mb_s", "funcstore"), ("pocket.mb_s", "pocket"), ("jiffy.mb_s", "jiffy"),
+        ("oracle.mb_s", "oracle")])],
     "metadata": [("Single-op RPCs by client processes", "levels", "clients", [
         ("ops_per_s", "ops/s"), ("p50_us", "p50 µs"), ("p99_us", "p99 µs"), ("mean_us", "mean µs")])],
     "recovery": [("Recovery time by group size, s", "cos", "COS", [
@@ -214,7 +230,7 @@ def _fmt(value: Any) -> str:
             return f"{value:,.0f}"
         if abs(value) >= 10:
             return f"{value:.1f}"
-        return f"{value:.3g}"
+        return f"{value:.4g}"
     if isinstance(value, list):
         return ", ".join(_fmt(v) for v in value)
     return " ".join(str(value).split()).replace("|", "\\|")
