@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
             from sdk.deploy._zip import TASK_LAYER_PACKAGES
 
             print(f"funcsion deploy: warning: no --layer given; the task Lambdas import "
-                  f"{', '.join(TASK_LAYER_PACKAGES)}, which only a layer provides (docs/deploy-aws.md, \"The layer for the task Lambdas\"), "
+                  f"{', '.join(TASK_LAYER_PACKAGES)}, which only a layer provides (README, \"The AWS path\"), "
                   "so every task would fail with Runtime.ImportModuleError", file=sys.stderr)
         doc = _dry_run(args, cfg, params) if args.dry_run else _deploy(args, cfg, params)
     else:
