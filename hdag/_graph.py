@@ -250,7 +250,7 @@ class HDAG:
         return (n for n in self.graph.successors(("send", obj)))
 
     def to_dict(self) -> dict[str, Any]:
-        """The document ``funcsion inspect --json`` prints (see README)."""
+        """The document ``funcsion inspect --json`` prints (see docs/workflow.md, "Inspecting a workflow")."""
         wf = self.workflow
         return {
             "workflow": {

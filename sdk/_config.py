@@ -84,7 +84,7 @@ def _check_code(d: int, p: int, sources: Mapping[str, str]) -> None:
 
 @dataclass(frozen=True)
 class Config:
-    """Every setting of a funcsion stack (see README, "Configuration")."""
+    """Every setting of a funcsion stack (see docs/configuration.md)."""
 
     # servers
     host: str = "127.0.0.1"
@@ -125,7 +125,7 @@ class Config:
     kill_storage_rate: float = 0.0  # SIGKILL storage-function instances (the embedded stack's)
     restart_daemon_after_s: float = 0.0  # kill -9 the embedded stack's daemon this long into a run, restart it
     crash_rate: float = 0.0
-    # workflow descriptions: how large one may be and expand to (wds.Limits; README, "Validation")
+    # workflow descriptions: how large one may be and expand to (wds.Limits; docs/workflow.md, "Validation")
     wds_max_bytes: int = _WDS.max_bytes
     wds_max_depth: int = _WDS.max_depth
     wds_max_functions: int = _WDS.max_functions

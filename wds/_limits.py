@@ -8,7 +8,7 @@ a file may go; the parser checks each bound *before* the work it bounds
 ``json.loads``, counts and widths before any expansion), so a hostile file
 costs milliseconds and gets one clear error. The CLI builds ``Limits`` from
 the ``wds_max_*`` config fields; the defaults fit real workflows with room
-to spare (README, "Validation").
+to spare (docs/workflow.md, "Validation").
 
 This module holds the bounds and the checks that run on raw text; the
 expansion bounds are checked in ``_expand``.

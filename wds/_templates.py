@@ -1,6 +1,6 @@
 """Fan-out templates: one WDS entry that stands for many functions or objects.
 
-Syntax (documented in README, "Fan-out templates"):
+Syntax (documented in docs/workflow.md, "Fan-out templates"):
 
 - ``"replicas": N`` on a function entry makes N functions; N is an integer or
   the name of a parameter (declared in the top-level ``params`` object with a

@@ -49,6 +49,6 @@ def unknown_env_warnings(environ: Mapping[str, str]) -> list[str]:
         elif close:
             hint = f"did you mean {suffixes[close[0]]}?"
         else:
-            hint = "settings are FUNCSION_<FIELD> for the fields in README, \"Configuration\""
+            hint = "settings are FUNCSION_<FIELD> for the fields in docs/configuration.md"
         out.append(f"environment variable {name} is not a funcsion setting and is ignored; {hint}")
     return out

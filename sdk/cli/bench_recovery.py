@@ -2,7 +2,7 @@
 instance is reclaimed (SION Sec. 5.5, 6.4), and what GETs see meanwhile. On the local platform
 with the per-instance bandwidth model on (``--bandwidth-mbps``, printed), COS as a local
 directory and as moto's S3 server. Prints a table; ``--json`` prints one JSON object as the
-last line (README, "bench recovery")::
+last line (docs/benchmarks/recovery.md)::
 
     {"bandwidth_mbps": 50, "size_mib": 1024, "chunk_mib": 4,
      "cos": {"local": {"recover_1gib_s", "recover_1gib_parallel_s", "group_size",

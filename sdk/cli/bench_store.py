@@ -1,7 +1,7 @@
 """``funcsion bench store``: the whole store (StoreClient -> daemon -> storage
 functions on the local platform) against Redis on loopback, S3 (moto's
 server) and a raw loopback socket copy, in one run. Prints a table;
-``--json`` prints one JSON object as the last line (README, "bench store")::
+``--json`` prints one JSON object as the last line (docs/benchmarks/store.md)::
 
     {"sizes": {"4096": {"put_p50_us", "put_p99_us", "get_p50_us", "get_p99_us",
                         "put_mbps", "get_mbps", "redis_get_p50_us", "redis_put_p50_us",

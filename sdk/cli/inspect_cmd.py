@@ -1,8 +1,8 @@
 """``funcsion inspect WDS``: validate a workflow and show its HDAG.
 
 Prints stages, functions, objects with read counts, transfer patterns and
-lifetime features; ``--json`` prints the document of ``HDAG.to_dict`` (README,
-"inspect --json"); ``--png`` (matplotlib: the ``plot`` extra) and ``--dot`` write
+lifetime features; ``--json`` prints the document of ``HDAG.to_dict`` (docs/workflow.md,
+"Inspecting a workflow"); ``--png`` (matplotlib: the ``plot`` extra) and ``--dot`` write
 pictures.
 """
 
@@ -30,7 +30,7 @@ def add_parser(sub: Any) -> None:
                     "(limits on size and expansion: the wds_max_* config fields).",
     )
     p.add_argument("wds", metavar="WDS", help="path of the workflow description (JSON)")
-    p.add_argument("--json", action="store_true", help="print one JSON document (see README)")
+    p.add_argument("--json", action="store_true", help="print one JSON document (see docs/workflow.md)")
     p.add_argument("--png", metavar="FILE", help="also draw the HDAG to this PNG file")
     p.add_argument("--dot", metavar="FILE", help="also write the HDAG as Graphviz DOT text")
     p.add_argument("--collapse-above", type=int, default=16, metavar="N",

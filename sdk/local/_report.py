@@ -1,4 +1,4 @@
-"""The run report (``RunReport``, documented in README "The run report") and
+"""The run report (``RunReport``, documented in docs/run-report.md) and
 what goes into it: per-task attempts and times (each attempt with its Lambda
 request id, each failure with the handler's traceback), per-object sizes,
 lifetimes (all times in seconds from the run's start) and tier (memory, or COS

@@ -25,7 +25,7 @@ CODE = ("funcsion_errors", "wds", "hdag", "funcsion_rpc", "lifetime_model", "met
     ("FUNCSION_TASK_TIMEOUT", "did you mean FUNCSION_TASK_TIMEOUT_S?"),
     ("FUNCSION_KILLRATE", "did you mean FUNCSION_KILL_RATE?"),
     ("FUNCSION_METADATA_HOST", "set FUNCSION_HOST instead"),
-    ("FUNCSION_ZZZ", 'settings are FUNCSION_<FIELD> for the fields in README, "Configuration"'),
+    ("FUNCSION_ZZZ", "settings are FUNCSION_<FIELD> for the fields in docs/configuration.md"),
 ])
 def test_unknown_variable_gets_one_line_with_a_hint(name: str, hint: str) -> None:
     (line,) = unknown_env_warnings({name: "1", "FUNCSION_POLICY": "pocket", "HOME": "/root"})
