@@ -104,7 +104,7 @@ def _warn_no_layer() -> None:
     from sdk.deploy._zip import TASK_LAYER_PACKAGES
 
     print(f"funcsion deploy: warning: no --layer given; the task Lambdas import "
-          f"{', '.join(TASK_LAYER_PACKAGES)}, which only a layer provides (README, \"The AWS path\"), "
+          f"{', '.join(TASK_LAYER_PACKAGES)}, which only a layer provides (docs/deploy-aws.md, \"The layer for the task Lambdas\"), "
           "so every task would fail with Runtime.ImportModuleError", file=sys.stderr)
 
 

@@ -93,7 +93,7 @@ def test_dry_run_needs_no_aws_settings_and_warns_without_a_layer(example_paths: 
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.strip() == (
         "funcsion deploy: warning: no --layer given; the task Lambdas import thrift, pyeclib, msgpack, "
-        "aws-lambda-powertools, which only a layer provides (README, \"The AWS path\"), so every task would fail "
+        "aws-lambda-powertools, which only a layer provides (docs/deploy-aws.md, \"The layer for the task Lambdas\"), so every task would fail "
         "with Runtime.ImportModuleError")
     assert json.loads((tmp_path / "template.json").read_text())["Parameters"]["TaskLayerArns"]["Default"] == ""
 
