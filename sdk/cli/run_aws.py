@@ -19,6 +19,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
 from ._summary import failure_details, failure_line, format_report
@@ -58,14 +60,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="seconds between two reads of the execution history (default 1)")
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, interrupts: Callable[[], AbstractContextManager[None]],
+        pairs: Callable[[list[str], argparse.ArgumentParser], dict[str, str]]) -> int:
+    """``funcsion run WDS --target aws``; ``run_cmd.run`` hands over its ``interrupts`` (SIGINT and
+    SIGTERM end the run and it is reported) and its ``NAME=PATH`` parser."""
     from sdk._config import Config
     from sdk.aws_run import AwsRun, AwsRunOptions, DeploymentError
     from sdk.exceptions import MetadataError
     from sdk.local._run import RunHints, prepare_run
 
     from ._common import parse_params
-    from .run_cmd import _interrupts, _pairs
 
     parser = args._parser
     if len(args.wds) > 1:
@@ -79,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     if args.max_concurrency < 0:
         parser.error(f"--max-concurrency {args.max_concurrency}: give a number of tasks >= 1")
     params = parse_params(args.param, parser)
-    inputs = _pairs(args.input, parser)
+    inputs = pairs(args.input, parser)
     cfg = Config.load(state_dir=args.state_dir, policy=args.policy)
     prep = prepare_run(args.wds[0], inputs=inputs, params=params, limits=cfg.wds_limits())  # bad input: exit 2
     options = AwsRunOptions(stack_name=args.stack_name, region=args.region or cfg.region or None,
@@ -89,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
                             max_attempts=cfg.max_attempts, tls_ca=_ca_pem(args.tls_ca or cfg.tls_ca, parser))
     hints = RunHints(args.max_concurrency, args.capacity, not args.latency_insensitive)
     try:
-        with _interrupts():
+        with interrupts():
             report = AwsRun(prep, config=cfg, options=options, hints=hints).run()
     except DeploymentError as exc:  # no run started: nothing to report
         print(f"funcsion run: {exc}", file=sys.stderr)

@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
     from sdk.local._stack_errors import StateDirBusy
 
     if args.target == "aws":
-        return run_aws.run(args)
+        return run_aws.run(args, _interrupts, _pairs)
     if len(args.wds) > 1:
         from sdk.cli.run_jobs import run_many
         return run_many(args, _interrupts, _options)
