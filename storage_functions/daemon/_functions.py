@@ -542,7 +542,8 @@ class FunctionHandle:
         if errors and self._on_errors is not None:
             self._on_errors(self, [str(e)[:500] for e in errors[:8]] if isinstance(errors, list) else [str(errors)[:500]])
         with self.cond:
-            ok = self.state == "active" and self.inflight == 0 and not self.backlog
+            # (a PING out holds requests: the instance must stay for them, or its answer fails them)
+            ok = self.state == "active" and self.inflight == 0 and not self.backlog and self._probe is None
             if ok:
                 self.state = "sleeping"
                 self.term = int(frame.meta.get("term", self.term))
@@ -568,7 +569,7 @@ class FunctionHandle:
         said BYE and been acknowledged), so an instance that holds nothing stops running
         and billing at once; a later request invokes it again. Returns whether it ended one."""
         with self.cond:
-            if self.state != "active" or self.inflight or self.backlog:
+            if self.state != "active" or self.inflight or self.backlog or self._probe is not None:
                 return False
             self.state = "sleeping"
             self.last_bye = time.monotonic()

@@ -152,3 +152,15 @@ def test_a_streamed_put_to_an_instance_that_misses_its_ping_fails_at_once(active
     worker.join(10)
     assert not worker.is_alive() and len(errors) == 1 and "did not answer a PING" in str(errors[0])
     assert h.pings_failed == 1
+
+
+def test_a_bye_while_a_ping_is_out_is_refused(active: _Active) -> None:
+    """The instance's BYE crossed the request: it is told to stay (its PONG sends the request)."""
+    h, peer = active.h, active.small_peer
+    h.request(Op.GET, "k1", lambda f, s: None)
+    ping = _recv(peer)
+    assert ping.op == Op.PING
+    send_frame(peer, Op.BYE, meta={"term": 1, "hash": "", "diff_rank": 0, "mem": 0})
+    assert _recv(peer).op == Op.BYE_NACK and h.state == "active"
+    send_frame(peer, Op.PONG, reqid=ping.reqid)
+    assert _recv(peer).op == Op.GET and h.pings_failed == 0
