@@ -83,6 +83,8 @@ def test_a_frozen_instance_costs_one_ping_and_the_others_serve_the_get(stack: St
         t = time.monotonic()
         assert run.get("obj") == data
         took = time.monotonic() - t
+        print(f"GET of 3 MiB with a frozen holder of a data chunk: {took * 1000:.0f} ms "
+              f"(ping_timeout_s {PING_TIMEOUT_S}, get_straggler_s {STRAGGLER_S})")
         assert took < BOUND_S, f"the GET took {took:.2f} s: it waited for the frozen instance"
         assert h.pings_failed == 1
         assert d.counters["pings_failed"] - failed == 1
@@ -122,6 +124,8 @@ def test_a_put_placed_on_a_frozen_instance_does_not_wait_for_its_timeout(stack: 
         t = time.monotonic()
         run.put("y", data, codec="bytes", adhoc=True)     # a chunk placed there: one PING, not a timeout
         took = time.monotonic() - t
+        print(f"PUT of 3 MiB with a frozen function in its placement: {took * 1000:.0f} ms "
+              f"(ping_timeout_s {PING_TIMEOUT_S}, put_timeout_s {PUT_TIMEOUT_S})")
         assert took < BOUND_S, f"the PUT took {took:.2f} s: it waited for the frozen instance"
         assert h.pings_failed == failed + 1
         assert d.counters.get("silent_functions", 0) == timeouts  # found out by its PING, not a timeout
