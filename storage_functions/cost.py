@@ -8,7 +8,10 @@ Lines, each with its counts and USD:
 - ``tasks``: the task Lambdas' invocations and GB-s (the local platform's bills);
 - ``storage_io``: storage-function invocations that served requests, their billed
   duration and GB-s (a SION function stays invoked while it serves, so its billed
-  duration is the time it held a connection, not the data's lifetime);
+  duration is the time it held a connection, not the data's lifetime); ``pings`` is the
+  daemon's PINGs revalidating idle instances (free on Lambda: a frame inside an invocation
+  already billed) and ``pings_failed`` those that found their instance gone, each a new
+  invocation counted in ``invocations``;
 - ``warmups``: warm-up invocations of storage functions (their own records say so);
 - ``recovery``: COS reads made to refill lost function memory (storage-function
   instances lost, as ``functions_lost``, and chunks recovered are counted beside it;
@@ -165,6 +168,8 @@ class CostInputs:
     task_billed_ms: float = 0.0
     storage: StorageUsage | None = None  # None: the storage functions' platform could not be asked
     storage_io_invocations: int = 0  # the daemon's count, used when ``storage`` is None
+    pings: int = 0  # the daemon's PINGs of idle instances (its ``pings`` counter)
+    pings_failed: int = 0  # of them, those unanswered: the instance taken as gone and invoked anew
     cos_puts: int = 0
     cos_gets: int = 0
     cos_lists: int = 0
@@ -200,7 +205,7 @@ def cost_account(m: CostInputs) -> dict[str, Any]:
     lines = {
         "tasks": _line(lambda_usd(m.task_invocations, m.task_gb_s), invocations=m.task_invocations,
                        billed_ms=round(m.task_billed_ms, 3), gb_s=round(m.task_gb_s, 6)),
-        "storage_io": _line(lambda_usd(io_n, io_gb_s), invocations=io_n,
+        "storage_io": _line(lambda_usd(io_n, io_gb_s), invocations=io_n, pings=m.pings, pings_failed=m.pings_failed,
                             billed_ms=round(s.io_billed_ms, 3) if s is not None else None,
                             gb_s=round(io_gb_s, 6) if s is not None else None),
         "warmups": _line(lambda_usd(warm_n, warm_gb_s), invocations=warm_n,
@@ -238,6 +243,14 @@ def cost_account(m: CostInputs) -> dict[str, Any]:
     }
 
 
+def _pings(io: Mapping[str, Any]) -> str:
+    """The I/O line's PINGs, when there were any (an account without them: older JSON)."""
+    n, failed = int(io.get("pings") or 0), int(io.get("pings_failed") or 0)
+    if not n:
+        return ""
+    return f", {n} pings" + (f" ({failed} found the instance gone: invoked anew)" if failed else "")
+
+
 def format_cost(acct: Mapping[str, Any]) -> list[str]:
     """The account as a few report lines."""
     ln = acct["lines"]
@@ -254,7 +267,7 @@ def format_cost(acct: Mapping[str, Any]) -> list[str]:
             f"no hourly rate from a run under {MIN_RATE_WALL_S:g} s")
     out = [f"  cost at AWS prices ({acct['prices_as_of']}): {usd(acct['total_usd'])} this run, {rate}",
            f"    tasks {t['invocations']} invocations, {t['gb_s']:.3f} GB-s: {usd(t['usd'])}",
-           f"    storage functions: I/O {io['invocations']} invocations{gb}: {usd(io['usd'])}; "
+           f"    storage functions: I/O {io['invocations']} invocations{gb}{_pings(io)}: {usd(io['usd'])}; "
            f"warm-ups {w['invocations']}: {usd(w['usd'])}; recovery {r['cos_gets']} COS reads "
            f"({r['functions_lost']} instances lost): {usd(r['usd'])}",
            f"    COS {cr['puts']} PUT/LIST, {cr['gets']} GET: {usd(cr['usd'])}; storage "

@@ -137,5 +137,6 @@ def run_cost(*, t0: float, t1: float, billing: Mapping[str, Any], before: StoreS
         cos_deletes=deletes, cos_byte_s=cos_byte_seconds(objects, wall),
         recovery_cos_gets=_delta(sa, sb, "recovery_cos_reads"), functions_lost=_delta(sa, sb, "lost_instances"),
         chunks_recovered=_delta(sa, sb, "chunks_recovered"), peak_live_bytes=peak_live_bytes,
+        pings=_delta(sa, sb, "pings"), pings_failed=_delta(sa, sb, "pings_failed"),
         functions=functions, function_memory_mb=function_memory_mb, sources=sources)
     return cost_account(inputs)

@@ -61,6 +61,19 @@ class DaemonConfig:
     get_timeout_s: float = 10.0
     put_timeout_s: float = 30.0
     invoke_timeout_s: float = 15.0
+    # PING revalidation (INFINICACHE Sec. 3-4): a request to a function whose connections have
+    # been silent longer than ping_idle_s (0 = never) first PINGs it and waits ping_timeout_s
+    # for the PONG; without one the instance is taken as gone (its connections closed, a new
+    # one invoked) and the held requests fail at once (GETs ask other chunks, PUTs place
+    # elsewhere), so a reclaimed or frozen instance costs one ping, not put_timeout_s. A
+    # healthy instance ends its invocation after idle_s (2 s) without a request, so a live
+    # connection is rarely silent for half of it: 1 s pings little while catching a frozen
+    # instance before a request waits on it. The PONG comes from the small-queue thread
+    # (never behind a large transfer) in about a round trip; 0.5 s leaves a loaded host's
+    # scheduling delays far inside the bound (a wrong verdict costs an invocation and a
+    # recovery) and is no longer than a GET's straggler wait
+    ping_idle_s: float = 1.0
+    ping_timeout_s: float = 0.5
     get_extra: int | None = 0  # chunks requested up front beyond d; None = all d+p
     get_straggler_s: float = 0.5  # no chunk for this long: ask every untried chunk (first-d of d+p)
     get_window: int = 3  # stripes a GET requests ahead of the first one not yet written to its client; 0 = all

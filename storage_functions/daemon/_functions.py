@@ -15,6 +15,15 @@ stored, or a recovery function's copies) is reported through ``on_instance``. Ev
 instance that goes (its connection closes without a BYE, or another instance answers in
 its place) is reported once through ``on_instance_gone``, whether or not it held chunks.
 
+PING revalidation (INFINICACHE Sec. 3-4): a request to an active instance none of whose
+connections said anything for ``ping_idle_s`` is held while a PING goes out on the small
+connection; the PONG sends it (and whatever queued behind it). No PONG within
+``ping_timeout_s`` closes the instance's connections as if it had died
+(``on_instance_gone``), makes the function ``silent`` until its next instance says HELLO,
+invokes that instance and fails the held requests at once (a GET asks other chunks, a PUT
+stores its chunk elsewhere or goes on degraded; a DEL waits for the next instance).
+``on_ping`` hears of every ping and of its verdict.
+
 Requests never block the caller: ``request`` queues when the function is not
 connected and triggers an invocation; the reply callback runs on the
 connection's reader thread and must consume exactly ``frame.paylen`` bytes
@@ -89,7 +98,9 @@ class FunctionHandle:
                  on_instance: Callable[[FunctionHandle], None] | None = None,
                  on_get: Callable[[int, str], None] | None = None,
                  on_errors: Callable[[FunctionHandle, list[str]], None] | None = None,
-                 on_instance_gone: Callable[[FunctionHandle], None] | None = None) -> None:
+                 on_instance_gone: Callable[[FunctionHandle], None] | None = None,
+                 ping_idle_s: float = 0.0, ping_timeout_s: float = 0.5,
+                 on_ping: Callable[[FunctionHandle, bool | None], None] | None = None) -> None:
         self.index = index
         self.name = name
         self._invoke = invoke
@@ -104,6 +115,15 @@ class FunctionHandle:
         # instance answered in its place (reclaimed or killed while it slept)
         self._on_gone = on_instance_gone
         self._gone: str | None = None  # the instance last reported gone
+        self._ping_idle = ping_idle_s  # 0: never revalidate
+        self._ping_timeout = ping_timeout_s
+        self._on_ping = on_ping  # (handle, None) a PING went out; (handle, ok) its verdict
+        # requests held while a PING checks an instance that was silent for ping_idle_s
+        # (None: no PING out); sent on its PONG, failed when none comes in time
+        self._probe: list[_Request] | None = None
+        self.last_heard = 0.0  # monotonic: when the instance last said anything (HELLO, any frame)
+        self.pings = 0
+        self.pings_failed = 0
         self.cond = threading.Condition()
         self.state = "sleeping"  # sleeping | invoking | active
         self.secret = ""
@@ -161,13 +181,23 @@ class FunctionHandle:
             self._on_get(self.index, key)
         req = _Request(op, key, a, b, crc, meta, payload, large, on_reply)
         with self.cond:
-            self.last_used = time.monotonic()
+            self.last_used = now = time.monotonic()
             if self.state != "active":
                 self.backlog.append(req)
                 self._start_locked(warmup=False)
                 return
-            self.inflight += 1
-        self._send(req)
+            if self._probe is not None:  # a PING is out: its answer sends or fails this
+                self._probe.append(req)
+                return
+            ping = self._stale_locked(now)
+            if ping:
+                self._probe = [req]
+            else:
+                self.inflight += 1
+        if ping:
+            self._ping()
+        else:
+            self._send(req)
 
     def request_put_stream(self, key: str, block: int, offset: int, crc: int, length: int,
                            write: Callable[[socket.socket], None] | None, on_reply: ReplyCallback, *,
@@ -177,16 +207,26 @@ class FunctionHandle:
         with its header in one ``sendmsg``, so the function wakes once); waits for
         the function to be connected first (the bytes have nowhere else to go)."""
         deadline = time.monotonic() + self._invoke_timeout * 2
-        with self.cond:
-            self.last_used = time.monotonic()
-            while self.state != "active":
-                self._start_locked(warmup=False)
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise TimeoutError(f"storage function {self.name} did not connect")
-                self.cond.wait(min(left, 0.5))
-            self.inflight += 1
-            conn = self.conns["large" if large else "small"]
+        while True:
+            with self.cond:
+                self.last_used = time.monotonic()
+                while self.state != "active" or self._probe is not None:
+                    if self.silent:  # its PING went unanswered: the caller stores the chunk elsewhere
+                        raise TimeoutError(f"storage function {self.name} did not answer a PING")
+                    if self.state != "active":
+                        self._start_locked(warmup=False)
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise TimeoutError(f"storage function {self.name} did not connect")
+                    self.cond.wait(min(left, 0.5))
+                ping = self._stale_locked(time.monotonic())
+                if ping:
+                    self._probe = []  # nothing held: this thread waits for the verdict above
+                else:
+                    self.inflight += 1
+                    conn = self.conns["large" if large else "small"]
+                    break
+            self._ping()
         reqid = next(self._reqids)
         with conn.wlock:
             conn.pending[reqid] = self._wrap(self._ranked(on_reply))
@@ -212,6 +252,89 @@ class FunctionHandle:
                 return
             self.inflight += 1
         self._send(_Request(Op.DEL, "", 0, 0, 0, {"keys": keys}, None, False, lambda f, s: None))
+
+    # -- PING revalidation ------------------------------------------------------
+    def _stale_locked(self, now: float) -> bool:
+        """Whether a request now must wait for a PING: the instance said nothing for
+        ``ping_idle_s`` (locked; the state is active). Requests in flight do not spare it
+        the PING: a frozen instance keeps them in flight; a live one answers on its small
+        connection even while a large transfer runs."""
+        return bool(self._ping_idle) and now - self.last_heard > self._ping_idle
+
+    def _ping(self) -> None:
+        """PING the instance on its small connection (``_probe`` is set) and watch for the PONG."""
+        with self.cond:
+            conn = self.conns.get("small")
+            self.pings += 1
+        if self._on_ping is not None:
+            self._on_ping(self, None)
+        if conn is None or conn.closed:
+            self._probed(None)
+            return
+        answered = threading.Event()
+
+        def pong(frame: Frame | None, sock: socket.socket | None) -> None:
+            answered.set()
+            self._probed(conn if frame is not None else None)
+
+        reqid = next(self._reqids)
+        with conn.wlock:
+            conn.pending[reqid] = pong
+            try:
+                send_frame(conn.sock, Op.PING, reqid=reqid)
+            except OSError:
+                conn.closed = True
+        if conn.closed:
+            self._conn_lost(conn)  # fails the ping too
+            return
+        _INVOKERS.submit(self._ping_watch, conn, reqid, answered)
+
+    def _ping_watch(self, conn: _Conn, reqid: int, answered: threading.Event) -> None:
+        if answered.wait(self._ping_timeout):
+            return
+        with conn.wlock:
+            unanswered = reqid in conn.pending
+        if not unanswered:
+            return
+        log.warning("function %s did not answer a PING in %.3g s after %.3g s of silence: its instance is "
+                    "taken as gone and a new one invoked", self.name, self._ping_timeout, self._ping_idle)
+        self._conn_lost(conn)  # as if it died: the other connection goes too, the ping fails
+
+    def _probed(self, conn: _Conn | None) -> None:
+        """The PING's verdict: ``conn`` answered (send what was held), or None (the instance
+        is gone: a new one is invoked, the held requests fail at once; DELs wait for it)."""
+        ok = conn is not None
+        send: list[_Request]
+        fail: list[_Request]
+        with self.cond:
+            held, self._probe = self._probe or [], None
+            if ok:
+                self.last_heard = time.monotonic()
+            else:  # silent until its next instance says HELLO: PUTs go elsewhere, GETs ask it last
+                self.pings_failed += 1
+                self.silent_since = self.silent_since or time.monotonic()
+            if ok and self.state == "active":
+                self.inflight += len(held)
+                send, fail = held, []
+            elif ok:  # it answered, then went: the held requests wait for the next instance
+                self.backlog.extend(held)
+                self._start_locked(warmup=False)
+                send, fail = [], []
+            else:
+                send = []
+                fail = [r for r in held if r.op != Op.DEL]
+                for r in held:
+                    if r.op == Op.DEL and r.meta:
+                        self.pending_deletes.extend(r.meta.get("keys", []))
+                if self.state == "sleeping":
+                    self._start_locked(warmup=False)
+            self.cond.notify_all()
+        if self._on_ping is not None:
+            self._on_ping(self, ok)
+        for req in send:
+            self._send(req)
+        for req in fail:
+            req.on_reply(None, None)
 
     def _ranked(self, cb: ReplyCallback) -> ReplyCallback:
         """A stored chunk's reply carries the function's ``diff_rank``: the daemon's
@@ -327,6 +450,7 @@ class FunctionHandle:
                 first = not self.conns  # the invocation's first connection: its HELLO speaks for it
                 if first:
                     self._greeted = False
+                    self.silent_since = 0.0  # a new instance answers
                 lost = first and m.get("lost") is True
                 changed = first and self.instance is not None and instance != self.instance
                 gone = changed and self._gone != self.instance  # its death not seen yet
@@ -338,6 +462,7 @@ class FunctionHandle:
                     self.hash = str(m.get("hash", ""))
                     self.diff_rank = max(_int(m.get("diff_rank")), 0 if lost else self.diff_rank)
                 self.mem = _int(m.get("mem"))
+                self.last_heard = time.monotonic()
                 self.conns[kind] = conn
             send_frame(sock, Op.REPLY)
         if gone and self._on_gone is not None:
@@ -388,6 +513,7 @@ class FunctionHandle:
                 frame = recv_frame(sock, head)
                 if frame is None:
                     break
+                self.last_heard = time.monotonic()
                 if self.silent_since:  # it answers again
                     self.silent_since = 0.0
                 if frame.op == Op.BYE:
@@ -416,7 +542,8 @@ class FunctionHandle:
         if errors and self._on_errors is not None:
             self._on_errors(self, [str(e)[:500] for e in errors[:8]] if isinstance(errors, list) else [str(errors)[:500]])
         with self.cond:
-            ok = self.state == "active" and self.inflight == 0 and not self.backlog
+            # (a PING out holds requests: the instance must stay for them, or its answer fails them)
+            ok = self.state == "active" and self.inflight == 0 and not self.backlog and self._probe is None
             if ok:
                 self.state = "sleeping"
                 self.term = int(frame.meta.get("term", self.term))
@@ -442,7 +569,7 @@ class FunctionHandle:
         said BYE and been acknowledged), so an instance that holds nothing stops running
         and billing at once; a later request invokes it again. Returns whether it ended one."""
         with self.cond:
-            if self.state != "active" or self.inflight or self.backlog:
+            if self.state != "active" or self.inflight or self.backlog or self._probe is not None:
                 return False
             self.state = "sleeping"
             self.last_bye = time.monotonic()

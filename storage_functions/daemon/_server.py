@@ -118,7 +118,7 @@ class Daemon(PutPath, GetPath):
         self.counters = {"puts": 0, "gets": 0, "buffer_hits": 0, "cos_fallbacks": 0, "corrupt_chunks": 0,
                          "missing_chunks": 0, "chunk_retries": 0, "lost_functions": 0, "lost_instances": 0,
                          "auth_failures": 0, "scope_refusals": 0, "bad_frames": 0, "hello_timeouts": 0,
-                         "hello_evicted": 0, "conn_errors": 0, "prewarmed": 0}
+                         "hello_evicted": 0, "conn_errors": 0, "prewarmed": 0, "pings": 0, "pings_failed": 0}
         # connections before their HELLO: one thread reads them all (``_hello``)
         self._hellos = HelloGate(self._on_hello, self.count, timeout_s=config.hello_timeout_s,
                                  max_pending=config.hello_pending_max)
@@ -445,10 +445,20 @@ class Daemon(PutPath, GetPath):
                                    on_mem=lambda h, m: None,
                                    on_instance=lambda h: self.recovery.instance_changed(h.index),
                                    on_get=self.reads.note, on_errors=self._function_errors,
-                                   on_instance_gone=lambda h: self.count("lost_instances"))
+                                   on_instance_gone=lambda h: self.count("lost_instances"),
+                                   ping_idle_s=self.config.ping_idle_s, ping_timeout_s=self.config.ping_timeout_s,
+                                   on_ping=self._pinged)
                 self.handles.append(h)
                 self._by_name[name] = h
             return self.handles[index]
+
+    def _pinged(self, h: FunctionHandle, ok: bool | None) -> None:
+        """A PING revalidated an idle function (``pings``) and found its instance gone
+        (``pings_failed``: a new one is invoked, its requests went elsewhere)."""
+        if ok is None:
+            self.count("pings")
+        elif not ok:
+            self.count("pings_failed")
 
     def _event(self, h: FunctionHandle, warmup: bool) -> dict[str, Any]:
         c = self.config
