@@ -279,6 +279,13 @@ class Journal:
                 return None
             return self.snapshot_path.read_bytes()
 
+    def generation(self) -> tuple[int, bytes | None]:
+        """(base, snapshot) of the log as it is now, read together (None: never compacted)."""
+        with self._lock:
+            if self.base == 0 and not self.snapshot_path.exists():
+                return 0, None
+            return self.base, self.snapshot_path.read_bytes()
+
     def read_since(self, base: int, offset: int) -> bytes | None:
         """The log file's bytes after ``offset`` (whole records) if its base is still ``base``,
         else None (it was compacted since)."""
