@@ -38,6 +38,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from ..protocol import Frame, Op, Status, drain
+from ._control_ship import TableShipper, restore_table, table_prefix
 from ._durable import TABLE_LOG, DurableLog
 from ._objects import ObjectVersion, Stripe, chunk_key
 from ._store_events import ChunkStored, Restored
@@ -90,6 +91,8 @@ class DurableTable:
         self._pending = 0
         self._idle = threading.Condition()
         self._open = False
+        self.shipper: TableShipper | None = None
+        self.restored_from_cos = 0          # bytes of the log restored from COS at start
 
     # -- hooks while serving ----------------------------------------------------------
     def put(self, obj: ObjectVersion) -> None:
@@ -122,6 +125,9 @@ class DurableTable:
             self.log.append({"o": "free", "k": held})
 
     def close(self) -> None:
+        if self.shipper is not None:
+            self.shipper.stop()             # ships what is left
+            self.shipper = None
         self.log.close()
 
     # -- start --------------------------------------------------------------------------
@@ -129,8 +135,16 @@ class DurableTable:
         """Rebuild the table from the log (before the daemon accepts connections); returns
         the versions restored."""
         d = self.daemon
+        c = d.config
+        prefix = table_prefix(c.cos_prefix, c.state_id) if c.control_ship_lag_s > 0 and d.cos is not None else ""
+        if prefix and not os.path.exists(self.log.path):     # a new host: the table is in COS
+            self.restored_from_cos = restore_table(d.cos, prefix, self.log.path)
         img = self.log.open()
         self._open = True
+        if prefix:
+            self.shipper = TableShipper(self.log, d.cos, prefix, lag_s=c.control_ship_lag_s)
+            self.shipper.ship_once()
+            self.shipper.start()
         d.counters["daemon_restarts"] = self.log.earlier_starts
         if self.log.torn_bytes:
             log.warning("durable table %s: cut a torn record of %d bytes from its end", self.log.path,

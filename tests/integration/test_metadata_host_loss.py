@@ -10,7 +10,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +21,7 @@ import wds
 from funcsion_rpc import MetadataClient
 from sdk.cli._moto import MotoS3
 from storage_functions.cos import open_cos
+from tests._waiting import wait_for
 from tests.integration.test_metadata_restart import ADMIN, WORDCOUNT, put, stop
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,16 +57,6 @@ def shipped(cos_url: str, journal: Path) -> bool:
     return total == journal.stat().st_size
 
 
-def wait_shipped(cos_url: str, journal: Path) -> None:
-    done = threading.Event()
-    for _ in range(400):                  # the shipper's rounds are 50 ms: wait on its result
-        if shipped(cos_url, journal):
-            done.set()
-            break
-        done.wait(0.05)
-    assert done.is_set(), "the journal did not reach COS within 20 s"
-
-
 def test_kill_9_and_lose_the_state_directory_then_finish_from_cos(tmp_path: Path, cos_url: str):
     graph = hdag.build(wds.load(WORDCOUNT))
     order = list(nx.topological_sort(graph.function_graph()))
@@ -96,7 +86,7 @@ def test_kill_9_and_lose_the_state_directory_then_finish_from_cos(tmp_path: Path
         stats_before = admin.stats()
         c.close()
         admin.close()
-        wait_shipped(cos_url, host1 / "metadata.journal")
+        wait_for(lambda: shipped(cos_url, host1 / "metadata.journal"), 20.0, "the journal in COS", 0.05)
     finally:
         assert stop(proc, signal.SIGKILL) == -signal.SIGKILL
     shutil.rmtree(host1)                                  # the host and its disk are gone
