@@ -125,8 +125,8 @@ def build_served(args: argparse.Namespace) -> Any:
     """``build`` and the journal's shipper to COS (None without a journal or a COS URL): a
     missing journal is restored from COS first."""
     from lifetime_model import BUNDLED_MODELS
-    from metadata_server import Journal, MetadataHandler, MetadataServer, MetadataState, attach_lifetimes
-    from metadata_server._ship import JournalShipper, control_prefix, restore_journal
+    from metadata_server import (Journal, JournalShipper, MetadataHandler, MetadataServer, MetadataState,
+                                 attach_lifetimes, control_prefix, restore_journal)
 
     if args.parity_chunks is not None and args.parity_chunks < 0:
         raise InvalidRequest(f"--parity-chunks must be >= 0, got {args.parity_chunks}")

@@ -99,3 +99,13 @@ def test_state_ids_and_the_ship_lag_are_config_fields_with_env_vars() -> None:
         Config.load(env={"FUNCSION_DAEMON_STATE_ID": "../x"}, cwd=REPO / "tests")
     with pytest.raises(ConfigError, match="'control_ship_lag_s' = 0.0 .* more than 0 seconds"):
         Config.load(env={"FUNCSION_CONTROL_SHIP_LAG_S": "0"}, cwd=REPO / "tests")
+
+
+def test_the_three_state_id_rules_agree() -> None:
+    """The config, the metadata server and the daemon check state ids alike (each package its
+    own copy: none may import another's server code)."""
+    import metadata_server._ship as meta
+    import sdk._config as config
+    import storage_functions.daemon._control_ship as daemon
+    assert config._STATE_ID.pattern == meta._STATE_ID.pattern == daemon._STATE_ID.pattern
+    assert Config().control_ship_lag_s == meta.DEFAULT_SHIP_LAG_S
