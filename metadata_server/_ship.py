@@ -87,6 +87,7 @@ class JournalShipper:
         self._offset = 0
         self._clean = False
         self.shipped_bytes = 0
+        self.restored: RestoreReport | None = None      # what the process restored from COS at start
         self.pieces = 0
         self.errors = 0
         self._stop = threading.Event()
@@ -97,8 +98,9 @@ class JournalShipper:
 
     def ship_once(self) -> int:
         """Upload what the journal gained since the last call; returns the bytes shipped."""
-        base, snap = self.journal.generation()
-        if base != self._base:
+        base = self._base
+        if self.journal.base != base:   # compacted (or the first call): read the snapshot only then
+            base, snap = self.journal.generation()
             gen = self._gen_name(base)
             if snap is not None:
                 self.store.put(f"{self.prefix}/{gen}/snapshot", snap)

@@ -145,12 +145,12 @@ def build_served(args: argparse.Namespace) -> Any:
                           wds_limits=cfg.wds_limits())  # wds_max_*: funcsion.toml, FUNCSION_WDS_*
     store = _control_store(args, cfg)
     prefix = control_prefix("", "metadata", cfg.metadata_state_id)
-    if store is not None and _empty(args.journal):
-        restore_journal(store, prefix, args.journal)
+    restored = restore_journal(store, prefix, args.journal) if store is not None and _empty(args.journal) else None
     journal = Journal(args.journal, sync=args.journal_sync) if args.journal else None
     shipper = None
     if store is not None and journal is not None:
         shipper = JournalShipper(journal, store, prefix, lag_s=cfg.control_ship_lag_s)
+        shipper.restored = restored
     handler = MetadataHandler(state, journal=journal, admin_token=args.admin_token, default_ttl_s=cfg.run_ttl_s)
     attach_lifetimes(handler, data_dir=cfg.resolved_lifetime_data, models_dirs=[cfg.resolved_lifetime_models,
                                                                                  BUNDLED_MODELS],
@@ -165,6 +165,12 @@ def build_served(args: argparse.Namespace) -> Any:
             raise InvalidRequest(f"--max-frame-bytes (env FUNCSION_METADATA_MAX_FRAME_BYTES): {exc}") from None
         raise InvalidRequest(f"cannot listen on {cfg.host}:{cfg.metadata_port}: {exc.strerror or exc}") from None
     return server, journal, shipper
+
+
+def _restored(shipper: Any) -> str | None:
+    """The COS generation the journal was restored from at start (None: it was not)."""
+    report = getattr(shipper, "restored", None)
+    return f"{shipper.prefix}/{report.generation}" if report is not None and report.generation else None
 
 
 def _empty(journal: str) -> bool:
@@ -205,7 +211,8 @@ def run(args: argparse.Namespace) -> int:
         replayed = journal.seq if journal is not None else 0
         if getattr(args, "json", False):
             info: dict[str, Any] = {"address": f"{server.host}:{server.port}", "journal": args.journal or None,
-                                    "replayed": replayed, "tls": server.tls}
+                                    "replayed": replayed, "tls": server.tls,
+                                    "restored_from": _restored(shipper)}
             if generated:
                 info["admin_token"] = args.admin_token
             print(json.dumps(info), flush=True)
@@ -213,6 +220,8 @@ def run(args: argparse.Namespace) -> int:
             if generated:
                 print(f"admin token: {args.admin_token}", flush=True)
             where = f"journal {args.journal} ({replayed} events replayed)" if journal is not None else "no journal"
+            if _restored(shipper):
+                where += f", restored from COS {_restored(shipper)}"
             over = ", TLS" if server.tls else ""
             print(f"metadata server listening on {server.host}:{server.port} ({where}{over})", flush=True)
         try:

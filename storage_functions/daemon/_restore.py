@@ -141,6 +141,7 @@ class DurableTable:
             self.restored_from_cos = restore_table(d.cos, prefix, self.log.path)
         img = self.log.open()
         self._open = True
+        d.counters["table_restored_from_cos_bytes"] = self.restored_from_cos
         if prefix:
             self.shipper = TableShipper(self.log, d.cos, prefix, lag_s=c.control_ship_lag_s)
             self.shipper.ship_once()

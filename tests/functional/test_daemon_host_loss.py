@@ -88,6 +88,7 @@ def test_a_replacement_with_an_empty_root_restores_the_table_from_cos(tmp_path: 
         with StoreClient(("127.0.0.1", port2), TOKEN, codec=Codec(4, 2)) as c2:
             stats = c2.stats()
             assert stats["restored_objects"] == len(objs)
+            assert stats["table_restored_from_cos_bytes"] > 0
             for k, v in objs.items():
                 assert c2.get(k) == v
             with pytest.raises(UnknownKey):

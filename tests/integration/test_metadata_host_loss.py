@@ -47,6 +47,7 @@ def launch(state: Path, cos_url: str) -> tuple[subprocess.Popen[str], int]:
     assert proc.stdout is not None
     line = proc.stdout.readline()
     assert "listening on" in line, line + (proc.stderr.read() if proc.stderr else "")
+    assert ("restored from COS control/metadata/meta-a/g" in line) == (state.name == "host2"), line
     return proc, int(line.split("listening on ")[1].split()[0].rsplit(":", 1)[1])
 
 
