@@ -106,6 +106,9 @@ class MetadataHandler:
         # flush_journal() before it sends any reply, so no reply leaves before its events are durable
         self.defer_journal = False
         self._unflushed: list[ev.Event] = []
+        # called after each journal write (under the lock, before the replies it covers): a
+        # synchronous shipper to COS (``_ship``); what it raises fails the write's requests
+        self.after_journal: Callable[[], object] | None = None
         # lease-only reads not journaled yet (see the module docstring): run -> time, run -> object -> time
         self._touched_runs: dict[str, float] = {}
         self._touched_objects: dict[str, dict[str, float]] = {}
@@ -154,6 +157,8 @@ class MetadataHandler:
         self.journal.append(events)
         if not self._unflushed and self.journal.wants_compaction():
             self.journal.compact(encode_snapshot(self.state, self.journal.seq))
+        if self.after_journal is not None:
+            self.after_journal()
 
     @staticmethod
     def _lease_only(e: ev.Event, out: list[ev.Instruction]) -> ev.ReadRecorded | None:

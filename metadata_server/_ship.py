@@ -12,7 +12,10 @@ A compaction (or a new process) starts a new generation; once its snapshot
 and first log piece are up, every other generation is deleted. So a host
 loss loses exactly the events journaled after the last shipped piece: at
 most ``lag_s`` plus one upload's duration of answered requests (see
-``restore_journal``).
+``restore_journal``). ``lag_s = 0`` ships synchronously instead: the handler
+calls ``ship_once`` after each group commit (``MetadataHandler.after_journal``),
+before the round's replies, so a host loss loses nothing answered and every
+round waits one COS PUT.
 
 ``restore_journal`` rebuilds a missing local journal from the newest
 generation with a whole snapshot: the snapshot, then the log pieces in order
@@ -78,9 +81,11 @@ class JournalShipper:
 
     def __init__(self, journal: Journal, store: ControlStore, prefix: str, *, lag_s: float = DEFAULT_SHIP_LAG_S,
                  clock: Callable[[], float] = time.time) -> None:
-        if not lag_s > 0:
-            raise ValueError(f"control_ship_lag_s must be > 0 seconds, got {lag_s!r}")
+        if not lag_s >= 0:
+            raise ValueError(f"control_ship_lag_s must be >= 0 seconds (0: synchronous), got {lag_s!r}")
         self.journal, self.store, self.prefix, self.lag_s = journal, store, prefix.rstrip("/"), lag_s
+        self.synchronous = lag_s == 0
+        self._ship_lock = threading.Lock()
         self._started_ms = int(clock() * 1000)
         self._gen = ""
         self._base = -1
@@ -98,6 +103,10 @@ class JournalShipper:
 
     def ship_once(self) -> int:
         """Upload what the journal gained since the last call; returns the bytes shipped."""
+        with self._ship_lock:
+            return self._ship()
+
+    def _ship(self) -> int:
         base = self._base
         if self.journal.base != base:   # compacted (or the first call): read the snapshot only then
             base, snap = self.journal.generation()
@@ -122,6 +131,9 @@ class JournalShipper:
         return len(data)
 
     def start(self) -> None:
+        """Ship every ``lag_s`` from a thread (synchronous: nothing to start, the handler ships)."""
+        if self.synchronous:
+            return
         self._thread = threading.Thread(target=self._loop, name="journal-shipper", daemon=True)
         self._thread.start()
 

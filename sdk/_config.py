@@ -67,8 +67,9 @@ def _check(name: str, value: Any, where: str) -> None:
     if name.endswith("_state_id") and not _STATE_ID.match(value):
         raise bad("a state id is 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit, "
                   "e.g. metadata-1; give each server of a deployment its own")
-    if name == "control_ship_lag_s" and not value > 0:
-        raise bad("must be more than 0 seconds (the longest a host loss may lose; default 1)")
+    if name == "control_ship_lag_s" and not value >= 0:
+        raise bad("must be 0 (ship before replying) or more seconds (the longest a host loss may lose; "
+                  "default 1)")
 
 
 def _check_code(d: int, p: int, sources: Mapping[str, str]) -> None:
@@ -108,7 +109,9 @@ class Config:
     # control state in COS (issue 31): each server's stable identity, under which its journal
     # (metadata) or durable table (daemon) is shipped to <cos_url>/control/<kind>/<state id>/ and
     # restored from by a replacement with an empty state directory; and the shipping window: a
-    # host loss loses at most what was journaled in the last control_ship_lag_s (plus one upload)
+    # host loss loses at most what was journaled in the last control_ship_lag_s (plus one upload);
+    # 0 ships synchronously: nothing answered is lost, each server round (daemon: each table
+    # record) waits one COS PUT
     metadata_state_id: str = "metadata-0"
     daemon_state_id: str = "daemon-0"
     control_ship_lag_s: float = 1.0

@@ -101,7 +101,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--control-ship-lag-s", type=float, default=None, metavar="SECONDS",
                    help="ship what the durable table gained to COS this often, off the request path; a lost host "
                         "loses the objects PUT in this window, and the bytes of objects whose COS upload had not "
-                        "finished (--upload-delay-s) unless their functions outlived it (env "
+                        "finished (--upload-delay-s) unless their functions outlived it; 0 ships each record "
+                        "before the PUT it records is acknowledged (env "
                         f"FUNCSION_CONTROL_SHIP_LAG_S; default: config control_ship_lag_s, {d.control_ship_lag_s:g})")
     p.add_argument("--metadata", metavar="HOST:PORT", default="",
                    help="follow this metadata server: store chunks where it places them and carry out its "

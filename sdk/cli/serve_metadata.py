@@ -75,7 +75,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "default: config cos_url; none: the journal stays on this host only)")
     p.add_argument("--control-ship-lag-s", type=float, default=None, metavar="SECONDS",
                    help="ship what the journal gained to COS this often, off the request path; a lost host "
-                        "loses at most the requests answered in this window plus one upload (env "
+                        "loses at most the requests answered in this window plus one upload; 0 ships each "
+                        "round's journal write before its replies (nothing answered is lost; every round waits "
+                        "one COS PUT) (env "
                         f"FUNCSION_CONTROL_SHIP_LAG_S; default: config control_ship_lag_s, {d.control_ship_lag_s:g})")
     p.add_argument("--block-size", type=_positive, default=None,
                    help=f"bytes per block (default: config block_size, {d.block_size})")
@@ -152,6 +154,8 @@ def build_served(args: argparse.Namespace) -> Any:
         shipper = JournalShipper(journal, store, prefix, lag_s=cfg.control_ship_lag_s)
         shipper.restored = restored
     handler = MetadataHandler(state, journal=journal, admin_token=args.admin_token, default_ttl_s=cfg.run_ttl_s)
+    if shipper is not None and shipper.synchronous:
+        handler.after_journal = shipper.ship_once   # each round's journal write, before its replies
     attach_lifetimes(handler, data_dir=cfg.resolved_lifetime_data, models_dirs=[cfg.resolved_lifetime_models,
                                                                                  BUNDLED_MODELS],
                      retrain_every=cfg.retrain_every)

@@ -3,7 +3,8 @@
 A ``TableShipper`` uploads the durable log (``_durable``) under
 ``<cos_prefix>/control/daemon/<state-id>/`` every ``control_ship_lag_s``,
 off the request path (a PUT is acknowledged once its record is in the local
-file, as before). Keys::
+file, as before); with ``control_ship_lag_s = 0`` each record is shipped
+before the call that logged it returns (a PUT waits one COS PUT more). Keys::
 
     <prefix>/g<started ms:015d>-<compactions:010d>/log-<offset:020d>   the log's bytes from that offset
 
@@ -57,9 +58,11 @@ class TableShipper:
 
     def __init__(self, table: DurableLog, cos: Any, prefix: str, *, lag_s: float,
                  clock: Callable[[], float] = time.time) -> None:
-        if not lag_s > 0:
-            raise ValueError(f"control_ship_lag_s must be > 0 seconds, got {lag_s!r}")
+        if not lag_s >= 0:
+            raise ValueError(f"control_ship_lag_s must be >= 0 seconds (0: synchronous), got {lag_s!r}")
         self.table, self.cos, self.prefix, self.lag_s = table, cos, prefix.rstrip("/"), lag_s
+        self.synchronous = lag_s == 0
+        self._ship_lock = threading.Lock()
         self._started_ms = int(clock() * 1000)
         self._compactions = -1
         self._gen = ""
@@ -72,6 +75,10 @@ class TableShipper:
 
     def ship_once(self) -> int:
         """Upload what the log gained since the last call; returns the bytes shipped."""
+        with self._ship_lock:
+            return self._ship()
+
+    def _ship(self) -> int:
         n = self.table.compactions
         if n != self._compactions:
             self._compactions, self._offset, self._clean = n, 0, False
@@ -91,6 +98,9 @@ class TableShipper:
         return len(data)
 
     def start(self) -> None:
+        """Ship every ``lag_s`` from a thread (synchronous: the table's hooks ship instead)."""
+        if self.synchronous:
+            return
         self._thread = threading.Thread(target=self._loop, name="sion-table-shipper", daemon=True)
         self._thread.start()
 

@@ -31,7 +31,7 @@ PREFIX = "sion/control/daemon/daemon-a"
 
 
 @contextmanager
-def serve(root: Path, cos_dir: Path) -> Iterator[tuple[subprocess.Popen[str], int]]:
+def serve(root: Path, cos_dir: Path, lag: str) -> Iterator[tuple[subprocess.Popen[str], int]]:
     import json
     import select
 
@@ -42,7 +42,7 @@ def serve(root: Path, cos_dir: Path) -> Iterator[tuple[subprocess.Popen[str], in
         proc = subprocess.Popen([sys.executable, "-m", "sdk.cli", "serve", "daemon", "--root", str(root),
                                  "--cos", cos_dir.as_uri(), "--port", "0", "--token", TOKEN, "--idle-s", "5",
                                  "--group-size", "6", "--max-functions", "12", "--function-memory-mb", "256",
-                                 "--state-id", "daemon-a", "--control-ship-lag-s", "0.05", "--json"],
+                                 "--state-id", "daemon-a", "--control-ship-lag-s", lag, "--json"],
                                 stdout=subprocess.PIPE, stderr=err, text=True, env=env)
     try:
         ready, _, _ = select.select([proc.stdout], [], [], 60)
@@ -65,12 +65,13 @@ def table_shipped(cos: object, table: Path) -> bool:
     return sum(len(cos.get(k)) for k in pieces) == table.stat().st_size  # type: ignore[attr-defined]
 
 
-def test_a_replacement_with_an_empty_root_restores_the_table_from_cos(tmp_path: Path) -> None:
+@pytest.mark.parametrize("lag", ["0.05", "0"])
+def test_a_replacement_with_an_empty_root_restores_the_table_from_cos(tmp_path: Path, lag: str) -> None:
     cos_dir = tmp_path / "cos"
     cos = open_cos(cos_dir.as_uri())
     objs = {"r-1/big": os.urandom(2 * MiB + 5), "r-1/small": b"tiny object" * 9, "r-1/mid": os.urandom(300_000)}
     host1 = tmp_path / "host1"
-    with serve(host1, cos_dir) as (proc, port):
+    with serve(host1, cos_dir, lag) as (proc, port):
         c = StoreClient(("127.0.0.1", port), TOKEN, codec=Codec(4, 2), reconnect_s=0)
         for k, v in objs.items():
             c.put(k, v)
@@ -79,12 +80,15 @@ def test_a_replacement_with_an_empty_root_restores_the_table_from_cos(tmp_path: 
         assert c.free(["r-1/freed"]) == 1
         wait_for(lambda: c.stats()["cos_deletes_pending"] == 0, 30.0, "the freed version's COS delete", 0.05)
         table = host1 / "buffer" / TABLE_LOG
-        wait_for(lambda: table_shipped(cos, table), 30.0, "the durable table in COS", 0.05)
+        if lag == "0":                                # synchronous: shipped before each call returned
+            assert table_shipped(cos, table)
+        else:
+            wait_for(lambda: table_shipped(cos, table), 30.0, "the durable table in COS", 0.05)
         proc.kill()                                   # SIGKILL, and the host's disk goes with it
         proc.wait(10)
         c.close()
     shutil.rmtree(host1)
-    with serve(tmp_path / "host2", cos_dir) as (_, port2):
+    with serve(tmp_path / "host2", cos_dir, lag) as (_, port2):
         with StoreClient(("127.0.0.1", port2), TOKEN, codec=Codec(4, 2)) as c2:
             stats = c2.stats()
             assert stats["restored_objects"] == len(objs)

@@ -97,8 +97,9 @@ def test_state_ids_and_the_ship_lag_are_config_fields_with_env_vars() -> None:
     from sdk._config import ConfigError
     with pytest.raises(ConfigError, match="'daemon_state_id' = '../x' .* a state id is 1-63 letters"):
         Config.load(env={"FUNCSION_DAEMON_STATE_ID": "../x"}, cwd=REPO / "tests")
-    with pytest.raises(ConfigError, match="'control_ship_lag_s' = 0.0 .* more than 0 seconds"):
-        Config.load(env={"FUNCSION_CONTROL_SHIP_LAG_S": "0"}, cwd=REPO / "tests")
+    with pytest.raises(ConfigError, match="'control_ship_lag_s' = -1.0 .* must be 0 .ship before replying. or more"):
+        Config.load(env={"FUNCSION_CONTROL_SHIP_LAG_S": "-1"}, cwd=REPO / "tests")
+    assert Config.load(env={"FUNCSION_CONTROL_SHIP_LAG_S": "0"}, cwd=REPO / "tests").control_ship_lag_s == 0.0
 
 
 def test_the_three_state_id_rules_agree() -> None:

@@ -123,3 +123,20 @@ def test_a_generation_whose_snapshot_never_arrived_is_skipped(tmp_path: Path):
     report, h2 = lose_host_and_restore(cos, h, tmp_path)
     assert report.generation == gen and fingerprint(h2.state) == want
     h2.journal.close()
+
+
+def test_a_synchronous_shipper_loses_nothing_answered(tmp_path: Path):
+    cos = LocalCOS(tmp_path / "cos")
+    h = handler(tmp_path / "host1" / "j", 8 << 10)
+    ship = JournalShipper(h.journal, cos, PREFIX, lag_s=0, clock=lambda: 1000.0)
+    h.after_journal = ship.ship_once          # as serve metadata wires it: every journal write ships
+    ship.start()                              # nothing to start
+    setup(h)
+    for i in range(60):
+        one_run(h, i)
+    one_run(h, 60, end=False)
+    assert h.journal.compactions > 0 and ship.pieces > 60
+    want, seq = fingerprint(h.state), h.journal.seq
+    _, h2 = lose_host_and_restore(cos, h, tmp_path)
+    assert h2.journal.seq == seq and fingerprint(h2.state) == want
+    h2.journal.close()
