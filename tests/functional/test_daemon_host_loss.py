@@ -65,6 +65,7 @@ def table_shipped(cos: object, table: Path) -> bool:
     return sum(len(cos.get(k)) for k in pieces) == table.stat().st_size  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lag", ["0.05", "0"])
 def test_a_replacement_with_an_empty_root_restores_the_table_from_cos(tmp_path: Path, lag: str) -> None:
     cos_dir = tmp_path / "cos"

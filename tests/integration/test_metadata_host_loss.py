@@ -58,6 +58,7 @@ def shipped(cos_url: str, journal: Path) -> bool:
     return total == journal.stat().st_size
 
 
+@pytest.mark.slow
 def test_kill_9_and_lose_the_state_directory_then_finish_from_cos(tmp_path: Path, cos_url: str):
     graph = hdag.build(wds.load(WORDCOUNT))
     order = list(nx.topological_sort(graph.function_graph()))

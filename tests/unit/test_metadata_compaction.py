@@ -69,6 +69,7 @@ def fingerprint(st: MetadataState) -> object:
     return plain(fields)
 
 
+@pytest.mark.slow
 def test_ten_thousand_runs_keep_the_journal_proportional_to_what_is_live(tmp_path: Path):
     path = tmp_path / "j"
     h = handler(path)
