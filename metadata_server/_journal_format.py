@@ -13,7 +13,10 @@ records were written with, so a journal written before a field was added,
 removed or moved still replays (a missing field takes its default; a field
 this version does not know is an error naming it). A writer emits a schema
 record when a file starts and whenever its schema differs from the file's
-last one.
+last one. A file's first schema record may carry a third element, its base:
+how many events precede the file's first (a compacted journal's, folded into
+its snapshot; absent means 0). A snapshot file (``frame_snapshot``) is
+``SNAP_MAGIC`` and one checked frame around the state's encoding.
 
 ``scan`` walks the records of a file image checking lengths and CRCs and says
 where the valid prefix ends. What follows a valid prefix is a torn tail (a
