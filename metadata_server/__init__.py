@@ -3,7 +3,9 @@ workflow registrations, run lifecycle, read counters, commit buffers, the
 lifetime-aware allocator, expiry and a journal.
 
 Layers: ``MetadataState`` (pure core, ``handle(event) -> list[Instruction]``),
-``Allocator`` and the release policies (pure), ``Journal`` (an append-only log with group commit),
+``Allocator`` and the release policies (pure), ``Journal`` (an append-only log with group commit,
+compacted into snapshots), ``JournalShipper``/``restore_journal`` (the journal in COS: a host's
+loss costs at most the shipping window),
 ``MetadataHandler`` (thin Thrift handler), ``MetadataServer`` (the socket loop).
 Run tokens are kept as digests only (``token_digest``). Lifetime models are served
 and finished runs recorded for training through ``attach_lifetimes``.
@@ -24,11 +26,13 @@ from ._lifetimes import LifetimeRecorder, attach_lifetimes, rows_of_run
 from ._policy import (HeuristicPredictor, LifetimePredictor, ReleasePolicy, group_key, parse_policy,
                       predict_lifetimes, pool_key)
 from ._server import MetadataServer, tune_gc_for_serving
+from ._ship import DEFAULT_SHIP_LAG_S, ControlStore, JournalShipper, RestoreReport, control_prefix, restore_journal
 from ._state import MetadataState
 from ._tokens import token_digest
 
 __all__ = [
-    "AckInstructions", "Allocator", "BeginPut", "CapacityChanged", "Commit", "Committed", "CoreDriver", "Delete",
+    "AckInstructions", "Allocator", "ControlStore", "DEFAULT_SHIP_LAG_S", "JournalShipper", "RestoreReport",
+    "control_prefix", "restore_journal", "BeginPut", "CapacityChanged", "Commit", "Committed", "CoreDriver", "Delete",
     "DeregisterWorkflow", "DropObject", "EVENT_TYPES", "EndRun", "Event", "Extent", "FinishPut", "Freed", "Get",
     "HeuristicPredictor", "Instruction", "Journal", "JournalBusy", "JournalCorrupt", "LifetimePredictor",
     "LifetimeRecorder", "MIB", "MetadataHandler", "MetadataServer", "MetadataState", "Placed", "Placement",

@@ -46,6 +46,7 @@ from funcsion_rpc.limits import MAX_WDS_BYTES
 
 from . import _events as ev
 from ._journal import Journal
+from ._snapshot import decode_snapshot, encode_snapshot, restore_into
 from ._lifetimes import expires_at_ms
 from ._records import RunRecord
 from ._replies import GetResultEncoder, read_columns, to_thrift_instruction, to_thrift_placement
@@ -105,6 +106,9 @@ class MetadataHandler:
         # flush_journal() before it sends any reply, so no reply leaves before its events are durable
         self.defer_journal = False
         self._unflushed: list[ev.Event] = []
+        # called after each journal write (under the lock, before the replies it covers): a
+        # synchronous shipper to COS (``_ship``); what it raises fails the write's requests
+        self.after_journal: Callable[[], object] | None = None
         # lease-only reads not journaled yet (see the module docstring): run -> time, run -> object -> time
         self._touched_runs: dict[str, float] = {}
         self._touched_objects: dict[str, dict[str, float]] = {}
@@ -124,6 +128,11 @@ class MetadataHandler:
         with self.lock:
             self.state.backpressure = False
             try:
+                blob = self.journal.snapshot()
+                if blob is not None:
+                    seq, fields = decode_snapshot(blob, f"snapshot {self.journal.snapshot_path}")
+                    restore_into(self.state, fields)
+                    log.info("restored the snapshot of %d events", seq)
                 for event in self.journal.replay():
                     self.state.handle(event)
                     n += 1
@@ -140,7 +149,16 @@ class MetadataHandler:
         if self.defer_journal:
             self._unflushed.extend(events)
         else:
-            self.journal.append(events)
+            self._append(events)
+
+    def _append(self, events: Sequence[ev.Event]) -> None:
+        """Journal ``events`` (applied, under the lock) and compact the journal when it asks."""
+        assert self.journal is not None
+        self.journal.append(events)
+        if not self._unflushed and self.journal.wants_compaction():
+            self.journal.compact(encode_snapshot(self.state, self.journal.seq))
+        if self.after_journal is not None:
+            self.after_journal()
 
     @staticmethod
     def _lease_only(e: ev.Event, out: list[ev.Instruction]) -> ev.ReadRecorded | None:
@@ -213,7 +231,7 @@ class MetadataHandler:
                     self.defer_journal = was
             if self._unflushed:
                 events, self._unflushed = self._unflushed, []
-                self.journal.append(events)
+                self._append(events)
 
     def add_listener(self, listener: Listener) -> None:
         """Call ``listener`` with every new storage instruction (in the applying thread)."""
@@ -249,7 +267,7 @@ class MetadataHandler:
                 elif self.defer_journal:
                     self._unflushed.append(event)
                 else:
-                    self.journal.append((event,))
+                    self._append((event,))
         self._carry_out(out)
         return out
 

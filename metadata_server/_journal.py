@@ -29,8 +29,21 @@ keeps the old file's mode).
 
 One writer: the journal holds an exclusive ``flock`` on its file while open, so
 a second server on the same file gets ``JournalBusy`` instead of interleaving
-records. Not covered: snapshots/compaction (a long-lived server's journal grows with
-its history; start a fresh journal between deployments).
+records.
+
+Compaction (``compact``): the owner hands a snapshot of the live state after
+the journal's ``seq`` events (``_snapshot``); it is written to
+``<path>.snapshot`` (a temporary file, fsync, rename) and the log starts
+afresh in a new file whose first record says how many events precede it
+(its ``base``), put in place by a rename. ``wants_compaction`` says when:
+once the log holds more than ``compact_bytes`` and more than twice the last
+snapshot, so the files stay proportional to what is live and the cost of
+snapshots is amortised over the events they fold. A crash between the two
+renames leaves a snapshot ahead of the log's base; opening finishes the
+compaction (the log's events after the snapshot are rewritten into a file
+based at it). ``replay`` yields the events after the snapshot; the owner
+restores the snapshot (``snapshot``) first. ``read_since`` gives a shipper
+(``_ship``) the log's whole records after an offset, under the writer's lock.
 """
 
 from __future__ import annotations
@@ -49,7 +62,7 @@ from funcsion_errors import FuncsionError
 
 from ._events import Event
 from ._journal_format import (MAGIC, JournalCorrupt, current_schema, decode_record, encode_record, encode_schema,
-                              records, scan)
+                              records, scan, unframe_snapshot)
 from ._journal_format import _packer as new_packer
 from ._journal_legacy import SQLITE_MAGIC, is_sqlite, open_legacy, read_events, scrub_clear_tokens
 
@@ -58,6 +71,8 @@ __all__ = ["Journal", "JournalBusy", "JournalCorrupt", "SYNC_MODES"]
 log = logging.getLogger("funcsion.metadata")
 SYNC_MODES = ("off", "normal", "full")
 OFF_BUFFER = 1 << 20                # sync="off": bytes of groups held in the process at most
+COMPACT_BYTES = 8 << 20             # default: compact once the log holds this much (and twice the snapshot)
+SNAPSHOT_SUFFIX = ".snapshot"
 _CONVERTING = ".converting"
 
 
@@ -94,12 +109,18 @@ def _write_all(fd: int, data: bytes | bytearray) -> None:
 
 
 class Journal:
-    def __init__(self, path: str | Path, *, sync: str = "normal") -> None:
+    def __init__(self, path: str | Path, *, sync: str = "normal", compact_bytes: int = COMPACT_BYTES) -> None:
         if sync not in SYNC_MODES:
             raise ValueError(f"journal sync must be one of {', '.join(SYNC_MODES)}, got {sync!r}")
         self.path = Path(path)
         self.sync = sync
-        self.seq = 0                # events in the journal
+        self.seq = 0                # events in the journal (those folded into its snapshot included)
+        self.base = 0               # events before the log file's first (in the snapshot)
+        self.compact_bytes = compact_bytes
+        self.compactions = 0        # snapshots written since it was opened
+        self.snapshot_path = self.path.with_name(self.path.name + SNAPSHOT_SUFFIX)
+        self._snapshot_size = 0
+        self._snapshot_seq = 0
         self.groups = 0             # records (group commits) written since it was opened
         self.migrated = 0           # clear tokens of an old SQLite journal replaced by digests
         self.converted = 0          # events carried over from an old SQLite journal
@@ -160,7 +181,8 @@ class Journal:
                     os.ftruncate(fd, found.end)
                     os.fsync(fd)
                     self.truncated = found.torn
-                self.seq, self._size = found.events, found.end
+                self.base = found.base
+                self.seq, self._size = found.base + found.events, found.end
                 if found.schema != self._schema:
                     os.lseek(fd, self._size, os.SEEK_SET)
                     _write_all(fd, encode_schema(self._schema))
@@ -170,6 +192,112 @@ class Journal:
             os.close(fd)
             raise
         self._fd = fd
+        self._open_snapshot()
+
+    def _open_snapshot(self) -> None:
+        """Check the snapshot against the log; finish a compaction a crash interrupted."""
+        if not self.snapshot_path.exists():
+            if self.base:
+                self.close()
+                raise self._where(ValueError(f"the log starts after event {self.base} but its snapshot "
+                                             f"{self.snapshot_path} is missing"))
+            return
+        try:
+            blob = self.snapshot_path.read_bytes()
+            seq, _ = unframe_snapshot(blob, f"snapshot {self.snapshot_path}")
+        except JournalCorrupt as exc:
+            self.close()
+            raise self._where(exc) from None
+        if seq < self.base:
+            self.close()
+            raise self._where(ValueError(f"its snapshot {self.snapshot_path} holds {seq} events and the log "
+                                         f"starts after {self.base}: the snapshot is older than the log"))
+        self._snapshot_size, self._snapshot_seq = len(blob), seq
+        if seq > self.base:         # a crash between the snapshot's rename and the log's
+            after = list(self.replay())[seq - self.base:] if self.seq > seq else []
+            self._start_log(seq, after)
+            log.warning("journal %s: finished a compaction a crash interrupted (snapshot at event %d)",
+                        self.path, seq)
+
+    def _start_log(self, base: int, events: Sequence[Event]) -> None:
+        """Replace the log by a new file based at ``base`` holding ``events`` (under the lock or
+        while opening)."""
+        tmp = self.path.with_name(self.path.name + ".compacting")
+        tmp.unlink(missing_ok=True)
+        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, stat.S_IMODE(os.stat(self.path).st_mode))
+        try:
+            self._lock_file(fd)
+            data = MAGIC + encode_schema(self._schema, base)
+            if events:
+                data += encode_record(events, self._packer)
+            _write_all(fd, data)
+            os.fsync(fd)
+            os.replace(tmp, self.path)
+            _fsync_dir(self.path.parent)
+        except BaseException:
+            os.close(fd)
+            tmp.unlink(missing_ok=True)
+            raise
+        if self._fd >= 0:
+            os.close(self._fd)
+        self._fd, self._size, self.base = fd, len(data), base
+        self.seq = base + len(events)
+        self._held = bytearray()
+
+    # -- compaction ---------------------------------------------------------------------
+    def wants_compaction(self) -> bool:
+        """Whether the log has grown past ``compact_bytes`` and twice the last snapshot."""
+        return self._size + len(self._held) > max(self.compact_bytes, 2 * self._snapshot_size)
+
+    def compact(self, snapshot: bytes) -> None:
+        """Fold the log into ``snapshot`` (``_snapshot.encode_snapshot(state, self.seq)``: the state
+        after every event appended so far) and start a new log after it."""
+        seq, _ = unframe_snapshot(snapshot)
+        with self._lock:
+            if self._fd < 0:
+                raise ValueError(f"journal {self.path} is closed")
+            if seq != self.seq:
+                raise ValueError(f"a snapshot after event {seq} cannot compact journal {self.path}, which "
+                                 f"holds {self.seq} events: snapshot the state after its last append")
+            tmp = self.snapshot_path.with_name(self.snapshot_path.name + ".tmp")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            try:
+                _write_all(fd, snapshot)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, self.snapshot_path)
+            _fsync_dir(self.path.parent)
+            self._snapshot_size, self._snapshot_seq = len(snapshot), seq
+            self._start_log(seq, ())
+            self.compactions += 1
+
+    def snapshot(self) -> bytes | None:
+        """The snapshot the log follows (None: the log holds every event)."""
+        with self._lock:
+            if self.base == 0 and not self.snapshot_path.exists():
+                return None
+            return self.snapshot_path.read_bytes()
+
+    def generation(self) -> tuple[int, bytes | None]:
+        """(base, snapshot) of the log as it is now, read together (None: never compacted)."""
+        with self._lock:
+            if self.base == 0 and not self.snapshot_path.exists():
+                return 0, None
+            return self.base, self.snapshot_path.read_bytes()
+
+    def read_since(self, base: int, offset: int) -> bytes | None:
+        """The log file's bytes after ``offset`` (whole records) if its base is still ``base``,
+        else None (it was compacted since)."""
+        with self._lock:
+            if self._fd < 0 or base != self.base:
+                return None
+            return os.pread(self._fd, max(0, self._size - offset), offset)
+
+    @property
+    def size(self) -> int:
+        """Bytes of the log file (its snapshot excluded)."""
+        return self._size
 
     def _drop_sidecars(self) -> None:
         """SQLite's ``-wal``/``-shm`` of a journal that is a log now (a conversion that

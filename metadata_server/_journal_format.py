@@ -13,7 +13,10 @@ records were written with, so a journal written before a field was added,
 removed or moved still replays (a missing field takes its default; a field
 this version does not know is an error naming it). A writer emits a schema
 record when a file starts and whenever its schema differs from the file's
-last one.
+last one. A file's first schema record may carry a third element, its base:
+how many events precede the file's first (a compacted journal's, folded into
+its snapshot; absent means 0). A snapshot file (``frame_snapshot``) is
+``SNAP_MAGIC`` and one checked frame around the state's encoding.
 
 ``scan`` walks the records of a file image checking lengths and CRCs and says
 where the valid prefix ends. What follows a valid prefix is a torn tail (a
@@ -40,10 +43,12 @@ from funcsion_errors import FuncsionError
 
 from ._events import EVENT_TYPES, Event
 
-__all__ = ["MAGIC", "HEADER", "SCHEMA_KIND", "JournalCorrupt", "Scan", "current_schema", "encode_record",
+__all__ = ["MAGIC", "SNAP_MAGIC", "frame_snapshot", "unframe_snapshot", "HEADER", "SCHEMA_KIND", "JournalCorrupt", "Scan", "current_schema", "encode_record",
            "encode_schema", "decode_record", "records", "scan"]
 
 MAGIC = b"funcsion journal v1\n"
+SNAP_MAGIC = b"funcsion snapshot v1\n"
+_SNAP_HEAD = struct.Struct("<QQI")
 HEADER = struct.Struct("<III")
 SCHEMA_KIND = "$schema"
 Schema = dict[str, tuple[str, ...]]
@@ -90,22 +95,28 @@ def encode_record(events: Sequence[Event], packer: msgpack.Packer | None = None)
     return _frame((packer or _packer()).pack(entries), len(entries))
 
 
-def encode_schema(schema: Schema) -> bytes:
-    """A schema record (count 0)."""
-    return _frame(_packer().pack([SCHEMA_KIND, {k: list(v) for k, v in schema.items()}]), 0)
+def encode_schema(schema: Schema, base: int = 0) -> bytes:
+    """A schema record (count 0); ``base``: the events before this file's first (compaction
+    folded them into a snapshot), written in a file's first record only."""
+    doc: list[Any] = [SCHEMA_KIND, {k: list(v) for k, v in schema.items()}]
+    if base:
+        doc.append(base)
+    return _frame(_packer().pack(doc), 0)
 
 
 @dataclass(slots=True)
 class Scan:
     """What ``scan`` found: the valid prefix ends at ``end``; ``events`` and ``records``
     count what it holds; ``schema`` is the last schema record in it (None: none yet);
-    ``torn`` is how many bytes after ``end`` are a torn tail."""
+    ``torn`` is how many bytes after ``end`` are a torn tail; ``base`` is how many events
+    precede the file's first (its first schema record says; 0 for a journal never compacted)."""
 
     end: int
     events: int
     records: int
     schema: Schema | None
     torn: int
+    base: int = 0
 
 
 Image = Any  # bytes, bytearray or an mmap: anything sliced into bytes
@@ -125,17 +136,22 @@ def _valid_at(buf: Image, pos: int) -> tuple[int, int] | None:
 
 
 def _decode_schema(payload: bytes, where: int) -> Schema:
+    return _decode_schema_base(payload, where)[0]
+
+
+def _decode_schema_base(payload: bytes, where: int) -> tuple[Schema, int]:
     doc = msgpack.unpackb(payload, raw=False, unicode_errors="surrogatepass")
-    if not (isinstance(doc, list) and len(doc) == 2 and doc[0] == SCHEMA_KIND and isinstance(doc[1], dict)):
+    if not (isinstance(doc, list) and len(doc) in (2, 3) and doc[0] == SCHEMA_KIND and isinstance(doc[1], dict)
+            and (len(doc) == 2 or (isinstance(doc[2], int) and doc[2] >= 0))):
         raise JournalCorrupt(f"the record at byte {where} should hold the event schema and does not")
-    return {str(k): tuple(v) for k, v in doc[1].items()}
+    return {str(k): tuple(v) for k, v in doc[1].items()}, (doc[2] if len(doc) == 3 else 0)
 
 
 def scan(buf: Image) -> Scan:
     """Check a whole file image (from ``MAGIC`` on); see the module docstring."""
     if buf[:len(MAGIC)] != MAGIC:
         raise JournalCorrupt("the file does not start like a funcsion journal")
-    pos, events, records, schema = len(MAGIC), 0, 0, None
+    pos, events, records, schema, base = len(MAGIC), 0, 0, None, 0
     while pos < len(buf):
         ok = _valid_at(buf, pos)
         if ok is None:
@@ -143,7 +159,9 @@ def scan(buf: Image) -> Scan:
         n, count = ok
         start = pos + HEADER.size
         if count == 0:
-            schema = _decode_schema(buf[start:start + n], pos)
+            schema, b = _decode_schema_base(buf[start:start + n], pos)
+            if records == 0:
+                base = b
         events += count
         records += 1
         pos = start + n
@@ -153,7 +171,7 @@ def scan(buf: Image) -> Scan:
         if after < len(buf) and _valid_at(buf, after) is not None:
             raise JournalCorrupt(f"the record at byte {pos} is damaged (its checksum fails) and valid records "
                                  f"follow it, so this is no torn tail of a crash")
-    return Scan(pos, events, records, schema, len(buf) - pos)
+    return Scan(pos, events, records, schema, len(buf) - pos, base)
 
 
 def decode_record(payload: bytes, count: int, schema: Schema | None, where: int
@@ -192,3 +210,24 @@ def records(buf: Image, end: int) -> Iterator[tuple[int, bytes, int]]:
         start = pos + HEADER.size
         yield pos, buf[start:start + n], count
         pos = start + n
+
+
+def frame_snapshot(payload: bytes, seq: int) -> bytes:
+    """A snapshot file: ``SNAP_MAGIC``, ``<seq: u64 LE> <payload length: u64 LE> <crc32 of
+    those 16 bytes and the payload: u32 LE>``, the payload (the state after ``seq`` events)."""
+    head = struct.pack("<QQ", seq, len(payload))
+    return SNAP_MAGIC + head + struct.pack("<I", zlib.crc32(payload, zlib.crc32(head))) + payload
+
+
+def unframe_snapshot(blob: bytes | memoryview, what: str = "snapshot") -> tuple[int, memoryview]:
+    """(seq, payload) of a whole snapshot; ``JournalCorrupt`` naming ``what`` if it is not one."""
+    view = memoryview(blob)
+    start = len(SNAP_MAGIC) + _SNAP_HEAD.size
+    if bytes(view[:len(SNAP_MAGIC)]) != SNAP_MAGIC or len(view) < start:
+        raise JournalCorrupt(f"{what} does not start like a funcsion snapshot")
+    seq, n, crc = _SNAP_HEAD.unpack_from(view, len(SNAP_MAGIC))
+    payload = view[start:start + n]
+    head = view[len(SNAP_MAGIC):len(SNAP_MAGIC) + 16]
+    if len(payload) != n or zlib.crc32(payload, zlib.crc32(head)) != crc:
+        raise JournalCorrupt(f"{what} is torn or damaged (its length or checksum fails)")
+    return seq, payload

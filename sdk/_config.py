@@ -38,6 +38,9 @@ POLICIES = ("funcstore", "funcstore:expiry[:<window_ms>]", "funcstore:nogroup", 
 _POLICY = re.compile(r"^(funcstore(:expiry(:[1-9][0-9]*)?|:nogroup|:lifetime)?|pocket|oracle|jiffy:[1-9][0-9]*)$")
 
 
+_STATE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+
+
 class ConfigError(FuncsionError):
     """A configuration value is missing or wrong."""
 
@@ -61,6 +64,12 @@ def _check(name: str, value: Any, where: str) -> None:
         raise bad("must not be negative")
     if name in ("kill_rate", "kill_storage_rate", "crash_rate") and value > 1:
         raise bad("is a probability between 0 and 1")
+    if name.endswith("_state_id") and not _STATE_ID.match(value):
+        raise bad("a state id is 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit, "
+                  "e.g. metadata-1; give each server of a deployment its own")
+    if name == "control_ship_lag_s" and not value >= 0:
+        raise bad("must be 0 (ship before replying) or more seconds (the longest a host loss may lose; "
+                  "default 1)")
 
 
 def _check_code(d: int, p: int, sources: Mapping[str, str]) -> None:
@@ -97,6 +106,15 @@ class Config:
     tls_cert: str = ""
     tls_key: str = ""
     tls_ca: str = ""
+    # control state in COS (issue 31): each server's stable identity, under which its journal
+    # (metadata) or durable table (daemon) is shipped to <cos_url>/control/<kind>/<state id>/ and
+    # restored from by a replacement with an empty state directory; and the shipping window: a
+    # host loss loses at most what was journaled in the last control_ship_lag_s (plus one upload);
+    # 0 ships synchronously: nothing answered is lost, each server round (daemon: each table
+    # record) waits one COS PUT
+    metadata_state_id: str = "metadata-0"
+    daemon_state_id: str = "daemon-0"
+    control_ship_lag_s: float = 1.0
     # storage
     block_size: int = 1 << 20
     memory_grain: int = 4096  # storage functions back blocks by this grain, a page (0: whole blocks)

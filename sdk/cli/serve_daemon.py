@@ -93,6 +93,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--parity-upload-delay-s", type=float, default=None,
                    help="write-behind: a coded object waits this long, and is never uploaded if it is freed "
                         "by then (its parity covers the loss of up to p functions; default 2)")
+    p.add_argument("--state-id", metavar="NAME", default=None,
+                   help="this daemon's stable identity: its durable table is shipped to COS under "
+                        "<prefix>/control/daemon/NAME/ and a daemon started with an empty --root and the same NAME "
+                        f"restores it from there (env FUNCSION_DAEMON_STATE_ID; default: config daemon_state_id, "
+                        f"{d.daemon_state_id}); give each daemon of a deployment its own")
+    p.add_argument("--control-ship-lag-s", type=float, default=None, metavar="SECONDS",
+                   help="ship what the durable table gained to COS this often, off the request path; a lost host "
+                        "loses the objects PUT in this window, and the bytes of objects whose COS upload had not "
+                        "finished (--upload-delay-s) unless their functions outlived it; 0 ships each record "
+                        "before the PUT it records is acknowledged (env "
+                        f"FUNCSION_CONTROL_SHIP_LAG_S; default: config control_ship_lag_s, {d.control_ship_lag_s:g})")
     p.add_argument("--metadata", metavar="HOST:PORT", default="",
                    help="follow this metadata server: store chunks where it places them and carry out its "
                         "drops, scale-outs and releases (default: a standalone daemon that places chunks itself)")
@@ -171,6 +182,10 @@ def daemon_settings(args: argparse.Namespace, *, warn: Callable[[str], None] | N
     for name in ("function_memory_mb", "max_functions", "upload_delay_s", "parity_upload_delay_s"):
         if getattr(args, name, None) is not None:
             overrides[name] = getattr(args, name)
+    control = Config.load(daemon_state_id=getattr(args, "state_id", None),
+                          control_ship_lag_s=getattr(args, "control_ship_lag_s", None))
+    overrides["state_id"] = control.daemon_state_id
+    overrides["control_ship_lag_s"] = control.control_ship_lag_s
     for name in ("upload_delay_s", "parity_upload_delay_s"):
         if overrides.get(name, 0) < 0:
             raise ServeDaemonError(f"--{name.replace('_', '-')} must be >= 0, got {overrides[name]}")

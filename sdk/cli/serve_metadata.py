@@ -25,6 +25,7 @@ import os
 import secrets
 import signal
 import sys
+from pathlib import Path
 from typing import Any
 
 from funcsion_rpc.errors import InvalidRequest
@@ -63,6 +64,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--journal-sync", choices=["off", "normal", "full"], default="normal",
                    help="normal survives a killed server, full also power loss (an fdatasync per round), "
                         "off holds up to 1 MiB in the process (benchmarks) (default normal)")
+    p.add_argument("--state-id", metavar="NAME", default=None,
+                   help=f"this server's stable identity: its journal is shipped to COS under "
+                        f"control/metadata/NAME/ and a replacement with the same NAME restores from there "
+                        f"(env FUNCSION_METADATA_STATE_ID; default: config metadata_state_id, {d.metadata_state_id}); "
+                        "give each server of a deployment its own")
+    p.add_argument("--cos-url", metavar="URL", default=None,
+                   help="ship the journal (snapshot + log) to this COS (file:///dir or s3://bucket/prefix) and, "
+                        "when the --journal file is missing, restore it from there first (env FUNCSION_COS_URL; "
+                        "default: config cos_url; none: the journal stays on this host only)")
+    p.add_argument("--control-ship-lag-s", type=float, default=None, metavar="SECONDS",
+                   help="ship what the journal gained to COS this often, off the request path; a lost host "
+                        "loses at most the requests answered in this window plus one upload; 0 ships each "
+                        "round's journal write before its replies (nothing answered is lost; every round waits "
+                        "one COS PUT) (env "
+                        f"FUNCSION_CONTROL_SHIP_LAG_S; default: config control_ship_lag_s, {d.control_ship_lag_s:g})")
     p.add_argument("--block-size", type=_positive, default=None,
                    help=f"bytes per block (default: config block_size, {d.block_size})")
     p.add_argument("--data-chunks", type=_positive, default=None,
@@ -92,8 +108,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def build(args: argparse.Namespace) -> Any:
     """The server and its journal, from parsed arguments (also used by tests); options left
     unset take the config's values (``FUNCSION_<FIELD>``, funcsion.toml, defaults)."""
+    server, journal, shipper = build_served(args)
+    if shipper is not None:
+        shipper.ship_once()
+    return server, journal
+
+
+def _control_store(args: argparse.Namespace, cfg: Config) -> Any:
+    """The COS the journal ships to (None: no --cos-url / cos_url, or no --journal)."""
+    if not (args.journal and cfg.cos_url):
+        return None
+    from storage_functions.cos import open_cos
+
+    return open_cos(cfg.cos_url)
+
+
+def build_served(args: argparse.Namespace) -> Any:
+    """``build`` and the journal's shipper to COS (None without a journal or a COS URL): a
+    missing journal is restored from COS first."""
     from lifetime_model import BUNDLED_MODELS
-    from metadata_server import Journal, MetadataHandler, MetadataServer, MetadataState, attach_lifetimes
+    from metadata_server import (Journal, JournalShipper, MetadataHandler, MetadataServer, MetadataState,
+                                 attach_lifetimes, control_prefix, restore_journal)
 
     if args.parity_chunks is not None and args.parity_chunks < 0:
         raise InvalidRequest(f"--parity-chunks must be >= 0, got {args.parity_chunks}")
@@ -102,14 +137,25 @@ def build(args: argparse.Namespace) -> Any:
     if args.port is not None and not 0 <= args.port <= 65535:
         raise InvalidRequest(f"--port must be 0..65535, got {args.port}")
     cfg = Config.load(host=args.host, metadata_port=args.port, block_size=args.block_size,
-                      ec_data=args.data_chunks, ec_parity=args.parity_chunks, run_ttl_s=args.ttl)
+                      ec_data=args.data_chunks, ec_parity=args.parity_chunks, run_ttl_s=args.ttl,
+                      metadata_state_id=getattr(args, "state_id", None), cos_url=getattr(args, "cos_url", None),
+                      control_ship_lag_s=getattr(args, "control_ship_lag_s", None))
     edge = _tls_edge(args, cfg.host)
     budget = args.memory_budget if args.memory_budget is not None else cfg.memory_budget_mb << 20
     state = MetadataState(block_size=cfg.block_size, data_chunks=cfg.ec_data, memory_grain=cfg.memory_grain,
                           parity_chunks=cfg.ec_parity, memory_budget=budget,
                           wds_limits=cfg.wds_limits())  # wds_max_*: funcsion.toml, FUNCSION_WDS_*
+    store = _control_store(args, cfg)
+    prefix = control_prefix("", "metadata", cfg.metadata_state_id)
+    restored = restore_journal(store, prefix, args.journal) if store is not None and _empty(args.journal) else None
     journal = Journal(args.journal, sync=args.journal_sync) if args.journal else None
+    shipper = None
+    if store is not None and journal is not None:
+        shipper = JournalShipper(journal, store, prefix, lag_s=cfg.control_ship_lag_s)
+        shipper.restored = restored
     handler = MetadataHandler(state, journal=journal, admin_token=args.admin_token, default_ttl_s=cfg.run_ttl_s)
+    if shipper is not None and shipper.synchronous:
+        handler.after_journal = shipper.ship_once   # each round's journal write, before its replies
     attach_lifetimes(handler, data_dir=cfg.resolved_lifetime_data, models_dirs=[cfg.resolved_lifetime_models,
                                                                                  BUNDLED_MODELS],
                      retrain_every=cfg.retrain_every)
@@ -122,7 +168,19 @@ def build(args: argparse.Namespace) -> Any:
         if isinstance(exc, ValueError):
             raise InvalidRequest(f"--max-frame-bytes (env FUNCSION_METADATA_MAX_FRAME_BYTES): {exc}") from None
         raise InvalidRequest(f"cannot listen on {cfg.host}:{cfg.metadata_port}: {exc.strerror or exc}") from None
-    return server, journal
+    return server, journal, shipper
+
+
+def _restored(shipper: Any) -> str | None:
+    """The COS generation the journal was restored from at start (None: it was not)."""
+    report = getattr(shipper, "restored", None)
+    return f"{shipper.prefix}/{report.generation}" if report is not None and report.generation else None
+
+
+def _empty(journal: str) -> bool:
+    """Whether the journal at ``journal`` is missing (with its snapshot): a new or replaced host."""
+    path = Path(journal)
+    return not (path.exists() and path.stat().st_size) and not path.with_name(path.name + ".snapshot").exists()
 
 
 def _tls_edge(args: argparse.Namespace, host: str) -> Any:
@@ -146,7 +204,10 @@ def run(args: argparse.Namespace) -> int:
     generated = not args.admin_token
     if generated:
         args.admin_token = secrets.token_hex(16)
-    server, journal = build(args)
+    server, journal, shipper = build_served(args)
+    if shipper is not None:
+        shipper.ship_once()                   # this process's generation is in COS before it answers
+        shipper.start()
     from metadata_server import tune_gc_for_serving
     tune_gc_for_serving()                     # this process is the server: the replayed state stays put
     previous = signal.signal(signal.SIGTERM, lambda *_: server.stop())
@@ -154,7 +215,8 @@ def run(args: argparse.Namespace) -> int:
         replayed = journal.seq if journal is not None else 0
         if getattr(args, "json", False):
             info: dict[str, Any] = {"address": f"{server.host}:{server.port}", "journal": args.journal or None,
-                                    "replayed": replayed, "tls": server.tls}
+                                    "replayed": replayed, "tls": server.tls,
+                                    "restored_from": _restored(shipper)}
             if generated:
                 info["admin_token"] = args.admin_token
             print(json.dumps(info), flush=True)
@@ -162,6 +224,8 @@ def run(args: argparse.Namespace) -> int:
             if generated:
                 print(f"admin token: {args.admin_token}", flush=True)
             where = f"journal {args.journal} ({replayed} events replayed)" if journal is not None else "no journal"
+            if _restored(shipper):
+                where += f", restored from COS {_restored(shipper)}"
             over = ", TLS" if server.tls else ""
             print(f"metadata server listening on {server.host}:{server.port} ({where}{over})", flush=True)
         try:
@@ -171,6 +235,8 @@ def run(args: argparse.Namespace) -> int:
     finally:
         signal.signal(signal.SIGTERM, previous)
         server.close()
+        if shipper is not None:
+            shipper.stop()                    # ships what is left
         if journal is not None:
             journal.close()
     print("metadata server stopped", file=sys.stderr, flush=True)

@@ -41,6 +41,15 @@ class DaemonConfig:
     upload_delay_s: float = 0.0
     parity_upload_delay_s: float = 2.0
     buffer_fsync: bool = False
+    # control state in COS (``_control_ship``): the durable table is shipped under
+    # <cos_prefix>/control/daemon/<state_id>/ every control_ship_lag_s (None: it stays on this
+    # host only; 0: each record is shipped before the call it records returns), and a daemon
+    # started with an empty buffer directory restores it from there. A host loss loses the
+    # versions PUT in the last control_ship_lag_s, and the bytes of versions whose COS upload
+    # had not finished (upload_delay_s, parity_upload_delay_s, the queue) except from function
+    # memory that outlived the host
+    state_id: str = "daemon-0"
+    control_ship_lag_s: float | None = None
     # small in-memory versions of one run due together go up as one COS object (a pack) of at
     # most pack_max_bytes (0: one COS object per version, as SION); an uploader waits
     # pack_linger_s past the first due version so that versions PUT together travel together

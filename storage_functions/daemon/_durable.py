@@ -254,6 +254,19 @@ class DurableLog:
         self.records = len(recs)
         self.compactions += 1
 
+    def read_since(self, compactions: int, offset: int) -> bytes | None:
+        """The file's bytes after ``offset`` (whole records) if it was compacted ``compactions``
+        times since it was opened, else None (rewritten since: start again from 0)."""
+        with self._lock:
+            if compactions != self.compactions:
+                return None
+            try:
+                with open(self.path, "rb") as fh:
+                    fh.seek(offset)
+                    return fh.read()
+            except FileNotFoundError:
+                return b""
+
     def close(self) -> None:
         with self._lock:
             if self._fd is not None:

@@ -38,6 +38,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from ..protocol import Frame, Op, Status, drain
+from ._control_ship import TableShipper, restore_table, table_prefix
 from ._durable import TABLE_LOG, DurableLog
 from ._objects import ObjectVersion, Stripe, chunk_key
 from ._store_events import ChunkStored, Restored
@@ -90,10 +91,19 @@ class DurableTable:
         self._pending = 0
         self._idle = threading.Condition()
         self._open = False
+        self.shipper: TableShipper | None = None
+        self.restored_from_cos = 0          # bytes of the log restored from COS at start
 
     # -- hooks while serving ----------------------------------------------------------
     def put(self, obj: ObjectVersion) -> None:
         self.log.append({"o": "put", "k": obj.key, "v": obj.version, "m": version_record(obj)})
+        self._ship_now()
+
+    def _ship_now(self) -> None:
+        """A synchronous shipper (``control_ship_lag_s = 0``) ships the record just logged."""
+        s = self.shipper
+        if s is not None and s.synchronous:
+            s.ship_once()
 
     def uploaded(self, objs: list[ObjectVersion]) -> None:
         """COS copies of ``objs`` landed (one record, and one per pack they went up in)."""
@@ -108,20 +118,26 @@ class DurableTable:
             self.log.append({"o": "up", "k": alone[0].key, "v": alone[0].version})
         elif alone:
             self.log.append({"o": "ups", "kv": [[o.key, o.version] for o in alone]})
+        self._ship_now()
 
     def deletes(self, queued: bool, cos_keys: list[str]) -> None:
         """COS objects about to be deleted (``queued``; a restart deletes them if the kill
         comes first), or whose delete was done."""
         if cos_keys:
             self.log.append({"o": "dq" if queued else "dd", "c": cos_keys})
+            self._ship_now()
 
     def freed(self, keys: Iterable[str]) -> None:
         live = self.log.image.live
         held = [k for k in keys if k in live]
         if held:
             self.log.append({"o": "free", "k": held})
+            self._ship_now()
 
     def close(self) -> None:
+        if self.shipper is not None:
+            self.shipper.stop()             # ships what is left
+            self.shipper = None
         self.log.close()
 
     # -- start --------------------------------------------------------------------------
@@ -129,8 +145,18 @@ class DurableTable:
         """Rebuild the table from the log (before the daemon accepts connections); returns
         the versions restored."""
         d = self.daemon
+        c = d.config
+        shipping = c.control_ship_lag_s is not None and d.cos is not None
+        prefix = table_prefix(c.cos_prefix, c.state_id) if shipping else ""
+        if prefix and not os.path.exists(self.log.path):     # a new host: the table is in COS
+            self.restored_from_cos = restore_table(d.cos, prefix, self.log.path)
         img = self.log.open()
         self._open = True
+        d.counters["table_restored_from_cos_bytes"] = self.restored_from_cos
+        if prefix:
+            self.shipper = TableShipper(self.log, d.cos, prefix, lag_s=c.control_ship_lag_s or 0.0)
+            self.shipper.ship_once()
+            self.shipper.start()
         d.counters["daemon_restarts"] = self.log.earlier_starts
         if self.log.torn_bytes:
             log.warning("durable table %s: cut a torn record of %d bytes from its end", self.log.path,

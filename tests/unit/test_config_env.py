@@ -86,3 +86,27 @@ def test_an_erasure_code_past_what_the_code_and_a_group_hold_is_refused(env: dic
 def test_erasure_codes_within_the_bounds_load(d: int, p: int) -> None:
     cfg = Config.load(env={"FUNCSION_EC_DATA": str(d), "FUNCSION_EC_PARITY": str(p)}, cwd="/nonexistent")
     assert (cfg.ec_data, cfg.ec_parity) == (d, p)
+
+
+def test_state_ids_and_the_ship_lag_are_config_fields_with_env_vars() -> None:
+    d = Config()
+    assert (d.metadata_state_id, d.daemon_state_id, d.control_ship_lag_s) == ("metadata-0", "daemon-0", 1.0)
+    cfg = Config.load(env={"FUNCSION_METADATA_STATE_ID": "metadata-3", "FUNCSION_DAEMON_STATE_ID": "daemon-2",
+                           "FUNCSION_CONTROL_SHIP_LAG_S": "0.25"}, cwd=REPO / "tests")
+    assert (cfg.metadata_state_id, cfg.daemon_state_id, cfg.control_ship_lag_s) == ("metadata-3", "daemon-2", 0.25)
+    from sdk._config import ConfigError
+    with pytest.raises(ConfigError, match="'daemon_state_id' = '../x' .* a state id is 1-63 letters"):
+        Config.load(env={"FUNCSION_DAEMON_STATE_ID": "../x"}, cwd=REPO / "tests")
+    with pytest.raises(ConfigError, match="'control_ship_lag_s' = -1.0 .* must be 0 .ship before replying. or more"):
+        Config.load(env={"FUNCSION_CONTROL_SHIP_LAG_S": "-1"}, cwd=REPO / "tests")
+    assert Config.load(env={"FUNCSION_CONTROL_SHIP_LAG_S": "0"}, cwd=REPO / "tests").control_ship_lag_s == 0.0
+
+
+def test_the_three_state_id_rules_agree() -> None:
+    """The config, the metadata server and the daemon check state ids alike (each package its
+    own copy: none may import another's server code)."""
+    import metadata_server._ship as meta
+    import sdk._config as config
+    import storage_functions.daemon._control_ship as daemon
+    assert config._STATE_ID.pattern == meta._STATE_ID.pattern == daemon._STATE_ID.pattern
+    assert Config().control_ship_lag_s == meta.DEFAULT_SHIP_LAG_S
