@@ -131,6 +131,7 @@ class Stack:
                             memory_grain=cfg.memory_grain, function_memory_mb=cfg.function_memory_mb, max_object_bytes=cfg.max_object_size,
                             cos_url=cfg.resolved_cos_url, buffer_dir=str(self.root / "buffer"),
                             placement="metadata",  # the metadata server decides where every chunk lives
+                            persist_ttl_s=cfg.persist_ttl_s,
                             tls_cert=cfg.tls_cert, tls_key=cfg.tls_key, tls_ca=cfg.tls_ca if cfg.tls_cert else "")
         if self.daemon_overrides:
             dcfg = replace(dcfg, **self.daemon_overrides)
