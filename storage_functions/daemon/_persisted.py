@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
-__all__ = ["PersistedCopy", "PersistedCopies", "record_key", "key_of_record", "RECORD_DIR"]
+__all__ = ["PersistedCopy", "PersistedCopies", "record_key", "key_of_record", "run_of_copy", "RECORD_DIR"]
 
 #: Under the daemon's ``cos_prefix``: one JSON record per persisted copy with a lifetime.
 RECORD_DIR = "persist-ttl"

@@ -11,7 +11,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from ._persisted import PersistedCopies, PersistedCopy, key_of_record, record_key
+from ._persisted import PersistedCopies, PersistedCopy, key_of_record, record_key, run_of_copy
 
 __all__ = ["PersistedLifetimes", "PERSIST_PREFIX"]
 
@@ -79,6 +79,11 @@ class PersistedLifetimes:
             changed = self.policy.run_ended(run_id, self.clock())
         if self.cos is not None:
             self._write(changed)
+
+    def runs_waiting(self) -> set[str]:
+        """The runs with copies whose expiry is not fixed yet (their end not seen)."""
+        with self._lock:
+            return {run_of_copy(c.key) for c in self.policy.copies.values() if c.expires_at is None}
 
     def lookup(self, key: str) -> dict[str, Any] | None:
         with self._lock:

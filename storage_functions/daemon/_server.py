@@ -363,6 +363,9 @@ class Daemon(PutPath, GetPath):
         """At start, before any PUT: drop the COS copies and buffer files that earlier daemon
         processes left for every run ``keep(run_id)`` is false for; returns those runs."""
         dropped = sweep_files(self.cos, self.config.cos_prefix, self.buffer_dir, keep)
+        for run in self.persisted.runs_waiting():  # persisted copies of runs that ended while no daemon ran:
+            if not keep(run):                      # their lifetimes start now
+                self.persisted.run_ended(run)
         self.free([k for k in self.table.keys() if (r := run_of(k)) is not None and not keep(r)])  # restored
         return dropped
 
