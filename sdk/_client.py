@@ -41,6 +41,7 @@ from storage_functions.exceptions import COSNotFound, NoRoom, StorageError
 
 from ._codecs import CODECS, CodecError, decode, encode
 from ._cos_io import cos_location, output_key, persist_key, tier_key
+from ._persist import Persist, persist_lifetime
 from ._erasure import DEFAULT_D, DEFAULT_P, DEFAULT_THRESHOLD, Codec
 from ._store_client import PUT_HINTS, StoreClient
 from ._values import Upload, ValueStream, is_file_like
@@ -216,13 +217,16 @@ class Client:
         except StorageError as exc:
             raise StoreFailure(f"{what} of {name!r} in run {self.run_id} failed in the store: {exc}") from exc
 
-    def put(self, name: str, value: Any, *, codec: str | None = None, persist: bool = False,
+    def put(self, name: str, value: Any, *, codec: str | None = None, persist: Persist = False,
             adhoc: bool = False) -> bool:
         """Write one object; returns True when this write committed the function's reads.
-        ``persist``: keep a copy past the run; ``adhoc``: a key the WDS does not declare."""
+        ``persist``: keep a copy past the run, ``True`` for the store's default lifetime
+        (``persist_ttl_s``; 0: until ``delete``), a ``timedelta`` or seconds for that long after
+        the run ends (Pocket's PERSIST timeout; the daemon's sweep deletes it then);
+        ``adhoc``: a key the WDS does not declare."""
         return self.put_many({name: value}, codec=codec, persist=persist, adhoc=adhoc)
 
-    def put_many(self, values: Mapping[str, Any], *, codec: str | None = None, persist: bool = False,
+    def put_many(self, values: Mapping[str, Any], *, codec: str | None = None, persist: Persist = False,
                  adhoc: bool = False) -> bool:
         """Write several objects with two batched metadata calls (also when retried); the data goes
         in between: values in memory in one pipelined store call (one round trip each way), file-like
@@ -233,7 +237,7 @@ class Client:
         try:
             for n, v in values.items():
                 frames[n] = self._upload(n, v, codec) if is_file_like(v) else self._frame(v, codec)
-            return self._put_frames(frames, persist, adhoc)
+            return self._put_frames(frames, persist_lifetime(persist), adhoc)
         finally:
             for f in frames.values():
                 if isinstance(f, Upload):
@@ -244,7 +248,10 @@ class Client:
             raise CodecError(f"put of {name!r}: a file-like value is stored as its bytes; drop codec={codec!r}")
         return Upload(name, value, _BYTES_PREFIX)
 
-    def _put_frames(self, frames: Mapping[str, bytes | Upload], persist: bool, adhoc: bool) -> bool:
+    def _put_frames(self, frames: Mapping[str, bytes | Upload], keep: float | None | bool, adhoc: bool) -> bool:
+        """``keep``: False (no copy), None (a copy with the store's default lifetime) or seconds."""
+        persist = keep is not False
+        lifetime = {} if keep is None or keep is False else {"keep_s": float(keep)}
         sizes = {n: f.size + 1 if isinstance(f, Upload) else len(f) for n, f in frames.items()}
         reqs = [PutRequest(n, sizes[n], f.checksum if isinstance(f, Upload) else _checksum(f), persist, adhoc,
                            self._store.codec.chunk_bytes(sizes[n]) if self._store.codec.coded(sizes[n]) else None)
@@ -284,7 +291,8 @@ class Client:
                 except StorageError as exc:
                     raise StoreFailure(f"put of {name!r} in run {self.run_id} failed in the store: {exc}") from exc
             if persist:
-                self._cos_call("persist", name, self._store.cos_put, persist_key(self.run_id, name), data)
+                self._cos_call("persist", name, self._store.cos_put, persist_key(self.run_id, name), data,
+                               meta=lifetime)
         if batch:
             try:
                 stored = self._store.put_many([(self._key(n), f, alloc) for n, f, alloc in batch], hints=hints)
@@ -297,7 +305,8 @@ class Client:
                 elif isinstance(res, StorageError):
                     raise StoreFailure(f"put of {name!r} in run {self.run_id} failed in the store: {res}") from res
                 if persist:
-                    self._cos_call("persist", name, self._store.cos_put, persist_key(self.run_id, name), frame)
+                    self._cos_call("persist", name, self._store.cos_put, persist_key(self.run_id, name), frame,
+                                   meta=lifetime)
         results = self._md.finish_put_batch(self.run_id, self.function, [g.object_name for g in grants])
         self._free_keys([self._key(n) for r in results for n in (r.freed or ())])  # this commit freed them
         return any(r.committed for r in results)
@@ -405,6 +414,13 @@ class Client:
         self._cos_call("output copy", name, self._store.cos_put, key, bytes(memoryview(frame)[1:]))
         return cos_location(self.endpoints.cos_url, key), codec
 
+    def persisted_lifetime(self, name: str) -> dict[str, Any] | None:
+        """``{"keep_s", "expires_at"}`` of a persisted copy with a lifetime (``expires_at``: epoch
+        seconds, None while its run runs), None for one kept until ``delete``."""
+        doc = json.loads(bytes(self._cos_call("lifetime", name, self._store.cos_lifetime,
+                                              persist_key(self.run_id, name))))
+        return doc if isinstance(doc, dict) else None
+
     def persisted_location(self, name: str) -> str:
         """Where the COS copy of ``put(name, ..., persist=True)`` lives."""
         return cos_location(self.endpoints.cos_url, persist_key(self.run_id, name))
@@ -425,10 +441,10 @@ class Client:
                                 "and saved workflow outputs outlive a run", run_id=self.run_id,
                                 object=name) from None
 
-    def _cos_call(self, what: str, name: str, fn: Any, *args: Any, missing_ok: bool = False) -> Any:
+    def _cos_call(self, what: str, name: str, fn: Any, *args: Any, missing_ok: bool = False, **kw: Any) -> Any:
         """One of the SDK's COS objects, through the daemon (``missing_ok``: let ``COSNotFound`` out)."""
         try:
-            return fn(*args)
+            return fn(*args, **kw)
         except COSNotFound as exc:
             if missing_ok:
                 raise

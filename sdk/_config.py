@@ -60,6 +60,7 @@ def _check(name: str, value: Any, where: str) -> None:
     if name.startswith("wds_max_") and value < 1:
         raise bad("must be at least 1")
     if name in ("ec_parity", "kill_rate", "kill_storage_rate", "restart_daemon_after_s", "crash_rate", "run_ttl_s",
+                "persist_ttl_s",
                 "idle_reclaim_min_s", "idle_reclaim_max_s", "task_concurrency", "retrain_every") and value < 0:
         raise bad("must not be negative")
     if name in ("kill_rate", "kill_storage_rate", "crash_rate") and value > 1:
@@ -129,6 +130,8 @@ class Config:
     # runs
     policy: str = "funcstore"
     run_ttl_s: float = 3600.0
+    # a persisted copy's lifetime after its run ends (put(..., persist=True); 0: until deleted)
+    persist_ttl_s: float = 0.0
     # lifetime prediction: datasets recorded from runs, trained models, automatic retraining
     lifetime_data: str = ""  # default: <state_dir>/lifetimes
     lifetime_models: str = ""  # default: <state_dir>/models (then the models shipped with funcsion)

@@ -454,13 +454,22 @@ class StoreClient:
         return self._call(op)  # type: ignore[no-any-return]
 
     # -- the SDK's COS objects, through the daemon (which checks the token's scope) ----------
-    def cos_put(self, key: str, data: bytes | bytearray | memoryview) -> None:
+    def cos_put(self, key: str, data: bytes | bytearray | memoryview, *, meta: dict[str, Any] | None = None) -> None:
         """Write COS object ``key`` (``tier/``, ``persisted/`` or ``outputs/``
-        ``<run_id>/<name>``) through the daemon."""
+        ``<run_id>/<name>``) through the daemon; ``meta={"keep_s": s}`` on a persisted copy:
+        the daemon deletes it ``s`` seconds after its run ends."""
         def op(sock: socket.socket) -> None:
-            send_frame(sock, Op.COS_PUT, key=key, payload=data)
+            send_frame(sock, Op.COS_PUT, key=key, meta=meta or None, payload=data)
             self._reply(sock)
         self._call(op)
+
+    def cos_lifetime(self, key: str) -> bytearray:
+        """The daemon's record of persisted copy ``key``'s lifetime: JSON ``{"keep_s",
+        "expires_at"}``, or ``null`` for a copy kept until deleted."""
+        def op(sock: socket.socket) -> bytearray:
+            send_frame(sock, Op.COS_GET, key=key, meta={"lifetime": 1})
+            return recv_exact(sock, self._reply(sock, keep_payload=True).paylen)
+        return self._call(op)  # type: ignore[no-any-return]
 
     def cos_get(self, key: str) -> bytearray:
         """COS object ``key`` through the daemon (``COSNotFound`` when absent)."""

@@ -40,6 +40,7 @@ from aws_lambda_powertools.middleware_factory import lambda_handler_decorator
 from funcsion_rpc.errors import UnknownObject
 from wds import FuncsionError
 
+from ._persist import Persist
 from ._client import AlreadyCommitted, Client, Endpoints
 from ._constants import EVENT_KEY
 from .exceptions import (FatalTaskError, MissingOutputs, NoRunContext, TaskError, TaskFailed, UndeclaredRead,
@@ -175,14 +176,15 @@ def get_many(names: Iterable[str]) -> dict[str, Any]:
     return current().get_many(names)
 
 
-def put(name: str, value: Any, *, codec: str | None = None, persist: bool = False, adhoc: bool = False) -> bool:
+def put(name: str, value: Any, *, codec: str | None = None, persist: Persist = False, adhoc: bool = False) -> bool:
     """Write an object this task declares as output (``codec``: json, msgpack, pickle, bytes, str).
-    ``persist=True`` keeps a copy after the run (``Client.fetch``); ``adhoc=True`` writes a key the
+    ``persist=True`` keeps a copy after the run (``Client.fetch``; a ``timedelta`` or seconds:
+    for that long after the run ends); ``adhoc=True`` writes a key the
     WDS does not declare (freed by a reader's ``get(delete=True)``, ``Client.delete`` or run end)."""
     return current().put_many({name: value}, codec=codec, persist=persist, adhoc=adhoc)
 
 
-def put_many(values: Mapping[str, Any], *, codec: str | None = None, persist: bool = False,
+def put_many(values: Mapping[str, Any], *, codec: str | None = None, persist: Persist = False,
              adhoc: bool = False) -> bool:
     return current().put_many(values, codec=codec, persist=persist, adhoc=adhoc)
 

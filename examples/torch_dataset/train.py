@@ -10,6 +10,11 @@ once through ``sdk.torch.ObjectDataset`` (every ``__getitem__`` a GET through th
 and once from COS directly. Both loaders use ``DataLoader(num_workers=N)``, each worker
 with its own connection. COS is S3 on moto's server when moto is installed (the ``dev``
 extra), else the stack's local COS directory; the table says which.
+
+Then it measures loading alone (no training) on 4 KiB samples, three ways with the same
+loader: one object per sample (``ObjectDataset``), compound objects of 16 samples
+(``CompoundWriter``/``CompoundDataset``/``CompoundSampler``, SION v2 Sec. 6.1.3: one GET
+feeds a batch of 16), and one COS object per sample.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import argparse
 import json
 import logging
 import os
+import random
 import socket
 import sys
 import tempfile
@@ -30,7 +36,7 @@ from torch.utils.data import DataLoader
 
 import sdk
 from sdk.local._stack import Stack
-from sdk.torch import ObjectDataset, load_sample, save_sample
+from sdk.torch import CompoundDataset, CompoundSampler, CompoundWriter, ObjectDataset, load_sample, save_sample
 from storage_functions.cos import open_cos
 
 WDS = {"app": "torch-dataset", "workflow_id": 1, "category": "ml",
@@ -107,6 +113,56 @@ def train(ds: Any, epochs: int, workers: int, batch: int, on_epoch: Any = None) 
     return rows
 
 
+class RawCOS(COSDataset):
+    """COS objects as bytes (the loading measurement decodes nothing)."""
+
+    def __getitem__(self, i: int) -> Any:
+        if self._cos is None or self._pid != os.getpid():
+            self._cos, self._pid = open_cos(self.url), os.getpid()
+        return self._cos.get(self.keys[i])
+
+
+def load_rate(ds: Any, workers: int, batch: int, sampler: Any = None, rounds: int = 2) -> float:
+    """Samples per second a DataLoader yields from ``ds`` (bytes samples, batches as lists);
+    the best of ``rounds`` passes."""
+    best = 0.0
+    for _ in range(rounds):
+        loader = DataLoader(ds, batch_size=batch, sampler=sampler, shuffle=sampler is None, num_workers=workers,
+                            collate_fn=list, generator=torch.Generator().manual_seed(1))
+        t0, seen = time.perf_counter(), 0
+        for b in loader:
+            seen += len(b)
+        best = max(best, seen / (time.perf_counter() - t0))
+    return best
+
+
+def measure_loading(run: Any, cos_url: str, n: int, sample_bytes: int, workers: int, per_object: int) -> dict[str, Any]:
+    """Loading rate of ``n`` random samples of ``sample_bytes`` each: one object per sample,
+    compound objects of ``per_object``, and one COS object per sample."""
+    rng = random.Random(11)
+    blobs = [rng.randbytes(sample_bytes) for _ in range(n)]
+    names = [f"raw_{i:05d}" for i in range(n)]
+    for k in range(0, n, 256):
+        run.put_many(dict(zip(names[k:k + 256], blobs[k:k + 256])), codec="bytes", adhoc=True)
+    with CompoundWriter(run, "packed_", per_object=per_object) as writer:
+        for b in blobs:
+            writer.add(b)
+    cos = open_cos(cos_url)
+    keys = [f"dataset/{run.run_id}/raw/{n}" for n in names]
+    for key, blob in zip(keys, blobs):
+        cos.put(key, blob)
+    compound = CompoundDataset(run, "packed_")
+    assert bytes(compound[n - 1]) == blobs[-1]
+    one = load_rate(ObjectDataset(run, "raw_"), workers, per_object)
+    packed = load_rate(compound, workers, per_object, sampler=CompoundSampler(compound, seed=1))
+    direct = load_rate(RawCOS(cos_url, keys), workers, per_object)
+    for key in keys:
+        cos.delete(key)
+    return {"samples": n, "sample_bytes": sample_bytes, "per_object": per_object, "batch": per_object,
+            "workers": workers, "one_per_sample_samples_per_s": one, "compound_samples_per_s": packed,
+            "cos_samples_per_s": direct, "compound_over_one_per_sample": packed / one, "compound_over_cos": packed / direct}
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -138,6 +194,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--load-samples", type=int, default=2048, help="samples in the loading measurement (0: skip it)")
+    p.add_argument("--sample-bytes", type=int, default=4096, help="each sample's size in the loading measurement")
+    p.add_argument("--per-object", type=int, default=16, help="samples per compound object (and the batch size)")
     p.add_argument("--state-dir", default=None, help="the stack's state directory (a temporary one by default)")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object last")
     args = p.parse_args(argv)
@@ -166,6 +225,8 @@ def main(argv: list[str] | None = None) -> int:
             direct = train(COSDataset(cos_url, keys), args.epochs, args.workers, args.batch)
             for key in keys:
                 cos.delete(key)
+            loading = (measure_loading(run, cos_url, args.load_samples, args.sample_bytes, args.workers,
+                                       args.per_object) if args.load_samples > 0 else None)
             run.end_run("succeeded")
             run.close()
     finally:
@@ -178,9 +239,15 @@ def main(argv: list[str] | None = None) -> int:
     for e, (a, b) in enumerate(zip(through, direct)):
         print(f"{e:>5} {a['loss']:>7.3f} {a['accuracy']:>6.1%} {a['samples_per_s']:>19.0f} {a['hit_ratio']:>9.1%} "
               f"{b['samples_per_s']:>14.0f}")
+    if loading is not None:
+        print(f"loading {loading['samples']} samples of {loading['sample_bytes']} B, batch {loading['batch']}, "
+              f"{loading['workers']} workers (samples/s): one object per sample "
+              f"{loading['one_per_sample_samples_per_s']:.0f}, compound objects of {loading['per_object']} "
+              f"{loading['compound_samples_per_s']:.0f} ({loading['compound_over_one_per_sample']:.1f}x), "
+              f"COS {loading['cos_samples_per_s']:.0f}")
     if args.json:
         print(json.dumps({"samples": args.samples, "epochs": args.epochs, "workers": args.workers, "cos": cos_kind,
-                          "funcsion": through, "cos_direct": direct}))
+                          "funcsion": through, "cos_direct": direct, "loading": loading}))
     return 0
 
 

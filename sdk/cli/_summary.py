@@ -6,6 +6,8 @@ for), and a table of the stages. Pure: report dicts in, strings out.
 
 from __future__ import annotations
 
+import time
+
 from typing import Any
 
 from storage_functions.cost import format_cost
@@ -91,8 +93,12 @@ def format_report(d: dict[str, Any]) -> str:
         lines.append(where)
     for name, where in d["outputs"].items():
         lines.append(f"  output {name}: {where}")
+    expiry = d.get("persisted_expiry") or {}
     for name, where in d.get("persisted", {}).items():
-        lines.append(f"  persisted {name}: {where} (kept until deleted)")
+        life = expiry.get(name)
+        until = (f"kept until {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(life['expires_at']))}, "
+                 f"{life['keep_s']:g} s after the run" if life else "kept until deleted")
+        lines.append(f"  persisted {name}: {where} ({until})")
     lines.append(tasks_line(d["tasks"]))
     objs = d["objects"]
     freed = sum(1 for o in objs.values() if o["state"] == "freed")

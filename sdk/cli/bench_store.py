@@ -17,7 +17,18 @@ server) and a raw loopback socket copy, in one run. Prints a table;
       processes' per PUT; "get_into_cpu_us", "get_into_functions_cpu_us" the same per
       get_into; steadier than the latencies on a loaded machine)
      "redis": "found at /usr/bin/redis-server" | "absent: ...",
-     "write_behind": {"uploads", "uploads_skipped", "uploads_skipped_share", "cos_requests_saved", ...}, ...}
+     "write_behind": {"uploads", "uploads_skipped", "uploads_skipped_share", "cos_requests_saved", ...},
+     "small_behind_large_p99_us", "small_idle_p99_us", "small_behind_large_ratio" (busy p99 over idle p99),
+     "small_behind_large": {"idle_p50_us", "busy_p50_us", "large_bytes", "small_gets", "large_gets",
+                            "function_send_mbps", "code", "shared_function"}, ...}
+
+``small_behind_large_*`` (SION's two request queues: a function serves small requests on a
+connection and a thread of their own): 4 KiB GETs of an object on a function, first with
+the store idle, then while that same function (and the rest of its group) sends a 100 MiB
+object to another client over and over; each function's sends modelled at
+``--large-send-mbps`` (75 MB/s, SION's sustained per-function figure; 0 = loopback speed).
+A ratio near 1 says a small request does not queue behind a large one; on a loaded
+machine the client decoding 100 MiB competes for the same cores.
 
 ``--tls`` measures the cost of TLS instead (``storage_functions.tls``): the store
 alone, plaintext and then TLS (certificates from ``funcsion certs``' code; SDK,
@@ -73,6 +84,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--p", type=int, default=2, help="parity chunks (default 2)")
     p.add_argument("--tls", action="store_true",
                    help="measure the store with TLS against plaintext in one run (4 KiB and 100 MiB unless --sizes)")
+    p.add_argument("--large-send-mbps", type=float, default=75.0,
+                   help="each function's modelled send bandwidth while it serves the 100 MiB object of the "
+                        "small-behind-large measurement (default 75, SION's figure; 0 = unlimited)")
+    p.add_argument("--large-bytes", type=int, default=100 * MiB,
+                   help="the large object of the small-behind-large measurement (default 100 MiB)")
     p.add_argument("--json", action="store_true", help="print one JSON object as the last line")
 
 
@@ -154,6 +170,64 @@ def _bench_store(sizes: list[int], base: int, d: int, p: int,
         if write_behind is not None:
             write_behind.update(st.daemon.buffer.stats())
     return res
+
+
+_LARGE_READER = """
+import sys, threading
+from sdk._erasure import Codec
+from sdk._store_client import StoreClient
+host, port, token, d, p = sys.argv[1:]
+stop = threading.Event()
+threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
+n = 0
+with StoreClient((host, int(port)), token, codec=Codec(int(d), int(p))) as c:
+    while not stop.is_set():
+        with c.get_stream("large") as stream:
+            for i, _ in enumerate(stream):
+                if n == 0 and i == 0:
+                    print("busy", flush=True)
+        n += 1
+print(n, flush=True)
+"""
+
+
+def _bench_small_behind_large(n: int, d: int, p: int, large: int, send_mbps: float) -> dict[str, Any]:
+    """4 KiB GET p99 on a function idle, then while it sends ``large`` bytes (module docstring)."""
+    from sdk._erasure import Codec
+    from sdk._store_client import StoreClient
+    from storage_functions.daemon import LocalStore
+
+    small_data, large_data = os.urandom(4096), os.urandom(large)
+    with LocalStore(function_memory_mb=2048, max_object_bytes=2 * large, idle_s=60.0, max_functions=d + p,
+                    group_size=d + p, function_send_mbps=send_mbps) as st, \
+            StoreClient(st.address, st.token, codec=Codec(d, p)) as c:
+        c.put("small", small_data)
+        c.put("large", large_data)
+        st.daemon.wait_uploads(300)
+        holders = []
+        for key in ("small", "large"):
+            obj = st.daemon.table.latest(key)
+            holders.append({pl[0] for s in (obj.stripes if obj else []) for pl in s.places if pl})
+        assert c.get("small") == small_data
+        idle = [_timed(c.get, "small") for _ in range(n)]
+        # the large reader is another process (a task elsewhere), so that this process's
+        # GIL is shared by the daemon and the small reader only, as on a deployment
+        bulk_proc = subprocess.Popen([sys.executable, "-c", _LARGE_READER, st.address[0], str(st.address[1]),
+                                      st.token, str(d), str(p)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+        assert bulk_proc.stdout is not None and bulk_proc.stdin is not None
+        bulk_proc.stdout.readline()  # "busy": the first large transfer is under way
+        during = [_timed(c.get, "small") for _ in range(n)]
+        bulk_proc.stdin.close()  # stop after the transfer in flight
+        large_gets = [int(bulk_proc.stdout.readline() or 0)]
+        bulk_proc.wait(300)
+    idle_p99, busy_p99 = _pct(idle, 0.99) * 1e6, _pct(during, 0.99) * 1e6
+    return {"small_behind_large_p99_us": round(busy_p99, 1), "small_idle_p99_us": round(idle_p99, 1),
+            "small_behind_large_ratio": round(busy_p99 / idle_p99, 3),
+            "small_behind_large": {"idle_p50_us": round(_pct(idle, 0.5) * 1e6, 1),
+                                   "busy_p50_us": round(_pct(during, 0.5) * 1e6, 1), "large_bytes": large, "small_gets": n, "large_gets": large_gets[0],
+                                   "function_send_mbps": send_mbps, "code": f"{d}+{p}",
+                                   "shared_function": bool(holders[0] & holders[1])}}
 
 
 def _functions_cpu(st: Any) -> float:
@@ -375,6 +449,7 @@ def run(args: argparse.Namespace) -> int:
     ec = _bench_ec(raw, args.d, args.p)
     doc: dict[str, Any] = {"sizes": {}, "ec": ec, "redis": redis_note, "s3": s3_note,
                            "code": f"{args.d}+{args.p}", "iters": base, "write_behind": write_behind}
+    doc.update(_bench_small_behind_large(max(base, 20), args.d, args.p, args.large_bytes, args.large_send_mbps))
     for size in sizes:
         row: dict[str, float] = {}
         for part in (store, red, s3, raw):
@@ -420,3 +495,8 @@ def _print_table(doc: dict[str, Any], sizes: list[int]) -> None:
         f"{_fmt_size(int(k))}: enc {v['encode_us']} in place {v['encode_inplace_us']} "
         f"dec {v['decode_us']} xfer {v['raw_xfer_us']}"
         for k, v in doc["ec"].items()) + "\n")
+    sbl = doc["small_behind_large"]
+    sys.stdout.write(f"4 KiB GET p99 (us) on a function idle {doc['small_idle_p99_us']}, while it sends "
+                     f"{_fmt_size(sbl['large_bytes'])} {doc['small_behind_large_p99_us']} "
+                     f"({doc['small_behind_large_ratio']}x; functions send at "
+                     f"{sbl['function_send_mbps'] or 'unlimited'} MB/s, {sbl['large_gets']} large GETs)\n")

@@ -20,21 +20,43 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(run=run, _parser=p)
 
 
-def _summary(r: dict[str, Any]) -> dict[str, Any]:
+def keeps(r: dict[str, Any], now: float) -> dict[str, Any]:
+    """What a finished run still keeps at ``now``: its saved outputs, and its persisted copies
+    whose lifetime is not over (name -> expiry, Unix time; None: until deleted)."""
+    expiry = r.get("persisted_expiry") or {}
+    persisted = {}
+    for name in r.get("persisted") or {}:
+        life = expiry.get(name)
+        if life is None or float(life["expires_at"]) > now:
+            persisted[name] = None if life is None else life["expires_at"]
+    return {"outputs": sorted(r.get("outputs") or {}), "persisted": persisted}
+
+
+def _keeps_text(k: dict[str, Any]) -> str:
+    parts = [f"{len(k['outputs'])} output{'s' if len(k['outputs']) != 1 else ''}"] if k["outputs"] else []
+    for name, until in sorted(k["persisted"].items()):
+        parts.append(f"{name} (until {time.strftime('%H:%M:%S', time.localtime(until))})" if until is not None
+                     else f"{name} (until deleted)")
+    return ", ".join(parts) or "nothing"
+
+
+def _summary(r: dict[str, Any], now: float | None = None) -> dict[str, Any]:
     m = r.get("memory") or {}
     return {"run_id": r["run_id"], "workflow": r.get("workflow"), "status": r.get("status"),
             "started": r.get("started"), "wall_s": r.get("wall_s"), "tasks": len(r.get("tasks") or {}),
             "peak_bytes": m.get("peak_bytes"), "mb_s": m.get("mb_s"), "failed_task": r.get("failed_task"),
-            "report": r.get("_path")}
+            "keeps": keeps(r, time.time() if now is None else now), "report": r.get("_path")}
 
 
 def format_runs(rows: list[dict[str, Any]]) -> str:
-    table = [("run", "started", "workflow", "status", "wall s", "tasks", "peak MiB", "MB*s", "failed task")]
+    table = [("run", "started", "workflow", "status", "wall s", "tasks", "peak MiB", "MB*s", "failed task",
+              "keeps")]
     for s in rows:
         started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s["started"])) if s.get("started") else "-"
         table.append((s["run_id"], started, str(s["workflow"]), str(s["status"]),
                       f"{s['wall_s']:.2f}" if s.get("wall_s") is not None else "-", str(s["tasks"]),
-                      f"{(s['peak_bytes'] or 0) / 2**20:.2f}", f"{s['mb_s'] or 0:.3f}", s.get("failed_task") or ""))
+                      f"{(s['peak_bytes'] or 0) / 2**20:.2f}", f"{s['mb_s'] or 0:.3f}", s.get("failed_task") or "",
+                      _keeps_text(s["keeps"]) if s.get("keeps") else "-"))
     widths = [max(len(r[k]) for r in table) for k in range(len(table[0]))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in table)
 

@@ -38,6 +38,9 @@ class RunReport:
     error: str | None = None
     billing: dict[str, Any] = field(default_factory=dict)
     persisted: dict[str, str] = field(default_factory=dict)
+    #: persisted copies with a lifetime: name -> {"location", "keep_s", "expires_at" (Unix time)};
+    #: a copy in ``persisted`` but not here is kept until ``Client.delete``
+    persisted_expiry: dict[str, dict[str, Any]] = field(default_factory=dict)
     plan: dict[str, Any] = field(default_factory=dict)
     recovery: dict[str, Any] = field(default_factory=dict)
     started: float = 0.0  # wall clock (Unix time) of the run's start; report times count from here
@@ -53,6 +56,7 @@ class RunReport:
         return {"status": self.status, "run_id": self.run_id, "workflow": self.workflow, "policy": self.policy,
                 "started": round(self.started, 3), "wall_s": round(self.wall_s, 3), "outputs": self.outputs,
                 "output_codecs": self.output_codecs, "persisted": self.persisted,
+                "persisted_expiry": self.persisted_expiry,
                 "failed_task": self.failed_task, "error": self.error, "tasks": self.tasks, "objects": self.objects,
                 "memory": self.memory, "plan": self.plan, "billing": self.billing, "recovery": self.recovery,
                 "cost": self.cost, "stack": self.stack, **({"target": self.target} if self.target else {})}

@@ -211,6 +211,7 @@ class _RunEnd:
         statuses, summary, not_ended, samples = self._end(status)
         wall = time.time() - t0
         persisted = {n: self.run.persisted_location(n) for n, s in statuses.items() if s.persist}
+        expiry = _persisted_expiry(self.run, persisted)
         error = cause or (result.error if result else None)
         if not_ended is not None:
             error = (f"{error}; " if error else "") + (f"the run could not be ended ({not_ended}); its TTL of "
@@ -239,9 +240,26 @@ class _RunEnd:
             if result else {},
             objects=objects,
             memory=memory, failed_task=result.failed_task if result and not cause else None, error=error,
-            billing=billing, persisted=persisted, plan=self.run.plan, started=t0,
+            billing=billing, persisted=persisted, persisted_expiry=expiry, plan=self.run.plan, started=t0,
             output_codecs=self.output_codecs, recovery=recovery_figures(self.store_before, store_after), cost=cost,
             target=self.target)
+
+
+def _persisted_expiry(run: Client, persisted: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """The lifetimes of the run's persisted copies that have one (the daemon's record; a copy
+    whose run's end the daemon has not carried out yet expires ``keep_s`` from now)."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, location in persisted.items():
+        try:
+            life = run.persisted_lifetime(name)
+        except FuncsionError:
+            continue
+        if life is None:
+            continue
+        expires = life.get("expires_at")
+        out[name] = {"location": location, "keep_s": life["keep_s"],
+                     "expires_at": round(float(expires) if expires is not None else time.time() + life["keep_s"], 3)}
+    return out
 
 
 class _Driver(_RunEnd):

@@ -132,6 +132,7 @@ class Stack:
                             cos_url=cfg.resolved_cos_url, buffer_dir=str(self.root / "buffer"),
                             placement="metadata",  # the metadata server decides where every chunk lives
                             state_id=cfg.daemon_state_id,  # its control state's name in COS (when shipped)
+                            persist_ttl_s=cfg.persist_ttl_s,
                             tls_cert=cfg.tls_cert, tls_key=cfg.tls_key, tls_ca=cfg.tls_ca if cfg.tls_cert else "")
         if self.daemon_overrides:
             dcfg = replace(dcfg, **self.daemon_overrides)

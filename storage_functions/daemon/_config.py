@@ -151,6 +151,11 @@ class DaemonConfig:
     # the modelled network bandwidth of an instance's GET replies (0 = unlimited; the
     # elasticity benchmark sets it, like function_bandwidth_mbps for downloads)
     function_send_mbps: float = 0.0
+    # persisted copies (``put(..., persist=...)``, Pocket's PERSIST with a timeout): the
+    # lifetime after its run ends of a copy put with persist=True (0 = until Client.delete),
+    # and how often the sweep deletes the expired ones (``_persisted_io``)
+    persist_ttl_s: float = 0.0
+    persist_sweep_s: float = 1.0
     # assert the store core's invariants (StoreState.validate_state) at stop; None: from the
     # FUNCSION_DAEMON_CHECK_STATE environment variable (the test suite sets it)
     check_state: bool | None = None

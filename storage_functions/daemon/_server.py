@@ -41,6 +41,7 @@ from ._placement import PlaceChunk
 from ._put import PutPath
 from ._recovery import LostChunk, Recovery
 from ._restore import DurableTable
+from ._persisted_io import PersistedLifetimes
 from ._runs import drop_run_files, held_by_run, run_of, sweep_files
 from ._session import admit, serve_connection
 from ._state import StoreState
@@ -115,7 +116,8 @@ class Daemon(PutPath, GetPath):
         self._watch_cond = threading.Condition()
         self._stopping = threading.Event()
         self.address: tuple[str, int] = (config.host, config.port)
-        self.counters = {"puts": 0, "gets": 0, "buffer_hits": 0, "cos_fallbacks": 0, "corrupt_chunks": 0,
+        self.persisted = PersistedLifetimes(cos, config.cos_prefix, config.persist_ttl_s, self.count)
+        self.counters = {"persisted_expired": 0, "puts": 0, "gets": 0, "buffer_hits": 0, "cos_fallbacks": 0, "corrupt_chunks": 0,
                          "missing_chunks": 0, "chunk_retries": 0, "lost_functions": 0, "lost_instances": 0,
                          "auth_failures": 0, "scope_refusals": 0, "bad_frames": 0, "hello_timeouts": 0,
                          "hello_evicted": 0, "conn_errors": 0, "prewarmed": 0, "pings": 0, "pings_failed": 0}
@@ -142,6 +144,7 @@ class Daemon(PutPath, GetPath):
                                              handshake_timeout_s=c.hello_timeout_s)
             self._tls_event = {"tls_ca": ca, "tls_name": name}
         self.durable.restore()
+        self.persisted.load()
         ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         ls.bind((self.config.host, self.config.port))
@@ -150,7 +153,7 @@ class Daemon(PutPath, GetPath):
         self.address = ls.getsockname()[:2]
         self._hellos.start()
         for target, name in ((self._accept_loop, "sion-accept"), (self._warm_loop, "sion-warm"),
-                             (self._get_watch_loop, "sion-get-watch")):
+                             (self._get_watch_loop, "sion-get-watch"), (self._persist_loop, "sion-persist")):
             t = threading.Thread(target=target, daemon=True, name=name)
             t.start()
             self._threads.append(t)
@@ -353,12 +356,16 @@ class Daemon(PutPath, GetPath):
         daemon process left for it. Returns the versions freed from the table."""
         n = self.free([k for k in self.table.keys() if run_of(k) == run_id])
         drop_run_files(self.cos, self.config.cos_prefix, self.buffer_dir, run_id)
+        self.persisted.run_ended(run_id)  # its persisted copies' lifetimes start now
         return n
 
     def sweep_runs(self, keep: Callable[[str], bool]) -> list[str]:
         """At start, before any PUT: drop the COS copies and buffer files that earlier daemon
         processes left for every run ``keep(run_id)`` is false for; returns those runs."""
         dropped = sweep_files(self.cos, self.config.cos_prefix, self.buffer_dir, keep)
+        for run in self.persisted.runs_waiting():  # persisted copies of runs that ended while no daemon ran:
+            if not keep(run):                      # their lifetimes start now
+                self.persisted.run_ended(run)
         self.free([k for k in self.table.keys() if (r := run_of(k)) is not None and not keep(r)])  # restored
         return dropped
 
@@ -484,6 +491,13 @@ class Daemon(PutPath, GetPath):
         the ones the metadata server placed there to recovery (``_recovery``)."""
         self.count("lost_functions")
         self._do(FunctionLost(fn=h.index, now=time.monotonic()))
+
+    def _persist_loop(self) -> None:
+        """Deletes the persisted copies whose lifetime after their run is over."""
+        every = max(0.05, self.config.persist_sweep_s)
+        while not self._stopping.wait(every):
+            if self.cos is not None:
+                self.persisted.sweep()
 
     def _warm_loop(self) -> None:
         c = self.config

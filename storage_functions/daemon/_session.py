@@ -30,6 +30,8 @@ after their HELLO (``_functions``).
 
 from __future__ import annotations
 
+import json
+
 import logging
 import socket
 import time
@@ -45,6 +47,7 @@ from ..protocol import (META_LIMIT, Frame, Op, Status, drain, frame_bytes, pack_
 from ._checks import meta_keys
 from ._lanes import Lane, Lanes
 from ._outbox import Outbox
+from ._persisted_io import PersistedLifetimes
 from ..readiness import readable
 
 if TYPE_CHECKING:
@@ -83,6 +86,9 @@ class SessionHost(Protocol):
 
     @property
     def _by_name(self) -> Mapping[str, FunctionHandle]: ...
+
+    @property
+    def persisted(self) -> PersistedLifetimes: ...
 
     def count(self, name: str, n: int = 1) -> None: ...
 
@@ -376,10 +382,16 @@ class ClientSession:
             raise error
         if f.op == Op.COS_PUT:
             d.cos.put(f.key, recv_exact(sock, f.paylen))
+            keep = (f.meta or {}).get("keep_s")
+            d.persisted.written(f.key, None if keep is None else float(keep))
             send_frame(sock, Op.REPLY, reqid=f.reqid)
+        elif f.op == Op.COS_GET and (f.meta or {}).get("lifetime"):  # a persisted copy's lifetime, JSON
+            info = json.dumps(d.persisted.lookup(f.key)).encode()
+            send_frame(sock, Op.REPLY, reqid=f.reqid, payload=info)
         elif f.op == Op.COS_GET:
             data: Any = d.cos.get(f.key)
             out.send([pack_header(Op.REPLY, reqid=f.reqid, paylen=len(data)), data], copy=False)
         else:
             d.cos.delete(f.key)
+            d.persisted.deleted(f.key)
             send_frame(sock, Op.REPLY, reqid=f.reqid)

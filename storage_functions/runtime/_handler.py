@@ -102,7 +102,16 @@ class FunctionState:
 
 class _Throttle:
     """The modelled network bandwidth of one instance: a virtual clock of when the
-    link is next free; ``take(n)`` waits for ``n`` bytes' turn (threads share it)."""
+    link is next free; ``take(n)`` waits for ``n`` bytes' turn (threads share it).
+    The turn is reserved ``QUANTUM`` bytes at a time, as a link interleaves the packets
+    of its flows: a 4 KiB reply on the small connection waits for at most one quantum
+    of a large one, not for the whole chunk (SION's small requests never queue behind
+    large ones; a whole-chunk reservation made them wait its full transfer time)."""
+
+    QUANTUM = 64 * 1024
+    #: a debt shorter than this is slept with the next piece's (fewer, longer sleeps: each
+    #: sleep overshoots a little, more so on a loaded machine)
+    SLACK_S = 0.002
 
     def __init__(self, mbps: float) -> None:
         self.rate = mbps * 1e6
@@ -112,12 +121,17 @@ class _Throttle:
     def take(self, n: int) -> None:
         if self.rate <= 0:
             return
-        with self.lock:
-            now = time.monotonic()
-            self.free_at = max(self.free_at, now) + n / self.rate
-            wait = self.free_at - now
-        if wait > 0:
-            time.sleep(wait)  # the modelled transfer time
+        while True:
+            piece = min(n, self.QUANTUM)
+            with self.lock:
+                now = time.monotonic()
+                self.free_at = max(self.free_at, now) + piece / self.rate
+                wait = self.free_at - now
+            n -= piece
+            if wait > (0 if n <= 0 else self.SLACK_S):
+                time.sleep(wait)  # the modelled transfer time so far (a short debt waits for the next piece)
+            if n <= 0:
+                return
 
 
 _STATES: dict[str, FunctionState] = {}

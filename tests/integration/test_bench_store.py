@@ -22,7 +22,7 @@ def test_bench_store_prints_sizes_and_ratios_as_the_last_line(tmp_path: Path) ->
     root = Path(__file__).resolve().parents[2]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.run([sys.executable, "-m", "sdk.cli", "bench", "store", "--sizes", "4096,2097152",
-                           "--iters", "3", "--no-s3", "--json"], cwd=tmp_path, env=env, capture_output=True,
+                           "--iters", "3", "--no-s3", "--large-bytes", str(16 << 20), "--json"], cwd=tmp_path, env=env, capture_output=True,
                           text=True, timeout=280)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -33,6 +33,10 @@ def test_bench_store_prints_sizes_and_ratios_as_the_last_line(tmp_path: Path) ->
         if shutil.which("redis-server"):
             assert row["get_vs_redis"] == round(row["get_p50_us"] / row["redis_get_p50_us"], 3)
             assert row["put_vs_redis"] == round(row["put_p50_us"] / row["redis_put_p50_us"], 3)
+    # a 4 KiB GET on a function idle and while it sends the large object (SION's two queues)
+    assert doc["small_behind_large_p99_us"] > 0 and doc["small_idle_p99_us"] > 0
+    assert doc["small_behind_large_ratio"] == round(doc["small_behind_large_p99_us"] / doc["small_idle_p99_us"], 3)
+    assert doc["small_behind_large"]["shared_function"] and doc["small_behind_large"]["large_gets"] >= 1
     # the PUT's encoder (in place, ISA-L) against pyeclib's, measured in the same run: the
     # headline "encode ~4x cheaper" of the README holds on this machine (4 MiB: one stripe)
     ec = doc["ec"][str(4 << 20)]

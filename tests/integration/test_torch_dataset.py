@@ -19,7 +19,8 @@ from torch.utils.data import DataLoader
 
 from sdk import Client, ConfigError
 from sdk.local._stack import Stack
-from sdk.torch import ObjectDataset, load_sample, save_sample
+from sdk.torch import (CompoundDataset, CompoundSampler, CompoundWriter, ObjectDataset, load_sample,
+                       save_sample, unpack_samples)
 
 from .examples import EXAMPLES, REPO, require_modules
 
@@ -93,6 +94,50 @@ def test_bad_sources_are_refused_with_one_line(stack: Stack, run: Client) -> Non
         ObjectDataset(run, "nope_")
 
 
+def test_compound_dataset_returns_the_right_samples_with_one_get_per_object(run: Client) -> None:
+    samples = [save_sample((torch.full((4,), float(i)), i)) for i in range(40)]
+    with CompoundWriter(run, "c_", per_object=16, batch=2) as writer:
+        for s in samples:
+            writer.add(s)
+    assert writer.objects == [("c_00000", 16), ("c_00001", 16), ("c_00002", 8)]
+    assert [bytes(v) for v in unpack_samples(run.get("c_00001"))] == samples[16:32]  # one GET, 16 samples
+    ds = CompoundDataset(run, "c_", transform=load_sample)
+    assert len(ds) == 40 and ds.locate(17) == (1, 1) and ds.locate(39) == (2, 7)
+    got = [ds[i] for i in range(40)]
+    assert [y for _, y in got] == list(range(40)) and torch.equal(got[33][0], torch.full((4,), 33.0))
+    assert ds.gets == 3
+    with pytest.raises(IndexError, match="out of range"):
+        ds[40]
+    ds.close()
+
+
+class WhoReadCompound(CompoundDataset):
+    def __getitem__(self, index: int) -> Any:
+        return super().__getitem__(index), os.getpid(), self.gets
+
+
+def test_compound_sampler_keeps_each_loader_batch_on_one_object(run: Client) -> None:
+    with CompoundWriter(run, "k_", per_object=16) as writer:
+        for i in range(64):
+            writer.add(save_sample((torch.full((2,), float(i)), i)))
+    ds = WhoReadCompound(run, "k_", transform=load_sample)
+    loader = DataLoader(ds, batch_size=16, sampler=CompoundSampler(ds, seed=1), num_workers=2)
+    seen, gets_by_pid = [], {}
+    for (_x, y), pid, gets in loader:
+        labels = [int(v) for v in y]
+        assert len({v // 16 for v in labels}) == 1  # the whole batch from one object
+        seen += labels
+        gets_by_pid[int(pid[0])] = max(gets_by_pid.get(int(pid[0]), 0), int(gets.max()))
+    assert sorted(seen) == list(range(64)) and seen != list(range(64))
+    assert sum(gets_by_pid.values()) == 4  # one GET per object across the workers
+    ds.close()
+
+
+def test_compound_dataset_without_an_index_is_refused_with_one_line(run: Client) -> None:
+    with pytest.raises(ConfigError, match="no readable compound index 'none_index'.*CompoundWriter"):
+        CompoundDataset(run, "none_")
+
+
 def test_importing_sdk_torch_does_not_import_torch() -> None:
     code = "import sys, sdk.torch; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
@@ -105,7 +150,7 @@ def test_the_training_example_runs_in_one_command(tmp_path: Any) -> None:
     require_modules("torch-dataset", "torch")
     script = EXAMPLES / "torch_dataset" / "train.py"
     out = subprocess.run([sys.executable, str(script), "--samples", "128", "--epochs", "2", "--workers", "2",
-                          "--batch", "32", "--state-dir", str(tmp_path / "state"), "--json"],
+                          "--batch", "32", "--load-samples", "256", "--state-dir", str(tmp_path / "state"), "--json"],
                          capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert out.returncode == 0, out.stderr[-3000:]
     doc = json.loads(out.stdout.strip().splitlines()[-1])
@@ -114,3 +159,6 @@ def test_the_training_example_runs_in_one_command(tmp_path: Any) -> None:
         assert row["samples_per_s"] > 0 and 0.0 <= row["hit_ratio"] <= 1.0
     assert doc["funcsion"][0]["loss"] == pytest.approx(doc["cos_direct"][0]["loss"], rel=1e-4)  # the same samples
     assert doc["funcsion"][1]["loss"] < doc["funcsion"][0]["loss"]
+    loading = doc["loading"]
+    assert loading["sample_bytes"] == 4096 and loading["per_object"] == 16
+    assert loading["compound_samples_per_s"] > loading["one_per_sample_samples_per_s"] > 0  # fewer GETs, faster
