@@ -6,9 +6,12 @@ member list, with no coordination and no table to ship:
 - ``shard_of_run(run_id, n)``: the metadata shard that owns a run (every call
   of the run goes there; the shard mints only run ids it owns, so ids never
   collide across shards);
-- ``shard_of_function(name, n)``: the metadata shard a storage function's
-  capacity is registered with (each function with exactly one shard, so no two
-  shards hand out the same block);
+- ``shard_of_group(prefix, group, n)`` / ``shard_of_function(name, n, group_size)``:
+  the metadata shard a storage function's capacity is registered with (each
+  function with exactly one shard, so no two shards hand out the same block).
+  Functions go by erasure-code group, not one by one: a daemon names its
+  functions ``PREFIX-I`` and group g holds I in ``g*size .. g*size+size-1``; a
+  shard needs a whole group (d+p distinct functions) to place a coded object;
 - ``owner(key, n)``: the general form (a member index in ``range(n)``).
 
 Rendezvous hashing moves, when a member is added, only the keys whose new
@@ -26,7 +29,7 @@ from __future__ import annotations
 
 import hashlib
 
-__all__ = ["owner", "shard_of_function", "shard_of_run", "weight"]
+__all__ = ["owner", "shard_of_function", "shard_of_group", "shard_of_run", "weight"]
 
 
 def weight(member: int, key: str) -> int:
@@ -50,6 +53,16 @@ def shard_of_run(run_id: str, shards: int) -> int:
     return owner("run:" + run_id, shards)
 
 
-def shard_of_function(function_name: str, shards: int) -> int:
-    """The metadata shard a storage function's capacity is registered with."""
+def shard_of_group(prefix: str, group: int, shards: int) -> int:
+    """The metadata shard that owns function group ``group`` of the daemon whose functions are
+    named ``prefix-I`` (function prefixes are unique across a deployment)."""
+    return owner(f"group:{prefix}/{group}", shards)
+
+
+def shard_of_function(function_name: str, shards: int, group_size: int = 1) -> int:
+    """The metadata shard a storage function's capacity is registered with: its group's
+    (``shard_of_group``) when it is named ``PREFIX-I``, else by its whole name."""
+    prefix, sep, index = function_name.rpartition("-")
+    if sep and prefix and index.isdigit() and group_size >= 1:
+        return shard_of_group(prefix, int(index) // group_size, shards)
     return owner("function:" + function_name, shards)

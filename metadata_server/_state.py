@@ -768,11 +768,12 @@ class MetadataState:
             raise InvalidRequest(f"register_capacity of {ev.function!r}: blocks must be 1 to {MAX_FUNCTION_BLOCKS:,} "
                                  f"(blocks of {self.allocator.block_size:,} bytes), got {ev.blocks:,}",
                                  function=ev.function)
-        if (owner := routing.shard_of_function(ev.function, self.shards)) != self.shard:
+        group = self.allocator.data_chunks + self.allocator.parity_chunks
+        if self.shards > 1 and (owner := routing.shard_of_function(ev.function, self.shards, group)) != self.shard:
             raise InvalidRequest(f"storage function {ev.function!r} belongs to metadata shard {owner} of "
                                  f"{self.shards}, not this one ({self.shard}): register each function with the "
-                                 "shard funcsion_rpc.routing.shard_of_function names, so no two shards hand out "
-                                 "its blocks", function=ev.function)
+                                 "shard funcsion_rpc.routing.shard_of_function names (by its group of "
+                                 f"{group}), so no two shards hand out its blocks", function=ev.function)
         total = self.allocator.register(ev.function, ev.blocks)
         return [CapacityChanged(ev.function, ev.blocks, total)]
 

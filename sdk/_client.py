@@ -29,6 +29,7 @@ import hashlib
 import io
 import itertools
 import json
+import secrets
 import socket
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -53,6 +54,8 @@ __all__ = ["Client", "Endpoints", "AlreadyCommitted", "parse_addr"]
 _CODEC_IDS = {name: i for i, name in enumerate(CODECS)}
 _CODEC_NAMES = {i: name for name, i in _CODEC_IDS.items()}
 _BYTES_PREFIX = bytes((_CODEC_IDS["bytes"],))
+#: which metadata shard this process's next ``start_run`` goes to (mod the shard count)
+_STARTS = itertools.count(secrets.randbelow(1 << 16))
 
 
 class AlreadyCommitted(Exception):
@@ -167,7 +170,6 @@ class Client:
                                            tls_ca=endpoints.tls_ca)
         self._owns = metadata is None and not self._shards, store is None
         self._owns_shards = owns_shards
-        self._starts = itertools.count()
         self.plan: dict[str, Any] = {}
 
     # -- lifecycle --------------------------------------------------------------------
@@ -207,6 +209,11 @@ class Client:
     def metadata(self) -> MetadataClient:
         return self._md
 
+    @property
+    def shard_clients(self) -> tuple[MetadataClient, ...]:
+        """The metadata client of every shard, in shard order (one shard: ``metadata``)."""
+        return self._shards or (self._md,)
+
     # -- driver calls (admin token) -----------------------------------------------------
     def register_workflow(self, wds_json: str, params: Mapping[str, int] | None = None, source: str = "") -> str:
         """Register a workflow (with every metadata shard: a run of it may start on any)."""
@@ -222,9 +229,9 @@ class Client:
         rightsize the run: ``max_concurrency`` tasks at once, at most ``capacity_bytes`` in
         memory (more spills to COS), ``latency_sensitive=False`` keeps its data in COS only.
         What they decided is in the returned client's ``plan``."""
-        # several shards: each mints only run ids it owns, so any shard may start a run; this
-        # client takes them in turn
-        md = self._shards[next(self._starts) % len(self._shards)] if len(self._shards) > 1 else self._md
+        # several shards: each mints only run ids it owns, so any shard may start a run; the
+        # process's drivers take them in turn, from a random one (many processes spread evenly)
+        md = self._shards[next(_STARTS) % len(self._shards)] if len(self._shards) > 1 else self._md
         info = md.start_run(workflow_key, policy, int(ttl_s * 1000), max_concurrency=max_concurrency,
                                   capacity_bytes=capacity_bytes, latency_sensitive=latency_sensitive)
         run = self.bind(run_id=info.run_id, token=info.token, function="")

@@ -29,7 +29,7 @@ def shards():
     # every function with exactly the shard its name hashes to (what each daemon's follower does)
     for n in range(8):
         name = f"daemon-0-fn-{n}"
-        admins[routing.shard_of_function(name, SHARDS)].register_capacity(name, 64)
+        admins[routing.shard_of_function(name, SHARDS, 3)].register_capacity(name, 64)
     yield servers, admins
     for c in admins:
         c.close()
@@ -73,7 +73,7 @@ def test_runs_spread_over_the_shards_and_each_is_owned_where_it_was_minted(shard
     for s in servers:
         assert key in s.handler.state.workflows
         mine = {f for f in s.handler.state.allocator.functions}
-        assert all(routing.shard_of_function(f, SHARDS) == s.handler.state.shard for f in mine)
+        assert all(routing.shard_of_function(f, SHARDS, 3) == s.handler.state.shard for f in mine)
 
 
 def test_a_run_sent_to_the_wrong_shard_is_refused_never_answered(shards, fig9_path: Path) -> None:
@@ -102,7 +102,7 @@ def test_a_run_sent_to_the_wrong_shard_is_refused_never_answered(shards, fig9_pa
 
 def test_a_function_registered_with_the_wrong_shard_is_refused(shards) -> None:
     _, admins = shards
-    name = next(f"daemon-1-fn-{i}" for i in range(100) if routing.shard_of_function(f"daemon-1-fn-{i}", 2) == 0)
+    name = next(f"daemon-1-fn-{i}" for i in range(100) if routing.shard_of_function(f"daemon-1-fn-{i}", 2, 3) == 0)
     with pytest.raises(E.InvalidRequest, match=rf"storage function '{name}' belongs to metadata shard 0 of 2, "
                                                r"not this one \(1\)"):
         admins[1].register_capacity(name, 4)
