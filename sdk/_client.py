@@ -27,9 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import io
-import itertools
 import json
-import secrets
 import socket
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -37,7 +35,7 @@ from typing import Any
 
 from funcsion_rpc import routing
 from funcsion_rpc.client import MetadataClient, PutRequest
-from funcsion_rpc.errors import UnknownObject
+from funcsion_rpc.errors import MetadataError, UnknownObject
 from funcsion_rpc.reads import ALREADY_COMMITTED, FREED_BY_READ, TIER_COS, TIER_MEMORY
 from storage_functions.auth import RUN_TOKEN_PREFIX, mint_run_token
 from storage_functions.exceptions import COSNotFound, NoRoom, StorageError
@@ -54,8 +52,6 @@ __all__ = ["Client", "Endpoints", "AlreadyCommitted", "parse_addr"]
 _CODEC_IDS = {name: i for i, name in enumerate(CODECS)}
 _CODEC_NAMES = {i: name for name, i in _CODEC_IDS.items()}
 _BYTES_PREFIX = bytes((_CODEC_IDS["bytes"],))
-#: which metadata shard this process's next ``start_run`` goes to (mod the shard count)
-_STARTS = itertools.count(secrets.randbelow(1 << 16))
 
 
 class AlreadyCommitted(Exception):
@@ -229,14 +225,27 @@ class Client:
         rightsize the run: ``max_concurrency`` tasks at once, at most ``capacity_bytes`` in
         memory (more spills to COS), ``latency_sensitive=False`` keeps its data in COS only.
         What they decided is in the returned client's ``plan``."""
-        # several shards: each mints only run ids it owns, so any shard may start a run; the
-        # process's drivers take them in turn, from a random one (many processes spread evenly)
-        md = self._shards[next(_STARTS) % len(self._shards)] if len(self._shards) > 1 else self._md
+        md = self._start_shard() if len(self._shards) > 1 else self._md
         info = md.start_run(workflow_key, policy, int(ttl_s * 1000), max_concurrency=max_concurrency,
                                   capacity_bytes=capacity_bytes, latency_sensitive=latency_sensitive)
         run = self.bind(run_id=info.run_id, token=info.token, function="")
         run.plan = json.loads(info.plan_json) if info.plan_json else {}
         return run
+
+    def _start_shard(self) -> MetadataClient:
+        """Where a new run starts with several shards: each mints only run ids it owns, so any
+        shard may; the least loaded one that answers (fewest running runs, then least journaled
+        work, then the first) takes it, so a shard that is down starts none."""
+        best: tuple[tuple[int, int, int], MetadataClient] | None = None
+        for i, md in enumerate(self._shards):
+            try:
+                h = md.health()
+            except MetadataError:         # unreachable: leave it out
+                continue
+            load = (int(h.running_runs), int(h.journal_seq), i)
+            if best is None or load < best[0]:
+                best = load, md
+        return self._shards[0] if best is None else best[1]   # none answers: the first says why
 
     def end_run(self, outcome: str = "succeeded") -> dict[str, Any]:
         return self._md.end_run(self.run_id, outcome)

@@ -204,7 +204,7 @@ class Stack:
         from ._daemon_proc import DaemonProcess
 
         dcfg = replace(dcfg, token=dcfg.token or _secrets.token_hex(16))
-        self.store = DaemonProcess(str(self.root / "store"), dcfg, metadata=self.endpoints.metadata,
+        self.store = DaemonProcess(str(self.root / "store"), dcfg, metadata=self._metadata_addresses(),
                                    admin_token=self.admin_token, platform=platform,
                                    log_path=str(self.root / "logs" / "daemon.log"))
         self._started = True
@@ -253,12 +253,15 @@ class Stack:
     # -- what clients need ------------------------------------------------------------
     @property
     def endpoints(self) -> Endpoints:
-        metadata = ";".join(f"{m.host}:{m.port}" for m in self.metadata_servers)   # in shard order
         dh, dp = self.store.address
         c = self.config
-        return Endpoints(metadata, f"{dh}:{dp}", self.store.token, self.admin_token, c.resolved_cos_url,
+        return Endpoints(self._metadata_addresses(), f"{dh}:{dp}", self.store.token, self.admin_token, c.resolved_cos_url,
                          block_size=c.block_size, ec_data=c.ec_data, ec_parity=c.ec_parity,
                          tls_ca=getattr(self, "tls_ca", ""))
+
+    def _metadata_addresses(self) -> str:
+        """The metadata servers' HOST:PORT in shard order, joined by ``;`` (``Endpoints.metadata``)."""
+        return ";".join(f"{m.host}:{m.port}" for m in self.metadata_servers)
 
     def client(self) -> Client:
         """A driver client (admin token; bind it to a run with ``start_run``)."""

@@ -112,3 +112,22 @@ def test_a_function_registered_with_the_wrong_shard_is_refused(shards) -> None:
 def test_a_shard_is_an_index_into_the_list() -> None:
     with pytest.raises(ValueError, match="metadata shard 2 of 2"):
         MetadataState(shard=2, shards=2)
+
+
+def test_runs_start_on_the_least_loaded_shard_that_answers(shards, fig9_path: Path) -> None:
+    servers, _ = shards
+    with Client(endpoints(servers)) as driver:
+        key = driver.register_workflow(fig9_path.read_text(), {}, str(fig9_path))
+        first, second = driver.start_run(key), driver.start_run(key)
+        try:
+            # the second goes where fewer runs are running: the other shard
+            assert {routing.shard_of_run(r.run_id, SHARDS) for r in (first, second)} == {0, 1}
+            down = routing.shard_of_run(first.run_id, SHARDS)
+            servers[down].close()                  # a shard that does not answer starts no run
+            for _ in range(3):
+                run = driver.start_run(key)
+                assert routing.shard_of_run(run.run_id, SHARDS) == 1 - down
+                run.close()
+        finally:
+            first.close()
+            second.close()

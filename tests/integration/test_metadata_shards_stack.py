@@ -58,3 +58,51 @@ def test_word_count_on_two_shards(sharded: Stack, tmp_path: Path) -> None:
     sharded.drain()
     for h in sharded.handlers:
         assert h.state.stats()["live_bytes"] == 0
+
+
+@pytest.mark.slow
+def test_funcsion_up_with_two_shards_then_run(tmp_path: Path) -> None:
+    """`funcsion up --metadata-shards 2` lists both shards in stack.json; `funcsion run` on it
+    routes each run to its shard: two runs, both shards, right outputs, nothing leaked."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from sdk.cli._common import stack_endpoints
+    from sdk.local._stack import read_stack_file
+
+    from .examples import REPO, check_freed
+    from .examples import output as saved
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FUNCSION_")}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
+    state = tmp_path / "state"
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "sdk.cli", *args], capture_output=True, text=True,
+                              timeout=240, cwd=tmp_path, env=env)
+
+    up = cli("up", "--state-dir", str(state), "--metadata-shards", "2")
+    assert up.returncode == 0, up.stderr
+    try:
+        info = read_stack_file(state)
+        assert info is not None
+        ep = stack_endpoints(info)
+        assert len(ep.metadata_shards) == 2
+        text = "the quick brown fox jumps over the lazy dog\n" * 200
+        src = tmp_path / "book.txt"
+        src.write_text(text)
+        owners = set()
+        for _ in range(2):
+            run = cli("run", str(WC), "--json", "--state-dir", str(state), "--input", f"raw_text={src}")
+            assert run.returncode == 0, run.stderr[-3000:]
+            report = json.loads(run.stdout.strip().splitlines()[-1])
+            assert report["status"] == "succeeded", report.get("error")
+            assert json.loads(saved(ep.cos_url or str(info["cos_url"]), report, "word_counts")) == \
+                expected_counts(text)
+            check_freed(report)
+            owners.add(routing.shard_of_run(report["run_id"], 2))
+        assert owners == {0, 1}
+    finally:
+        cli("down", "--state-dir", str(state))
