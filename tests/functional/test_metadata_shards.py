@@ -131,3 +131,21 @@ def test_runs_start_on_the_least_loaded_shard_that_answers(shards, fig9_path: Pa
         finally:
             first.close()
             second.close()
+
+
+def test_serve_metadata_takes_its_shard(capsys) -> None:
+    import argparse
+
+    from sdk.cli import serve_metadata
+
+    p = argparse.ArgumentParser()
+    serve_metadata.add_arguments(p)
+    server, journal = serve_metadata.build(p.parse_args(["--port", "0", "--shard", "1/3", "--admin-token", ADMIN]))
+    try:
+        assert (server.handler.state.shard, server.handler.state.shards) == (1, 3)
+    finally:
+        server.close()
+    for bad in ("3/3", "1", "a/2", "-1/2"):
+        with pytest.raises(SystemExit):
+            p.parse_args([f"--shard={bad}"])
+        assert "expected I/M" in capsys.readouterr().err

@@ -106,3 +106,23 @@ def test_funcsion_up_with_two_shards_then_run(tmp_path: Path) -> None:
         assert owners == {0, 1}
     finally:
         cli("down", "--state-dir", str(state))
+
+
+def test_a_daemon_process_follows_both_shards(tmp_path: Path) -> None:
+    """The daemon in its own process (``_daemon_proc``: what a split deployment runs) registers
+    each shard's groups with that shard and carries out both shards' drops."""
+    cfg = Config.load(state_dir=str(tmp_path / "state"), env={})
+    with Stack(cfg, metadata_port=0, daemon_port=0, metadata_shards=2, daemon_process=True,
+               daemon={"max_functions": 10 * (cfg.ec_data + cfg.ec_parity)}) as st:
+        group = cfg.ec_data + cfg.ec_parity
+        for k, h in enumerate(st.handlers):
+            names = set(h.state.allocator.functions)
+            assert names and all(routing.shard_of_function(n, 2, group) == k for n in names)
+        text = "a daemon in a process of its own\n" * 300
+        src = tmp_path / "book.txt"
+        src.write_text(text)
+        report = run_workflow(WC, config=st.config, stack=st, inputs={"raw_text": str(src)},
+                              params={"mappers": 2, "reducers": 2}, options=ExecutorOptions(progress=False))
+        assert report.status == "succeeded", report.error
+        assert output(st, report, "word_counts") == expected_counts(text)
+        check_freeing(report)
