@@ -365,10 +365,20 @@ class MetadataState:
                 f"daemon to acknowledge them, the most this server lets wait is {self.max_pending:,}: is "
                 "`funcsion serve daemon --metadata` running and reaching this server? Running runs go on; new "
                 "runs start once it catches up")
-        while routing.shard_of_run(f"r-{self.next_run}", self.shards) != self.shard:
-            self.next_run += 1      # owned by another shard: ids never collide, with no coordination
-        run_id = f"r-{self.next_run}"
-        self.next_run += 1
+        if ev.run_id:                           # a replay: the id this server minted then
+            run_id = ev.run_id
+            if self.shards > 1 and (owner := routing.shard_of_run(run_id, self.shards)) != self.shard:
+                raise InvalidRequest(f"the journal holds run {run_id}, which belongs to metadata shard {owner} of "
+                                     f"{self.shards}, but this server is shard {self.shard}: restart it with the "
+                                     "--shard I/M it wrote the journal with", run_id=run_id)
+            number = run_id[2:]
+            if run_id.startswith("r-") and number.isdigit():
+                self.next_run = max(self.next_run, int(number) + 1)
+        else:
+            while routing.shard_of_run(f"r-{self.next_run}", self.shards) != self.shard:
+                self.next_run += 1  # owned by another shard: ids never collide, with no coordination
+            run_id = ev.run_id = f"r-{self.next_run}"
+            self.next_run += 1
         run = self.runs[run_id] = RunRecord(run_id, ev.token_digest, entry.key, entry.graph, policy, ev.ttl_s, ev.now,
                                             ev.now, last_t=ev.now, concurrency=ev.max_concurrency)
         if not ev.lifetimes:             # live (a replay has the journaled ones): see StartRun.lifetimes

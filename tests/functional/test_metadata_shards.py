@@ -149,3 +149,26 @@ def test_serve_metadata_takes_its_shard(capsys) -> None:
         with pytest.raises(SystemExit):
             p.parse_args([f"--shard={bad}"])
         assert "expected I/M" in capsys.readouterr().err
+
+
+def test_a_shard_replays_its_run_ids_and_refuses_to_restart_as_another(tmp_path: Path, fig9_path: Path) -> None:
+    from metadata_server import Journal
+
+    path = str(tmp_path / "shard.journal")
+
+    def handler(shard: int) -> MetadataHandler:
+        return MetadataHandler(MetadataState(block_size=4096, data_chunks=2, parity_chunks=1, shard=shard,
+                                             shards=SHARDS), journal=Journal(path), admin_token=ADMIN)
+
+    h = handler(1)
+    key = h.register_workflow(ADMIN, fig9_path.read_text(), {}, str(fig9_path)).key
+    ids = [h.start_run(ADMIN, key, "funcstore", 0, None).run_id for _ in range(3)]
+    assert all(routing.shard_of_run(i, SHARDS) == 1 for i in ids)
+    h.journal.close()
+    again = handler(1)                        # the same shard: the same runs, new ids follow them
+    assert set(ids) <= set(again.state.runs)
+    fresh = again.start_run(ADMIN, key, "funcstore", 0, None).run_id
+    assert fresh not in ids and routing.shard_of_run(fresh, SHARDS) == 1
+    again.journal.close()
+    with pytest.raises(E.InvalidRequest, match=r"restart it with the --shard I/M it wrote the journal with"):
+        handler(0)
