@@ -217,7 +217,7 @@ def _follow(args: argparse.Namespace) -> tuple[str, str] | None:
         except ValueError as exc:
             raise ServeDaemonError(f"--metadata: {exc}") from None
         if not port:
-            raise ServeDaemonError(f"--metadata {args.metadata}: give each metadata server's port too, e.g. "
+            raise ServeDaemonError(f"--metadata {args.metadata}: give the metadata server's port too, e.g. "
                                    f"{addr.strip()}:7917")
     if not token:
         raise ServeDaemonError(f"--metadata {args.metadata} needs the metadata server's admin token: pass "
