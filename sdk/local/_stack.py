@@ -303,6 +303,7 @@ class Stack:
             follower.drain(timeout_s)
 
     def stats(self) -> dict[str, Any]:
+        """The first metadata shard's stats (each shard's: ``handlers[k]`` or its own admin client)."""
         return self._admin.metadata.stats()
 
 
