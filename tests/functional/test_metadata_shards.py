@@ -172,3 +172,17 @@ def test_a_shard_replays_its_run_ids_and_refuses_to_restart_as_another(tmp_path:
     again.journal.close()
     with pytest.raises(E.InvalidRequest, match=r"restart it with the --shard I/M it wrote the journal with"):
         handler(0)
+
+
+def test_stack_option_takes_several_shards_in_order() -> None:
+    from sdk.cli._common import stack_option
+
+    env = {"FUNCSION_ADMIN_TOKEN": "a", "FUNCSION_STORE_TOKEN": "s"}
+    repeated = stack_option("metadata=h1:1,metadata=h2:2,daemon=d:3", env)
+    joined = stack_option("metadata=h1:1;h2:2,daemon=d:3", env)
+    assert repeated.metadata_shards == joined.metadata_shards == ("h1:1", "h2:2")
+    assert stack_option("metadata=h1:1,daemon=d:3", env).metadata_shards == ("h1:1",)
+    with pytest.raises(ValueError, match="not host:port"):
+        stack_option("metadata=h1:1;h2,daemon=d:3", env)
+    with pytest.raises(ValueError, match="daemon=HOST:PORT"):
+        stack_option("metadata=h1:1,daemon=d:3,daemon=d:4", env)
