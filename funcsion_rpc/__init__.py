@@ -4,11 +4,11 @@ Python code the Thrift compiler generates from ``metadata_server/metadata.thrift
 and classes (``errors``) and the thread-safe ``MetadataClient``. Imports only
 ``thrift``, ``funcsion_errors`` and the standard library, so the SDK can carry it into a
 Lambda without the server. ``limits`` holds the wire's size limits (WDS, frames), ``reads`` the codes of a
-``read_batch`` reply."""
+``read_batch`` reply, ``routing`` who owns what among metadata shards (rendezvous hashing)."""
 
 from __future__ import annotations
 
-from . import errors, limits, reads
+from . import errors, limits, reads, routing
 from .client import DEFAULT_METADATA_PORT, MetadataClient, PutRequest
 from .errors import (DuplicateWrite, ErrorCode, InvalidRequest, MetadataError, ObjectExpired, ObjectNotWritten,
                      RunEnded, ServiceUnavailable, Unauthorized, UndeclaredOutput, UnknownObject, UnknownRun,
@@ -19,5 +19,5 @@ __all__ = [
     "DEFAULT_MAX_FRAME_BYTES", "DEFAULT_METADATA_PORT", "DuplicateWrite", "ErrorCode", "InvalidRequest",
     "MAX_WDS_BYTES", "MetadataClient", "MetadataError", "ObjectExpired", "ObjectNotWritten", "PutRequest", "RunEnded",
     "ServiceUnavailable", "Unauthorized", "UndeclaredOutput", "UnknownObject", "UnknownRun", "UnknownWorkflow",
-    "errors", "limits", "reads",
+    "errors", "limits", "reads", "routing",
 ]

@@ -103,6 +103,10 @@ class StartRun(Event):
     # predicted lifetimes (seconds per object): filled by the core when it applies the event,
     # so the journal replays the predictions the run was placed with, whatever model serves then
     lifetimes: dict[str, float] = field(default_factory=dict)
+    # the run id the core minted (filled when it applies the event, like ``lifetimes``): a replay
+    # restores the same id whatever shard setting the server restarts with ("": a journal of
+    # before shards, whose ids the counter re-mints)
+    run_id: str = ""
 
 
 @dataclass(slots=True)

@@ -308,7 +308,9 @@ class MetadataHandler:
 
     def _run(self, token: str, run_id: str) -> None:
         """A run's token, or the admin token (drivers manage every run, e.g. persisted objects).
-        The run's token is tried first: it is what almost every call carries."""
+        The run's token is tried first: it is what almost every call carries. A run another
+        metadata shard owns is refused first, whatever the token (``MetadataState.check_run_owner``)."""
+        self.state.check_run_owner(run_id)
         try:
             self.state.authorize(run_id, token)
         except (Unauthorized, UnknownRun):

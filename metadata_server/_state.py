@@ -43,6 +43,7 @@ from typing import Any, Callable
 
 import hdag
 import wds
+from funcsion_rpc import routing
 from funcsion_rpc.errors import (DuplicateWrite, InvalidRequest, ObjectExpired, ObjectNotWritten, RunEnded,
                                  ServiceUnavailable, Unauthorized, UndeclaredOutput, UnknownObject, UnknownRun,
                                  UnknownWorkflow)
@@ -77,7 +78,14 @@ class MetadataState:
     def __init__(self, *, block_size: int = MIB, data_chunks: int = 10, parity_chunks: int = 2,
                  memory_budget: int | None = None, predictor: LifetimePredictor | None = None,
                  sample_interval_s: float = 0.1, max_samples: int = 10_000, max_pending: int = 100_000,
-                 max_finished_runs: int = 1000, wds_limits: wds.Limits | None = None, memory_grain: int = 0) -> None:
+                 max_finished_runs: int = 1000, wds_limits: wds.Limits | None = None, memory_grain: int = 0,
+                 shard: int = 0, shards: int = 1) -> None:
+        if not 0 <= shard < shards:
+            raise ValueError(f"metadata shard {shard} of {shards}: the shard is an index into the shard list, "
+                             f"0 to {shards - 1} (funcsion serve metadata --shard I/M)")
+        #: this server is shard ``shard`` of ``shards`` (``funcsion_rpc.routing``): it mints only run
+        #: ids it owns and takes capacity only for the functions it owns
+        self.shard, self.shards = shard, shards
         self.allocator = Allocator(block_size, data_chunks, parity_chunks, memory_grain)
         self.memory_budget = memory_budget
         self.wds_limits = wds_limits or wds.Limits()  # what a registered WDS may be and expand to
@@ -104,6 +112,15 @@ class MetadataState:
             Tick: self._tick, AckInstructions: self._ack, Touch: self._touch,
             CosFallback: self._cos_fallback, GetMany: self._get_many,
         }
+
+    def check_run_owner(self, run_id: str) -> None:
+        """Refuse a call for a run another shard owns (``funcsion_rpc.routing.shard_of_run``):
+        this shard never minted it, and answering would only mislead the caller."""
+        if self.shards > 1 and (owner := routing.shard_of_run(run_id, self.shards)) != self.shard:
+            raise InvalidRequest(f"run {run_id[:64]!r} belongs to metadata shard {owner} of {self.shards}, not this "
+                                 f"one ({self.shard}): send each call to the shard its run id hashes to "
+                                 "(funcsion_rpc.routing.shard_of_run over Endpoints.metadata_shards, in order)",
+                                 run_id=run_id[:64])
 
     # -- entry point ----------------------------------------------------------------
     def handle(self, event: Event) -> list[Instruction]:
@@ -348,8 +365,20 @@ class MetadataState:
                 f"daemon to acknowledge them, the most this server lets wait is {self.max_pending:,}: is "
                 "`funcsion serve daemon --metadata` running and reaching this server? Running runs go on; new "
                 "runs start once it catches up")
-        run_id = f"r-{self.next_run}"
-        self.next_run += 1
+        if ev.run_id:                           # a replay: the id this server minted then
+            run_id = ev.run_id
+            if self.shards > 1 and (owner := routing.shard_of_run(run_id, self.shards)) != self.shard:
+                raise InvalidRequest(f"the journal holds run {run_id}, which belongs to metadata shard {owner} of "
+                                     f"{self.shards}, but this server is shard {self.shard}: restart it with the "
+                                     "--shard I/M it wrote the journal with", run_id=run_id)
+            number = run_id[2:]
+            if run_id.startswith("r-") and number.isdigit():
+                self.next_run = max(self.next_run, int(number) + 1)
+        else:
+            while routing.shard_of_run(f"r-{self.next_run}", self.shards) != self.shard:
+                self.next_run += 1  # owned by another shard: ids never collide, with no coordination
+            run_id = ev.run_id = f"r-{self.next_run}"
+            self.next_run += 1
         run = self.runs[run_id] = RunRecord(run_id, ev.token_digest, entry.key, entry.graph, policy, ev.ttl_s, ev.now,
                                             ev.now, last_t=ev.now, concurrency=ev.max_concurrency)
         if not ev.lifetimes:             # live (a replay has the journaled ones): see StartRun.lifetimes
@@ -749,6 +778,12 @@ class MetadataState:
             raise InvalidRequest(f"register_capacity of {ev.function!r}: blocks must be 1 to {MAX_FUNCTION_BLOCKS:,} "
                                  f"(blocks of {self.allocator.block_size:,} bytes), got {ev.blocks:,}",
                                  function=ev.function)
+        group = self.allocator.data_chunks + self.allocator.parity_chunks
+        if self.shards > 1 and (owner := routing.shard_of_function(ev.function, self.shards, group)) != self.shard:
+            raise InvalidRequest(f"storage function {ev.function!r} belongs to metadata shard {owner} of "
+                                 f"{self.shards}, not this one ({self.shard}): register each function with the "
+                                 "shard funcsion_rpc.routing.shard_of_function names (by its group of "
+                                 f"{group}), so no two shards hand out its blocks", function=ev.function)
         total = self.allocator.register(ev.function, ev.blocks)
         return [CapacityChanged(ev.function, ev.blocks, total)]
 

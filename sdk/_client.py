@@ -29,12 +29,13 @@ import hashlib
 import io
 import json
 import socket
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from funcsion_rpc import routing
 from funcsion_rpc.client import MetadataClient, PutRequest
-from funcsion_rpc.errors import UnknownObject
+from funcsion_rpc.errors import MetadataError, UnknownObject
 from funcsion_rpc.reads import ALREADY_COMMITTED, FREED_BY_READ, TIER_COS, TIER_MEMORY
 from storage_functions.auth import RUN_TOKEN_PREFIX, mint_run_token
 from storage_functions.exceptions import COSNotFound, NoRoom, StorageError
@@ -71,6 +72,8 @@ def parse_addr(addr: str | tuple[str, int]) -> tuple[str, int]:
 class Endpoints:
     """Where a stack listens and the tokens of its control plane (``sdk.local.Stack.endpoints``)."""
 
+    #: the metadata server's HOST:PORT; several shards: their addresses in shard order joined
+    #: by ``;`` (``metadata_shards``)
     metadata: str
     daemon: str
     store_token: str
@@ -90,15 +93,23 @@ class Endpoints:
         return Codec(self.ec_data or DEFAULT_D, self.ec_parity or DEFAULT_P,
                      threshold=self.block_size or DEFAULT_THRESHOLD)
 
+    @property
+    def metadata_shards(self) -> tuple[str, ...]:
+        """The metadata servers' addresses in shard order (``metadata`` holds them joined by ``;``;
+        one address: the only shard). Every run's calls go to ``routing.shard_of_run`` of them."""
+        return tuple(a.strip() for a in self.metadata.split(";") if a.strip()) or (self.metadata,)
+
     def stack_alive(self) -> bool:
         """Whether the stack's metadata server takes connections: while it does, a daemon that
         went away is restarting and worth waiting for (``StoreClient``'s ``alive``); once it does
         not, the whole stack is gone and nothing will come back."""
-        try:
-            socket.create_connection(parse_addr(self.metadata), timeout=1.0).close()
-        except OSError:
-            return False
-        return True
+        for addr in self.metadata_shards:
+            try:
+                socket.create_connection(parse_addr(addr), timeout=1.0).close()
+            except OSError:
+                continue
+            return True
+        return False
 
     def for_run(self, run_id: str) -> Endpoints:
         """What a task of ``run_id`` gets: a store token for that run's keys only
@@ -136,22 +147,35 @@ class Client:
     (``""``: the client/driver, which may write workflow inputs)."""
 
     def __init__(self, endpoints: Endpoints, *, run_id: str = "", token: str = "", function: str = "",
-                 metadata: MetadataClient | None = None, store: StoreClient | None = None) -> None:
+                 metadata: MetadataClient | None = None, store: StoreClient | None = None,
+                 shards: Sequence[MetadataClient] | None = None) -> None:
         self.endpoints = endpoints
         self.run_id, self.token, self.function = run_id, token, function
-        host, port = parse_addr(endpoints.metadata)
-        self._md = metadata or MetadataClient(host, port, token=token, admin_token=endpoints.admin_token,
-                                              tls_ca=endpoints.tls_ca)
+        addrs = endpoints.metadata_shards
+        owns_shards = shards is None and len(addrs) > 1 and metadata is None
+        if shards is None:          # one client per shard, in the shards' order (one: the run's own)
+            shards = [MetadataClient(*parse_addr(a), admin_token=endpoints.admin_token, tls_ca=endpoints.tls_ca)
+                      for a in addrs] if owns_shards else []
+        self._shards: tuple[MetadataClient, ...] = tuple(shards)
+        if metadata is None and self._shards:    # several shards: the run's owner (none yet: the first)
+            base = self._shards[routing.shard_of_run(run_id, len(self._shards)) if run_id else 0]
+            metadata = base.for_run(token) if token else base
+        self._md = metadata or MetadataClient(*parse_addr(addrs[0]), token=token,
+                                              admin_token=endpoints.admin_token, tls_ca=endpoints.tls_ca)
         self._store = store or StoreClient(parse_addr(endpoints.daemon), endpoints.store_token,
                                            codec=endpoints.codec(), alive=endpoints.stack_alive,
                                            tls_ca=endpoints.tls_ca)
-        self._owns = metadata is None, store is None
+        self._owns = metadata is None and not self._shards, store is None
+        self._owns_shards = owns_shards
         self.plan: dict[str, Any] = {}
 
     # -- lifecycle --------------------------------------------------------------------
     def close(self) -> None:
         if self._owns[0]:
             self._md.close()
+        if self._owns_shards:
+            for md in self._shards:
+                md.close()
         if self._owns[1]:
             self._store.close()
 
@@ -162,21 +186,39 @@ class Client:
         self.close()
 
     def bind(self, *, run_id: str | None = None, token: str | None = None, function: str | None = None) -> Client:
-        """The same connections, seen as another run or function."""
-        md = self._md.for_run(token) if token is not None and token != self.token else self._md
+        """The same connections, seen as another run or function (with several metadata shards,
+        another run's calls go to the shard that owns it: ``funcsion_rpc.routing.shard_of_run``)."""
+        if len(self._shards) > 1 and run_id is not None and run_id != self.run_id:
+            base = self._shards[routing.shard_of_run(run_id, len(self._shards))]
+            tok = self.token if token is None else token
+            md = base.for_run(tok) if tok else base
+        else:
+            md = self._md.for_run(token) if token is not None and token != self.token else self._md
         c = Client(self.endpoints, run_id=self.run_id if run_id is None else run_id,
                    token=self.token if token is None else token,
-                   function=self.function if function is None else function, metadata=md, store=self._store)
-        c._owns = (md is not self._md, False)  # a run-scoped metadata client is the bound client's own
+                   function=self.function if function is None else function, metadata=md, store=self._store,
+                   shards=self._shards)
+        # a run-scoped metadata client is the bound client's own (a view: closing it closes no socket)
+        c._owns = (md is not self._md and md not in self._shards, False)
         return c
 
     @property
     def metadata(self) -> MetadataClient:
         return self._md
 
+    @property
+    def shard_clients(self) -> tuple[MetadataClient, ...]:
+        """The metadata client of every shard, in shard order (one shard: ``metadata``)."""
+        return self._shards or (self._md,)
+
     # -- driver calls (admin token) -----------------------------------------------------
     def register_workflow(self, wds_json: str, params: Mapping[str, int] | None = None, source: str = "") -> str:
-        return str(self._md.register_workflow(wds_json, dict(params or {}), source).key)
+        """Register a workflow (with every metadata shard: a run of it may start on any)."""
+        keys = {str(md.register_workflow(wds_json, dict(params or {}), source).key) for md in self._shards or [self._md]}
+        if len(keys) != 1:
+            raise StoreFailure(f"the metadata shards {self.endpoints.metadata} registered the workflow under "
+                               f"different keys {sorted(keys)}: do they run the same funcsion version?")
+        return keys.pop()
 
     def start_run(self, workflow_key: str, *, policy: str = "funcstore", ttl_s: float = 0,
                   max_concurrency: int = 0, capacity_bytes: int = 0, latency_sensitive: bool = True) -> Client:
@@ -184,11 +226,27 @@ class Client:
         rightsize the run: ``max_concurrency`` tasks at once, at most ``capacity_bytes`` in
         memory (more spills to COS), ``latency_sensitive=False`` keeps its data in COS only.
         What they decided is in the returned client's ``plan``."""
-        info = self._md.start_run(workflow_key, policy, int(ttl_s * 1000), max_concurrency=max_concurrency,
+        md = self._start_shard() if len(self._shards) > 1 else self._md
+        info = md.start_run(workflow_key, policy, int(ttl_s * 1000), max_concurrency=max_concurrency,
                                   capacity_bytes=capacity_bytes, latency_sensitive=latency_sensitive)
         run = self.bind(run_id=info.run_id, token=info.token, function="")
         run.plan = json.loads(info.plan_json) if info.plan_json else {}
         return run
+
+    def _start_shard(self) -> MetadataClient:
+        """Where a new run starts with several shards: each mints only run ids it owns, so any
+        shard may; the least loaded one that answers (fewest running runs, then least journaled
+        work, then the first) takes it, so a shard that is down starts none."""
+        best: tuple[tuple[int, int, int], MetadataClient] | None = None
+        for i, md in enumerate(self._shards):
+            try:
+                h = md.health()
+            except MetadataError:         # unreachable: leave it out
+                continue
+            load = (int(h.running_runs), int(h.journal_seq), i)
+            if best is None or load < best[0]:
+                best = load, md
+        return self._shards[0] if best is None else best[1]   # none answers: the first says why
 
     def end_run(self, outcome: str = "succeeded") -> dict[str, Any]:
         return self._md.end_run(self.run_id, outcome)

@@ -286,7 +286,8 @@ class _Target:
 
             assert self.endpoints is not None
             with Client(self.endpoints) as admin:
-                end_orphaned_runs(self.cfg.state_dir, admin.metadata)
+                for shard in admin.shard_clients:    # each metadata shard's running runs
+                    end_orphaned_runs(self.cfg.state_dir, shard)
         if self.endpoints is None:
             from .local._stack import Stack
 

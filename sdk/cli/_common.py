@@ -55,7 +55,9 @@ def stack_option(text: str, env: Mapping[str, str]) -> Endpoints:
     """The ``Endpoints`` ``--stack`` names: a stack.json (as ``funcsion up`` writes it) or
     ``metadata=HOST:PORT,daemon=HOST:PORT[,cos=URL][,ca=PATH]`` with the tokens from ``env``
     (FUNCSION_ADMIN_TOKEN, FUNCSION_STORE_TOKEN); ``ca=PATH``: the servers speak TLS, verified
-    against that CA (PEM). Raises ValueError saying what is wrong."""
+    against that CA (PEM). Several metadata shards: ``metadata=`` repeated, or their addresses
+    joined by ``;`` (``metadata=H:P;H:P``), in shard order (every client and daemon must list them
+    in the same order). Raises ValueError saying what is wrong."""
     import json
     from pathlib import Path
 
@@ -69,7 +71,7 @@ def stack_option(text: str, env: Mapping[str, str]) -> Endpoints:
         try:
             info = json.loads(path.read_text(encoding="utf-8"))
             ep = stack_endpoints(info)
-            for addr in (ep.metadata, ep.daemon):
+            for addr in (*ep.metadata_shards, ep.daemon):
                 parse_addr(addr)
         except OSError as exc:
             raise ValueError(f"--stack {text}: cannot read {path}: {exc.strerror or exc}") from None
@@ -80,18 +82,21 @@ def stack_option(text: str, env: Mapping[str, str]) -> Endpoints:
     parts: dict[str, str] = {}
     for item in text.split(","):
         name, sep, value = item.strip().partition("=")
-        if not sep or name not in ("metadata", "daemon", "cos", "ca") or not value or name in parts:
+        if not sep or name not in ("metadata", "daemon", "cos", "ca") or not value or (
+                name in parts and name != "metadata"):
             raise ValueError(f"--stack {text!r}: write metadata=HOST:PORT,daemon=HOST:PORT (optionally ,cos=URL "
-                             "and ,ca=PATH) or the path of a stack.json")
-        parts[name] = value
+                             "and ,ca=PATH; several metadata shards: metadata= again, in shard order) or the path "
+                             "of a stack.json")
+        parts[name] = f"{parts[name]};{value}" if name in parts else value
     missing = [n for n in ("metadata", "daemon") if n not in parts]
     if missing:
         raise ValueError(f"--stack {text!r}: no {' and no '.join(missing)}=HOST:PORT")
     for name in ("metadata", "daemon"):
-        try:
-            parse_addr(parts[name])
-        except ValueError as exc:
-            raise ValueError(f"--stack {name}=: {exc}") from None
+        for addr in parts[name].split(";") if name == "metadata" else [parts[name]]:
+            try:
+                parse_addr(addr.strip())
+            except ValueError as exc:
+                raise ValueError(f"--stack {name}=: {exc}") from None
     tokens = {var: env.get(var, "") for var in (ENV_ADMIN_TOKEN, ENV_STORE_TOKEN)}
     unset = [var for var, tok in tokens.items() if not tok]
     if unset:

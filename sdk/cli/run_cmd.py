@@ -64,7 +64,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--stack", metavar="STACK", default=None,
                    help="run on this stack: a stack.json (as `funcsion up` writes) or "
                         "metadata=HOST:PORT,daemon=HOST:PORT[,cos=URL] of `funcsion serve metadata` and "
-                        "`funcsion serve daemon --metadata`, with FUNCSION_ADMIN_TOKEN and FUNCSION_STORE_TOKEN set")
+                        "`funcsion serve daemon --metadata`, with FUNCSION_ADMIN_TOKEN and FUNCSION_STORE_TOKEN set; "
+                        "several metadata shards: metadata= once per shard, in shard order (or 'metadata=H:P;H:P')")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     jobs = p.add_argument_group("concurrent jobs (several WDS files)")
     jobs.add_argument("--admit-budget", type=parse_size, default=0, metavar="SIZE",

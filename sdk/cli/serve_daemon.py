@@ -106,7 +106,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         f"FUNCSION_CONTROL_SHIP_LAG_S; default: config control_ship_lag_s, {d.control_ship_lag_s:g})")
     p.add_argument("--metadata", metavar="HOST:PORT", default="",
                    help="follow this metadata server: store chunks where it places them and carry out its "
-                        "drops, scale-outs and releases (default: a standalone daemon that places chunks itself)")
+                        "drops, scale-outs and releases; several shards: 'H:P;H:P' in shard order (one control "
+                        "loop each, each shard given the function groups it owns; --group-size must be their "
+                        "d+p) (default: a standalone daemon that places chunks itself)")
     p.add_argument("--admin-token", default=None,
                    help=f"the metadata server's admin token, with --metadata (default: env {ENV_ADMIN_TOKEN})")
     add_tls_arguments(p)
@@ -224,13 +226,14 @@ def _follow(args: argparse.Namespace) -> tuple[str, str] | None:
         if args.admin_token:
             raise ServeDaemonError("--admin-token is for --metadata HOST:PORT (the metadata server to follow)")
         return None
-    try:
-        _, port = split_address(args.metadata)
-    except ValueError as exc:
-        raise ServeDaemonError(f"--metadata: {exc}") from None
-    if not port:
-        raise ServeDaemonError(f"--metadata {args.metadata}: give the metadata server's port too, e.g. "
-                               f"{args.metadata}:7917")
+    for addr in args.metadata.split(";"):      # several metadata shards: H:P;H:P in shard order
+        try:
+            _, port = split_address(addr.strip())
+        except ValueError as exc:
+            raise ServeDaemonError(f"--metadata: {exc}") from None
+        if not port:
+            raise ServeDaemonError(f"--metadata {args.metadata}: give the metadata server's port too, e.g. "
+                                   f"{addr.strip()}:7917")
     if not token:
         raise ServeDaemonError(f"--metadata {args.metadata} needs the metadata server's admin token: pass "
                                f"--admin-token TOKEN or set {ENV_ADMIN_TOKEN} (`funcsion serve metadata` prints it)")
@@ -273,27 +276,32 @@ def _build_aws(args: argparse.Namespace, overrides: dict[str, Any]) -> Any:
                     endpoint_url=args.endpoint_url, **overrides)
 
 
-def follow(store: Any, metadata: str, admin_token: str, *, warn: Callable[[str], None], tls_ca: str = "") -> Any:
-    """Start the control loop of ``store``'s daemon, following ``metadata`` (over TLS verified
-    against ``tls_ca``, PEM text, when given); a wrong token or another block size raise
-    ``ServeDaemonError``, an unreachable server is retried."""
+def follow(store: Any, metadata: str, admin_token: str, *, warn: Callable[[str], None], tls_ca: str = ""
+           ) -> list[Any]:
+    """Start the control loops of ``store``'s daemon, one per metadata shard of ``metadata``
+    (``H:P``, or ``H:P;H:P`` in shard order; over TLS verified against ``tls_ca``, PEM text, when
+    given); a wrong token or another block size raise ``ServeDaemonError``, an unreachable
+    server is retried."""
     from funcsion_rpc.errors import ServiceUnavailable, Unauthorized
-    from sdk.local._control import follow_metadata
+    from sdk.local._control import follow_shards
     from storage_functions.exceptions import ControlError
 
-    follower = follow_metadata(store.daemon, metadata, admin_token, tls_ca=tls_ca)
-    try:
-        follower.hello()
-    except ServiceUnavailable as exc:
-        if "TLS" in exc.message:                   # a wrong CA, or a server without TLS: no retry helps
-            follower.close()
-            raise ServeDaemonError(f"--metadata {metadata}: {exc.message}") from None
-        warn(f"{exc.message}; serving anyway and retrying with backoff")
-    except (Unauthorized, ControlError) as exc:
-        follower.close()
-        what = exc.message if isinstance(exc, Unauthorized) else str(exc)
-        raise ServeDaemonError(f"--metadata {metadata}: {what}") from None
-    return follower.start()
+    followers = follow_shards(store.daemon, metadata, admin_token, tls_ca=tls_ca)
+    for follower in followers:
+        try:
+            follower.hello()
+        except ServiceUnavailable as exc:
+            if "TLS" in exc.message:                   # a wrong CA, or a server without TLS: no retry helps
+                for f in followers:
+                    f.close()
+                raise ServeDaemonError(f"--metadata {metadata}: {exc.message}") from None
+            warn(f"{exc.message}; serving anyway and retrying with backoff")
+        except (Unauthorized, ControlError) as exc:
+            for f in followers:
+                f.close()
+            what = exc.message if isinstance(exc, Unauthorized) else str(exc)
+            raise ServeDaemonError(f"--metadata {metadata}: {what}") from None
+    return [f.start() for f in followers]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -304,7 +312,7 @@ def run(args: argparse.Namespace) -> int:
 
     store = build(args)
     following = _follow(args)
-    follower = None
+    followers: list[Any] = []
     stop = threading.Event()
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
@@ -312,7 +320,7 @@ def run(args: argparse.Namespace) -> int:
             store.start()
             if following is not None:
                 ca = store.config.tls_ca
-                follower = follow(store, *following, warn=say,
+                followers = follow(store, *following, warn=say,
                                   tls_ca=open(ca, encoding="ascii").read() if ca else "")
         except (OSError, StorageError, ServeDaemonError) as exc:
             store.stop()
@@ -341,7 +349,7 @@ def run(args: argparse.Namespace) -> int:
             except KeyboardInterrupt:
                 pass
         finally:
-            if follower is not None:
+            for follower in followers:
                 follower.close()
             store.stop()
     finally:

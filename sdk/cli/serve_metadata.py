@@ -50,6 +50,14 @@ def _positive(text: str) -> int:
     return value
 
 
+def _shard(text: str) -> tuple[int, int]:
+    """``I/M``: shard I (from 0) of M."""
+    i, sep, m = text.partition("/")
+    if not sep or not i.isdigit() or not m.isdigit() or not 0 <= int(i) < int(m):
+        raise argparse.ArgumentTypeError(f"expected I/M, shard I (0 to M-1) of M shards, e.g. 0/2; got {text!r}")
+    return int(i), int(m)
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     d = Config()  # the defaults; an unset option takes FUNCSION_<FIELD>, then funcsion.toml, then these
     p.add_argument("--host", default=None,
@@ -97,6 +105,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"largest request the server reads; larger ones are refused unread (default "
                         f"{DEFAULT_MAX_FRAME_BYTES}, at least {MIN_MAX_FRAME_BYTES} so a {MAX_WDS_BYTES}-byte WDS "
                         "fits; env FUNCSION_METADATA_MAX_FRAME_BYTES)")
+    p.add_argument("--shard", type=_shard, default=(0, 1), metavar="I/M",
+                   help="this server is metadata shard I (from 0) of M: it owns the runs and storage functions "
+                        "whose rendezvous hash (funcsion_rpc.routing) names I, mints only such run ids and refuses "
+                        "calls for the others; list the M shards in this order in every client's --stack "
+                        "(default 0/1: the only one)")
     p.add_argument("--advertise", metavar="HOST", default="",
                    help="the name or address clients dial; with --tls-cert the certificate must hold it "
                         "(default: the bound host)")
@@ -123,6 +136,13 @@ def _control_store(args: argparse.Namespace, cfg: Config) -> Any:
     return open_cos(cfg.cos_url)
 
 
+def _state_id(configured: str, shard: int, shards: int) -> str:
+    """The name of this server's control state in COS: the configured one, except that shard k of
+    several left at the default ``metadata-0`` is ``metadata-k`` (two shards under one name would
+    delete each other's journal generations)."""
+    return f"metadata-{shard}" if shards > 1 and configured == "metadata-0" else configured
+
+
 def build_served(args: argparse.Namespace) -> Any:
     """``build`` and the journal's shipper to COS (None without a journal or a COS URL): a
     missing journal is restored from COS first."""
@@ -144,9 +164,10 @@ def build_served(args: argparse.Namespace) -> Any:
     budget = args.memory_budget if args.memory_budget is not None else cfg.memory_budget_mb << 20
     state = MetadataState(block_size=cfg.block_size, data_chunks=cfg.ec_data, memory_grain=cfg.memory_grain,
                           parity_chunks=cfg.ec_parity, memory_budget=budget,
-                          wds_limits=cfg.wds_limits())  # wds_max_*: funcsion.toml, FUNCSION_WDS_*
+                          wds_limits=cfg.wds_limits(),  # wds_max_*: funcsion.toml, FUNCSION_WDS_*
+                          shard=getattr(args, "shard", (0, 1))[0], shards=getattr(args, "shard", (0, 1))[1])
     store = _control_store(args, cfg)
-    prefix = control_prefix("", "metadata", cfg.metadata_state_id)
+    prefix = control_prefix("", "metadata", _state_id(cfg.metadata_state_id, state.shard, state.shards))
     restored = restore_journal(store, prefix, args.journal) if store is not None and _empty(args.journal) else None
     journal = Journal(args.journal, sync=args.journal_sync) if args.journal else None
     shipper = None

@@ -3,7 +3,7 @@
 with its endpoints and tokens (mode 0600) and removes it on SIGTERM. With the config's
 ``tls_cert``/``tls_key``/``tls_ca`` (``FUNCSION_TLS_*``) it serves TLS (``Stack``);
 without a certificate and bound off loopback it refuses to start unless given
-``--insecure``."""
+``--insecure``. ``--metadata-shards M`` runs M metadata servers (``Stack``)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,16 @@ import argparse
 import signal
 import threading
 
-__all__ = ["HELP", "add_arguments", "run"]
+__all__ = ["HELP", "add_arguments", "run", "shard_count"]
 
 HELP = "run the embedded stack (metadata server, daemon, local platform, COS) in the foreground"
+
+
+def shard_count(text: str) -> int:
+    """``--metadata-shards``: a whole number, at least 1."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected how many metadata shards, at least 1; got {text!r}")
+    return int(text)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -27,6 +34,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"metadata server port (default: config metadata_port, {d.metadata_port})")
     p.add_argument("--daemon-port", type=int, default=None,
                    help=f"daemon port (default: config daemon_port, {d.daemon_port})")
+    p.add_argument("--metadata-shards", type=shard_count, default=1, metavar="M",
+                   help="run M metadata servers (shards): shard 0 on --metadata-port, the others on free ports; "
+                        "each owns the runs and storage-function groups its rendezvous hash gives it, the daemon "
+                        "follows them all; stack.json lists them in shard order, joined by ';' (default 1)")
     p.add_argument("--insecure", action="store_true",
                    help="allow plaintext on a non-loopback --host (without FUNCSION_TLS_CERT the stack speaks plaintext)")
 
@@ -48,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     stop = threading.Event()
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
-        with Stack(cfg) as stack:
+        with Stack(cfg, metadata_shards=args.metadata_shards) as stack:
             path = stack.write_stack_file()
             ep = stack.endpoints
             print(f"funcsion stack up: metadata {ep.metadata}, daemon {ep.daemon}, state {stack.root}", flush=True)

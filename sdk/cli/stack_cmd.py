@@ -19,6 +19,8 @@ from typing import Any
 from storage_functions.private_files import open_private, private_dir
 from wds import FuncsionError
 
+from .serve_stack import shard_count
+
 __all__ = ["add_parser", "up", "down"]
 
 
@@ -34,6 +36,9 @@ def add_parser(sub: Any) -> None:
                     "run, until `funcsion down`. Its output goes to <state-dir>/logs/stack.log.")
     up_p.add_argument("--state-dir", default=None, help="state directory (default .funcsion)")
     up_p.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for it to come up")
+    up_p.add_argument("--metadata-shards", type=shard_count, default=1, metavar="M",
+                      help="run M metadata servers (shards; each owns the runs and storage-function groups "
+                           "its rendezvous hash gives it); stack.json lists them in shard order (default 1)")
     up_p.set_defaults(run=up, _parser=up_p)
     down_p: argparse.ArgumentParser = sub.add_parser(
         "down", help="stop the local stack started by `funcsion up`",
@@ -62,7 +67,8 @@ def up(args: argparse.Namespace) -> int:
     private_dir(state / "logs")
     log = open_private(state / "logs" / "stack.log", "ab")
     try:
-        proc = subprocess.Popen([sys.executable, "-m", "sdk.cli", "serve", "stack", "--state-dir", str(state)],
+        proc = subprocess.Popen([sys.executable, "-m", "sdk.cli", "serve", "stack", "--state-dir", str(state),
+                                 "--metadata-shards", str(args.metadata_shards)],
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
     finally:

@@ -13,10 +13,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from funcsion_rpc import routing
 from funcsion_rpc.client import MetadataClient
 from storage_functions.daemon import Follower, Instruction, SourceView
 
-__all__ = ["MetadataSource", "follow_metadata"]
+__all__ = ["MetadataSource", "follow_metadata", "follow_shards"]
 
 
 class MetadataSource:
@@ -57,3 +58,22 @@ def follow_metadata(daemon: Any, metadata: str, admin_token: str, *, tls_ca: str
     host, port = parse_addr(metadata)
     return Follower(MetadataSource(MetadataClient(host, port, admin_token=admin_token, timeout_s=10.0,
                                                   tls_ca=tls_ca)), daemon, **options)
+
+
+def follow_shards(daemon: Any, metadata: str, admin_token: str, *, tls_ca: str = "",
+                  **options: Any) -> list[Follower]:
+    """One follower (not started) per metadata shard of ``metadata`` (``HOST:PORT``, or several
+    joined by ``;`` in shard order). With several, each registers only the daemon's function
+    groups its shard owns (``routing.shard_of_group``: the daemon's ``group_size`` must be the
+    shards' d+p) and its first-start sweep spares the runs other shards own."""
+    from .._client import Endpoints
+
+    addrs = Endpoints(metadata, "", "").metadata_shards
+    n = len(addrs)
+    if n == 1:
+        return [follow_metadata(daemon, addrs[0], admin_token, tls_ca=tls_ca, **options)]
+    prefix = daemon.config.function_prefix
+    return [follow_metadata(daemon, addr, admin_token, tls_ca=tls_ca,
+                            owns_group=lambda g, k=k: routing.shard_of_group(prefix, g, n) == k,
+                            sweep_keeps=lambda run_id, k=k: routing.shard_of_run(run_id, n) != k, **options)
+            for k, addr in enumerate(addrs)]

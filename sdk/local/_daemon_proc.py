@@ -118,7 +118,7 @@ class DaemonProcess:
 
 def _child() -> int:
     """The child: read the spec, serve until SIGTERM."""
-    from sdk.local._control import follow_metadata
+    from sdk.local._control import follow_shards
     from storage_functions.daemon import LocalStore
     from storage_functions.local import PlatformConfig
 
@@ -131,20 +131,22 @@ def _child() -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     store.start()
     ca = store.config.tls_ca
-    follower = follow_metadata(store.daemon, spec["metadata"], spec["admin_token"], poll_s=0.02,
-                               tls_ca=Path(ca).read_text(encoding="ascii") if ca else "")
+    followers = follow_shards(store.daemon, spec["metadata"], spec["admin_token"], poll_s=0.02,
+                              tls_ca=Path(ca).read_text(encoding="ascii") if ca else "")   # one per shard
     try:
-        try:
-            store.daemon.wait_warm(follower.hello(), timeout_s=20.0)
-        except Exception as exc:  # noqa: BLE001 - the loop retries with backoff; the daemon serves meanwhile
-            print(f"daemon process: control loop: {exc}", file=sys.stderr, flush=True)
-        follower.start()
+        for follower in followers:
+            try:
+                store.daemon.wait_warm(follower.hello(), timeout_s=20.0)
+            except Exception as exc:  # noqa: BLE001 - the loop retries with backoff; the daemon serves meanwhile
+                print(f"daemon process: control loop: {exc}", file=sys.stderr, flush=True)
+            follower.start()
         host, port = store.address
         sys.stdout.write(json.dumps({"address": [host, port], "pid": os.getpid()}) + "\n")
         sys.stdout.flush()
         stop.wait()
     finally:
-        follower.close()
+        for follower in followers:
+            follower.close()
         store.stop()
     return 0
 

@@ -192,7 +192,7 @@ class _RunEnd:
             except FuncsionError as exc:
                 return statuses, None, str(exc), []
             try:
-                stats = fresh.metadata.stats()
+                stats = fresh.bind(run_id=self.run.run_id).metadata.stats()   # its shard's (admin)
             except FuncsionError:
                 stats = {}
             if summary is None:

@@ -48,7 +48,7 @@ from storage_functions.private_files import open_private, private_dir
 
 from .._client import Client, Endpoints, parse_addr
 from .._config import Config
-from ._control import MetadataSource
+from ._control import MetadataSource, follow_shards
 from ._drivers import end_orphaned_runs
 from ._statedir import StateDirLock
 
@@ -65,14 +65,23 @@ class Stack:
 
     def __init__(self, config: Config, *, metadata_port: int | None = None, daemon_port: int | None = None,
                  journal: bool = True, daemon: Mapping[str, Any] | None = None,
-                 daemon_process: bool | None = None, platform: Any = None) -> None:
+                 daemon_process: bool | None = None, platform: Any = None, metadata_shards: int = 1) -> None:
         """``daemon``: ``DaemonConfig`` fields to override (e.g. a small pool:
         ``{"max_functions": 12}``). ``daemon_process``: run the daemon (with its platform and
         control loop) in a child process that ``restart_daemon`` can kill -9 (default: when
         ``config.restart_daemon_after_s`` asks for it). ``platform``: what runs the storage
         functions instead of a local platform started here (anything with ``LocalPlatform``'s
         ``deploy`` and ``invoke_async``; the caller shuts it down; not with ``daemon_process``):
-        the as-deployed tests run them from the storage zip."""
+        the as-deployed tests run them from the storage zip. ``metadata_shards``: run that many
+        metadata servers (shard 0 on ``metadata_port``, the others on free ports), each owning the
+        runs and function groups ``funcsion_rpc.routing`` gives it; the daemon follows them all."""
+        if metadata_shards < 1:
+            raise ValueError(f"Stack: metadata_shards must be at least 1, got {metadata_shards}")
+        self.metadata_shards = metadata_shards
+        self.followers: list[Follower] = []
+        self.handlers: list[Any] = []           # one per metadata shard, in shard order (as below)
+        self.metadata_servers: list[Any] = []
+        self.journals: list[Any] = []
         self.config = config
         self.root = Path(config.state_dir).resolve()
         self.metadata_port = config.metadata_port if metadata_port is None else metadata_port
@@ -97,7 +106,8 @@ class Stack:
         self._lock.acquire()  # before anything opens the journal; StateDirBusy when another stack has it
         try:
             self._start(cfg)
-            self.orphans_ended = end_orphaned_runs(self.root, self._admin.metadata)  # their drivers died
+            self.orphans_ended = [r for md in self._admin.shard_clients     # their drivers died
+                                  for r in end_orphaned_runs(self.root, md)]
         except BaseException:
             if self._started:
                 self.stop()  # releases the lock too
@@ -114,17 +124,27 @@ class Stack:
         from storage_functions.local import LocalPlatform, PlatformConfig
 
         private_dir(self.root / "logs")
-        state = MetadataState(block_size=cfg.block_size, data_chunks=cfg.ec_data, parity_chunks=cfg.ec_parity,
-                              memory_budget=cfg.memory_budget_mb << 20, wds_limits=cfg.wds_limits(),
-                              memory_grain=cfg.memory_grain)
-        self.journal = Journal(str(self.root / "metadata.journal")) if self.use_journal else None
-        self.handler = MetadataHandler(state, journal=self.journal, admin_token=self.admin_token,
-                                       default_ttl_s=cfg.run_ttl_s)
-        self.lifetimes = attach_lifetimes(self.handler, data_dir=cfg.resolved_lifetime_data,
-                                          models_dirs=[cfg.resolved_lifetime_models, BUNDLED_MODELS],
-                                          retrain_every=cfg.retrain_every)
         edge = self._tls(cfg)
-        self.metadata_server = MetadataServer(self.handler, cfg.host, self.metadata_port, edge=edge).start()
+        n = self.metadata_shards
+        self.handlers, self.metadata_servers, self.journals = [], [], []
+        for k in range(n):      # shard k: metadata-k (its journal: metadata.journal for shard 0, as always)
+            state = MetadataState(block_size=cfg.block_size, data_chunks=cfg.ec_data, parity_chunks=cfg.ec_parity,
+                                  memory_budget=cfg.memory_budget_mb << 20, wds_limits=cfg.wds_limits(),
+                                  memory_grain=cfg.memory_grain, shard=k, shards=n)
+            journal = (Journal(str(self.root / ("metadata.journal" if k == 0 else f"metadata-{k}.journal")))
+                       if self.use_journal else None)
+            self.journals.append(journal)
+            handler = MetadataHandler(state, journal=journal, admin_token=self.admin_token,
+                                      default_ttl_s=cfg.run_ttl_s)
+            self.handlers.append(handler)
+            lifetimes = attach_lifetimes(handler, data_dir=cfg.resolved_lifetime_data,
+                                         models_dirs=[cfg.resolved_lifetime_models, BUNDLED_MODELS],
+                                         retrain_every=cfg.retrain_every)
+            if k == 0:
+                self.lifetimes = lifetimes
+            self.metadata_servers.append(MetadataServer(handler, cfg.host, self.metadata_port if k == 0 else 0,
+                                                        edge=edge).start())
+        self.journal, self.handler, self.metadata_server = self.journals[0], self.handlers[0], self.metadata_servers[0]
         platform: dict[str, Any] = {"idle_reclaim_s": (cfg.idle_reclaim_min_s, cfg.idle_reclaim_max_s), "kill_rate": cfg.kill_rate,
                     "kill_functions": "sion-*", "log_dir": str(self.root / "logs")}
         dcfg = DaemonConfig(host=cfg.host, port=self.daemon_port, block_size=cfg.block_size,
@@ -134,6 +154,8 @@ class Stack:
                             state_id=cfg.daemon_state_id,  # its control state's name in COS (when shipped)
                             persist_ttl_s=cfg.persist_ttl_s,
                             tls_cert=cfg.tls_cert, tls_key=cfg.tls_key, tls_ca=cfg.tls_ca if cfg.tls_cert else "")
+        if n > 1:   # each shard owns whole erasure-code groups of the daemon's functions
+            dcfg = replace(dcfg, group_size=cfg.ec_data + cfg.ec_parity)
         if self.daemon_overrides:
             dcfg = replace(dcfg, **self.daemon_overrides)
         if self.daemon_process:
@@ -144,15 +166,21 @@ class Stack:
         self.daemon_config = self.store.config
         self._started = True
         self._admin = Client(self.endpoints)
-        host, port = parse_addr(self.endpoints.metadata)
-        self.follower = Follower(MetadataSource(MetadataClient(host, port, admin_token=self.admin_token,
-                                                               tls_ca=self.tls_ca)),
-                                 self.store.daemon, poll_s=0.5)  # the listener below wakes it at once
-        # the first group is up before the first put (as a warm pool would be): a put never waits
-        # for a cold start, and memory is held from the moment the allocator hands it out
-        self.store.daemon.wait_warm(self.follower.hello(), timeout_s=20.0)
-        self.handler.add_listener(self.follower.wake)
-        self.follower.start()
+        if n == 1:
+            host, port = parse_addr(self.endpoints.metadata)
+            self.followers = [Follower(MetadataSource(MetadataClient(host, port, admin_token=self.admin_token,
+                                                                     tls_ca=self.tls_ca)),
+                                       self.store.daemon, poll_s=0.5)]  # the listener below wakes it at once
+        else:       # one control loop per shard, each registering the groups its shard owns
+            self.followers = follow_shards(self.store.daemon, self.endpoints.metadata, self.admin_token,
+                                           tls_ca=self.tls_ca, poll_s=0.5)
+        self.follower = self.followers[0]
+        for follower, handler in zip(self.followers, self.handlers):
+            # the first group is up before the first put (as a warm pool would be): a put never waits
+            # for a cold start, and memory is held from the moment the allocator hands it out
+            self.store.daemon.wait_warm(follower.hello(), timeout_s=20.0)
+            handler.add_listener(follower.wake)
+            follower.start()
 
     def _tls(self, cfg: Config) -> Any:
         """The metadata server's TLS edge factory (None: plaintext); sets ``tls_ca`` (PEM text)."""
@@ -178,8 +206,7 @@ class Stack:
         from ._daemon_proc import DaemonProcess
 
         dcfg = replace(dcfg, token=dcfg.token or _secrets.token_hex(16))
-        m = self.metadata_server
-        self.store = DaemonProcess(str(self.root / "store"), dcfg, metadata=f"{m.host}:{m.port}",
+        self.store = DaemonProcess(str(self.root / "store"), dcfg, metadata=self._metadata_addresses(),
                                    admin_token=self.admin_token, platform=platform,
                                    log_path=str(self.root / "logs" / "daemon.log"))
         self._started = True
@@ -201,8 +228,8 @@ class Stack:
         if not self._started:
             return
         self._started = False
-        if self.follower is not None:
-            self.follower.close()
+        for follower in self.followers:
+            follower.close()
         if hasattr(self, "_admin"):
             self._admin.close()
         try:
@@ -211,9 +238,11 @@ class Stack:
             try:
                 if self.platform is not None and self.platform is not self._given_platform:
                     self.platform.shutdown()
-                self.metadata_server.close()
-                if self.journal is not None:
-                    self.journal.close()
+                for server in self.metadata_servers:
+                    server.close()
+                for journal in self.journals:
+                    if journal is not None:
+                        journal.close()
             finally:
                 self._lock.release()
 
@@ -226,12 +255,15 @@ class Stack:
     # -- what clients need ------------------------------------------------------------
     @property
     def endpoints(self) -> Endpoints:
-        h, p = self.metadata_server.host, self.metadata_server.port
         dh, dp = self.store.address
         c = self.config
-        return Endpoints(f"{h}:{p}", f"{dh}:{dp}", self.store.token, self.admin_token, c.resolved_cos_url,
+        return Endpoints(self._metadata_addresses(), f"{dh}:{dp}", self.store.token, self.admin_token, c.resolved_cos_url,
                          block_size=c.block_size, ec_data=c.ec_data, ec_parity=c.ec_parity,
                          tls_ca=getattr(self, "tls_ca", ""))
+
+    def _metadata_addresses(self) -> str:
+        """The metadata servers' HOST:PORT in shard order, joined by ``;`` (``Endpoints.metadata``)."""
+        return ";".join(f"{m.host}:{m.port}" for m in self.metadata_servers)
 
     def client(self) -> Client:
         """A driver client (admin token; bind it to a run with ``start_run``)."""
@@ -253,26 +285,27 @@ class Stack:
     # -- the control loop ------------------------------------------------------------
     @property
     def groups_registered(self) -> int:
-        return self.follower.groups_registered if self.follower is not None else 0
+        return sum(f.groups_registered for f in self.followers)
 
     @property
     def swept_runs(self) -> list[str]:
         """Runs whose leftovers the start-up sweep dropped."""
-        return list(self.follower.swept_runs or []) if self.follower is not None else []
+        return [r for f in self.followers for r in f.swept_runs or []]
 
     def pump_once(self) -> None:
         """One round of the control loop now (it runs on its own thread too; in a daemon
         process, only there)."""
-        if self.follower is not None:
-            self.follower.step()
+        for follower in self.followers:
+            follower.step()
 
     def drain(self, timeout_s: float = 10.0) -> None:
         """Carry out every instruction, deferred ones included (after a run ends); a daemon
         process's control loop does so on its own (``_leaked`` polls what it holds)."""
-        if self.follower is not None:
-            self.follower.drain(timeout_s)
+        for follower in self.followers:
+            follower.drain(timeout_s)
 
     def stats(self) -> dict[str, Any]:
+        """The first metadata shard's stats (each shard's: ``handlers[k]`` or its own admin client)."""
         return self._admin.metadata.stats()
 
 

@@ -139,8 +139,17 @@ class Follower:
     def __init__(self, source: InstructionSource, target: ControlTarget, *, poll_s: float = 0.02,
                  batch: int = 1000, oracle_grace_s: float = ORACLE_GRACE_S, backoff_min_s: float = 0.05,
                  backoff_max_s: float = 5.0, log_interval_s: float = 30.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 owns_group: Callable[[int], bool] | None = None, sweep_keeps: Callable[[str], bool] | None = None
+                 ) -> None:
         self.source, self.target = source, target
+        # several metadata shards: this follower registers only the function groups its source owns
+        # (the others' followers register theirs), and its first-start sweep leaves the runs other
+        # shards own alone (``sweep_keeps``: True for a run this source does not know of)
+        self.owns_group = owns_group or (lambda group: True)
+        self.sweep_keeps = sweep_keeps or (lambda run_id: False)
+        self.next_group = 0           # the daemon's next function group this follower may register
+        self.functions_bound = 0      # functions 0 .. this-1 hold every group registered
         self.poll_s, self.batch, self.oracle_grace_s = poll_s, batch, oracle_grace_s
         self.backoff_min_s, self.backoff_max_s, self.log_interval_s = backoff_min_s, backoff_max_s, log_interval_s
         self.clock = clock
@@ -205,15 +214,18 @@ class Follower:
                 log.info("withdrew %s%d from the metadata server: outside this daemon's pool of %d functions",
                          prefix, i, c.max_functions)
             known = [i for i in ours if i < c.max_functions]
-            groups = max(1, -(-(max(known) + 1) // c.group_size) if known else 1)
-            self.groups_registered = 0
-            functions = 0
-            for _ in range(groups):
+            top = max(known) // c.group_size if known else 0     # the last group the source knows of
+            self.groups_registered = self.next_group = self.functions_bound = 0
+            functions = self._register_group()
+            while self.next_group <= top:
+                before = self.next_group
                 functions = self._register_group()
+                if self.next_group == before:
+                    break
             self.target.prewarm(functions)
             if self.swept_runs is None and not self.target.counters.get("puts", 0):
-                running = view.running
-                self.swept_runs = self.target.sweep_runs(lambda run_id: run_id in running)
+                running, keeps = view.running, self.sweep_keeps
+                self.swept_runs = self.target.sweep_runs(lambda run_id: run_id in running or keeps(run_id))
             self.connected = True
             return functions
 
@@ -271,20 +283,25 @@ class Follower:
         functions are registered now (it stops at the daemon's ``max_functions``)."""
         c = self.target.config
         blocks = c.capacity // c.block_size
-        start = self.groups_registered * c.group_size
+        g = self.next_group
+        while g * c.group_size < c.max_functions and not self.owns_group(g):
+            g += 1                                  # another shard's group
+        start = g * c.group_size
         end = min(start + c.group_size, c.max_functions)
         for i in range(start, end):
             self.source.register_capacity(f"{c.function_prefix}-{i}", blocks)
         if end > start:
             self.groups_registered += 1
-        return int(max(end, start))
+            self.next_group = g + 1
+            self.functions_bound = max(self.functions_bound, end)
+        return int(self.functions_bound if self.functions_bound else max(end, start))
 
     def _scale_out(self, blocks: int) -> None:
         """At least ``blocks`` more blocks: whole groups, then warm their functions (only
         theirs: the older groups' are warmed by the GC window's schedule, or left to sleep)."""
         c = self.target.config
         per_group = c.group_size * (c.capacity // c.block_size)
-        before = functions = min(self.groups_registered * c.group_size, c.max_functions)
+        before = functions = min(self.functions_bound, c.max_functions)
         for _ in range(max(1, -(-blocks // per_group))):
             functions = self._register_group()
         if functions > before:
