@@ -3,7 +3,9 @@ no numpy, no torch.
 
 Baselines fitted on training rows: ``constant`` (each workflow's median lifetime) and
 ``lookup`` (the median per stage: workflow and ``F_stage``, the workflow's median for a
-stage never seen). Other predictors (the MLP, the server's heuristic) come in as
+stage never seen). Beside them, not a predictor but a bound: ``other_runs``, the median
+of the same object in the other runs (it needs the test runs' shape recorded, which no
+predictor has). Other predictors (the MLP, the server's heuristic) come in as
 ``Fit`` functions, so this module does not import torch or the metadata server.
 
 Two comparisons:
@@ -29,7 +31,8 @@ from ._dataset import Row
 from ._measure import intervals, medians, score, split_by_run
 from ._split import Split, run_shapes, split_rows
 
-__all__ = ["Fit", "Model", "BASELINES", "fit_constant", "fit_lookup", "compare_by_run", "compare_generalisation"]
+__all__ = ["Fit", "Model", "BASELINES", "fit_constant", "fit_lookup", "other_runs", "compare_by_run",
+           "compare_generalisation"]
 
 #: A fitted predictor: rows -> predicted lifetimes in ms.
 Model = Callable[[Sequence[Row]], list[float]]
@@ -65,10 +68,26 @@ def fit_lookup(train: Sequence[Row], val: Sequence[Row] = ()) -> Model:
 BASELINES: dict[str, Fit] = {"constant": fit_constant, "lookup": fit_lookup}
 
 
+def other_runs(test: Sequence[Row], everything: Sequence[Row], key: Callable[[Row], Hashable]) -> list[float]:
+    """For each test row, the median lifetime of the same object (``key``) in the other
+    runs (0 when there is none): what a table of this very object would predict, so its
+    score bounds what run-to-run noise lets any predictor reach."""
+    by: dict[Hashable, list[Row]] = {}
+    for r in everything:
+        by.setdefault(key(r), []).append(r)
+    out = []
+    for r in test:
+        xs = [o.lifetime_ms for o in by.get(key(r), ()) if o.run != r.run]
+        out.append(statistics.median(xs) if xs else 0.0)
+    return out
+
+
 def _evaluate(fits: Mapping[str, Fit], train: Sequence[Row], val: Sequence[Row], test: Sequence[Row],
               everything: Sequence[Row], key: Callable[[Row], Hashable]) -> dict[str, Any]:
     bounds, mids = intervals(everything, key=key), medians(everything, key=key)
     out: dict[str, Any] = {"rows": len(test), "runs": len({r.run for r in test})}
+    if test:
+        out["other_runs"] = _rounded(score(test, other_runs(test, everything, key), bounds, mids, key=key).to_dict())
     for name, fit in {**BASELINES, **fits}.items():
         if not test:
             out[name] = None

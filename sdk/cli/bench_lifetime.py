@@ -234,4 +234,4 @@ def _table(title: str, part: dict[str, Any]) -> None:
 
     print(f"  {title} ({part['rows']} rows, {part['runs']} runs): "
           + "; ".join(f"{n} {pct(part[n]['accuracy'])} / strict {pct(part[n]['strict_accuracy'])} / "
-                      f"MAE {part[n]['mae_ms']:.1f} ms" for n in NAMES if part.get(n)))
+                      f"MAE {part[n]['mae_ms']:.1f} ms" for n in (*NAMES, "other_runs") if part.get(n)))

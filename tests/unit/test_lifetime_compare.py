@@ -5,12 +5,13 @@ predictor is scored on exactly the held-out rows) and the report's keys."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 
-from lifetime_model import (DEFAULT_SPLIT, Row, Split, compare_generalisation, fit_lookup, intervals, load_rows,
+from lifetime_model import (BUNDLED_DATASETS, BUNDLED_MODELS, DEFAULT_SPLIT, Row, Split, compare_generalisation, fit_lookup, intervals, load_rows,
                             medians, run_shapes, score, split_by_run, split_rows)
-from sdk.cli._bench_predictors import GENERALISATION_DATA, NAMES, generalisation, heuristic_fit
+from sdk.cli._bench_predictors import GENERALISATION_DATA, NAMES, by_run, generalisation, heuristic_fit
 
 
 def _row(run: str, obj: str, life: float, stage: float = 1.0, size: int = 100) -> Row:
@@ -103,3 +104,26 @@ def test_the_report_has_every_predictors_scores_under_seen_and_unseen() -> None:
             assert s["mae_ms"] is not None and s["mae_ms"] >= 0
             assert s["accuracy"] is not None and s["strict_accuracy"] is not None
             assert s["rows"] == g[part]["rows"] > 0
+
+
+@pytest.mark.parametrize("category", ["analytics", "compile", "video"])
+def test_the_served_default_is_the_mlp_and_it_beats_the_lookup_on_the_shipped_datasets(category: str,
+                                                                                         tmp_path: Path) -> None:
+    from metadata_server import MetadataHandler, MetadataState, attach_lifetimes
+
+    handler = MetadataHandler(MetadataState())
+    attach_lifetimes(handler, data_dir=None, models_dirs=[tmp_path, BUNDLED_MODELS])   # as the stack does
+    served = handler.state.predictor.store.get(category)  # type: ignore[attr-defined]
+    assert served is not None and handler.state.predictor.revision(category).startswith("model:")  # type: ignore[attr-defined]
+    out = by_run(load_rows(BUNDLED_DATASETS, category), served)
+    assert out["mlp"]["mae_ms"] <= out["lookup"]["mae_ms"], out
+    assert out["mlp"]["strict_accuracy"] > out["lookup"]["strict_accuracy"], out
+    assert out["mlp"]["accuracy"] >= out["lookup"]["accuracy"], out
+
+
+@pytest.mark.slow
+def test_on_unseen_fan_outs_and_sizes_the_mlp_beats_the_lookup(shipped: list[Row]) -> None:
+    g = generalisation(GENERALISATION_DATA, "analytics", [12, 32], [6, 16], epochs=600)
+    u = g["unseen"]
+    assert u["mlp"]["mae_ms"] < u["lookup"]["mae_ms"] and u["mlp"]["strict_accuracy"] > u["lookup"]["strict_accuracy"]
+    assert u["other_runs"]["strict_accuracy"] < 0.8     # run-to-run noise alone keeps any predictor below 0.8
