@@ -9,7 +9,15 @@ numpy pass, as the server does at registration), and the fragmentation (allocate
 live bytes over time, ``frag_mb_s``, from the metadata server's accounting) of the
 examples run on one embedded stack under funcstore grouped by the model's lifetimes, by
 the heuristic's, by predicted expiry (model) and with no grouping. ``--json`` prints one
-JSON object as the last line."""
+JSON object as the last line.
+
+Beside the model, on the same held-out rows (``sdk.cli._bench_predictors``): a constant
+per workflow, the per-stage median lookup and the heuristic, each with FuncStore's
+accuracy, a strict accuracy (within 25% of the object's median lifetime) and MAE
+(``per_category.<c>.predictors``); and the generalisation split (``seen``, ``unseen``,
+``generalisation``): an MLP and the baselines trained on word count runs of some fan-outs
+and input sizes, scored on held-out runs of those and on runs of fan-outs and sizes never
+trained on."""
 
 from __future__ import annotations
 
@@ -60,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.repeat < 1:
         raise InvalidRequest(f"--repeat must be at least 1, got {args.repeat}")
+    split = _split_args(args)
     names = examples(args.examples)
     cfg = Config.load(state_dir=args.state_dir, lifetime_data=args.data, lifetime_models=args.models)
     dirs = [cfg.resolved_lifetime_models, BUNDLED_MODELS]
@@ -67,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.monotonic()
     result: dict[str, Any] = {"models": [str(d) for d in dirs], "data": str(cfg.resolved_lifetime_data)}
     result |= _accuracy(predictor, cfg.resolved_lifetime_data, names)
-    result |= _generalisation(args)
+    result |= _generalisation(args, *split)
     result["predict_us"], result["heuristic_predict_us"] = _predict_time(predictor, names)
     if not args.no_fragmentation:
         result |= _fragmentation(predictor, names, args.repeat)
@@ -78,11 +87,8 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _generalisation(args: argparse.Namespace) -> dict[str, Any]:
-    """``seen`` and ``unseen``: every predictor trained on the runs of seen fan-outs and input
-    sizes, scored on their test runs and on the runs of the held-out ones."""
+def _split_args(args: argparse.Namespace) -> tuple[list[int], list[float]]:
     from funcsion_rpc.errors import InvalidRequest
-    from sdk.cli._bench_predictors import GENERALISATION_DATA, generalisation
 
     try:
         fans = [int(v) for v in args.unseen_fan_outs.split(",") if v.strip()]
@@ -92,6 +98,14 @@ def _generalisation(args: argparse.Namespace) -> dict[str, Any]:
                              f"{args.unseen_fan_outs!r} and {args.unseen_sizes!r}") from None
     if args.epochs < 1:
         raise InvalidRequest(f"--epochs must be at least 1, got {args.epochs}")
+    return fans, sizes
+
+
+def _generalisation(args: argparse.Namespace, fans: list[int], sizes: list[float]) -> dict[str, Any]:
+    """``seen`` and ``unseen``: every predictor trained on the runs of seen fan-outs and input
+    sizes, scored on their test runs and on the runs of the held-out ones."""
+    from sdk.cli._bench_predictors import GENERALISATION_DATA, generalisation
+
     data = Path(args.generalisation_data) if args.generalisation_data else GENERALISATION_DATA
     g = generalisation(data, args.generalisation_category, fans, sizes, args.epochs)
     return {"seen": g.pop("seen"), "unseen": g.pop("unseen"), "generalisation": g}

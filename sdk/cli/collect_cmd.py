@@ -46,11 +46,12 @@ def run(args: argparse.Namespace) -> int:
     if args.runs < 1:
         raise InvalidRequest(f"--runs must be at least 1, got {args.runs}")
     names = examples(args.examples)
+    grids = _grids(names, args.param, args.text_share)
     state_dir = args.state_dir or tempfile.mkdtemp(prefix="funcsion-collect-")
     cfg = Config.load(state_dir=state_dir, lifetime_data=args.data)
     data = cfg.resolved_lifetime_data
     data = cfg.replace(lifetime_data=str(data.resolve())).resolved_lifetime_data
-    variants = plan(names, args.runs, args.seed, _grids(names, args.param, args.text_share))
+    variants = plan(names, args.runs, args.seed, grids)
     done = {"succeeded": 0, "failed": 0}
     t0 = time.monotonic()
 

@@ -95,6 +95,10 @@ def test_train_cli_installs_a_model_and_reports_json(tmp_path: Path, capsys: pyt
     (["collect", "--runs", "0"], "--runs must be at least 1"),
     (["collect", "--examples", "nope"], "unknown example nope"),
     (["bench", "lifetime", "--repeat", "0"], "--repeat must be at least 1"),
+    (["bench", "lifetime", "--unseen-fan-outs", "a"], "--unseen-fan-outs and --unseen-sizes take numbers"),
+    (["collect", "--param", "mappers=2"], "--param and --text-share vary one example, got 3"),
+    (["collect", "--examples", "wordcount", "--param", "mappers=x"], "--param 'mappers=x': give NAME=V1,V2"),
+    (["collect", "--examples", "video", "--text-share", "2"], "text shares apply to wordcount only"),
 ])
 def test_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str],
                                message: str) -> None:

@@ -127,3 +127,14 @@ def test_on_unseen_fan_outs_and_sizes_the_mlp_beats_the_lookup(shipped: list[Row
     u = g["unseen"]
     assert u["mlp"]["mae_ms"] < u["lookup"]["mae_ms"] and u["mlp"]["strict_accuracy"] > u["lookup"]["strict_accuracy"]
     assert u["other_runs"]["strict_accuracy"] < 0.8     # run-to-run noise alone keeps any predictor below 0.8
+
+
+def test_collect_grid_runs_every_combination_of_fan_out_and_input_size() -> None:
+    from sdk.local._collect import grid, plan
+
+    g = grid("wordcount", {"mappers": [2, 12], "reducers": [2]}, [0.5, 3.0])
+    assert [(v.params["mappers"], v.text_share) for v in g] == [(2, 0.5), (2, 3.0), (12, 0.5), (12, 3.0)]
+    runs = plan(["wordcount"], 8, grids={"wordcount": g})
+    assert runs == g + g                                       # each combination as often
+    with pytest.raises(Exception, match="wordcount only"):
+        grid("video", {"segments": [4]}, [2.0])
