@@ -82,18 +82,22 @@ def other_runs(test: Sequence[Row], everything: Sequence[Row], key: Callable[[Ro
     return out
 
 
-def _evaluate(fits: Mapping[str, Fit], train: Sequence[Row], val: Sequence[Row], test: Sequence[Row],
-              everything: Sequence[Row], key: Callable[[Row], Hashable]) -> dict[str, Any]:
+def _evaluate(fits: Mapping[str, Fit], train: Sequence[Row], val: Sequence[Row],
+              tests: Mapping[str, Sequence[Row]], everything: Sequence[Row],
+              key: Callable[[Row], Hashable]) -> dict[str, dict[str, Any]]:
+    """Each predictor fitted once on ``train`` (``val`` for early stopping), scored on each
+    of ``tests`` (name -> rows): ``{test name: {"rows", "runs", "other_runs", predictor: score}}``."""
     bounds, mids = intervals(everything, key=key), medians(everything, key=key)
-    out: dict[str, Any] = {"rows": len(test), "runs": len({r.run for r in test})}
-    if test:
-        out["other_runs"] = _rounded(score(test, other_runs(test, everything, key), bounds, mids, key=key).to_dict())
+    out: dict[str, dict[str, Any]] = {}
+    for part, test in tests.items():
+        out[part] = {"rows": len(test), "runs": len({r.run for r in test})}
+        if test:
+            out[part]["other_runs"] = _rounded(score(test, other_runs(test, everything, key), bounds, mids,
+                                                     key=key).to_dict())
     for name, fit in {**BASELINES, **fits}.items():
-        if not test:
-            out[name] = None
-            continue
-        predicted = fit(train, val)(test)
-        out[name] = _rounded(score(test, predicted, bounds, mids, key=key).to_dict())
+        model = fit(train, val)
+        for part, test in tests.items():
+            out[part][name] = _rounded(score(test, model(test), bounds, mids, key=key).to_dict()) if test else None
     return out
 
 
@@ -105,15 +109,17 @@ def compare_by_run(rows: Sequence[Row], fits: Mapping[str, Fit], seed: int = 0) 
     """Every predictor (the baselines and ``fits``), fitted on the training runs of
     ``split_by_run`` (its validation runs for early stopping), scored on its test runs."""
     train, val, test = split_by_run(rows, seed)
-    return _evaluate(fits, train, val, test, rows, lambda r: r.key)
+    return _evaluate(fits, train, val, {"test": test}, rows, lambda r: r.key)["test"]
 
 
 def compare_generalisation(rows: Sequence[Row], split: Split, fits: Mapping[str, Fit],
                            seed: int = 0) -> dict[str, Any]:
-    """``{"split": ..., "seen": {predictor: score}, "unseen": {predictor: score}}``: every
-    predictor fitted on the same rows, the training runs (``split_by_run``; its validation
-    runs for early stopping) of the seen shapes, scored on their test runs (``seen``) and on every run of an unseen
-    shape (``unseen``)."""
+    """``{"split": ..., "seen": {predictor: score}, "unseen": {predictor: score}, ...}``:
+    every predictor fitted once, on the training runs (``split_by_run``; its validation
+    runs for early stopping) of the seen shapes, scored on their test runs (``seen``), on
+    every run of an unseen shape (``unseen``), and on the unseen runs split by what is new
+    in them: ``unseen_fan_out`` (the fan-out, at a seen input size), ``unseen_size`` (the
+    input size, at a seen fan-out), ``unseen_both``."""
     shapes = run_shapes(rows)
     seen, unseen = split_rows(rows, split, shapes)
     train, val, test = split_by_run(seen, seed)
@@ -121,6 +127,13 @@ def compare_generalisation(rows: Sequence[Row], split: Split, fits: Mapping[str,
     def key(r: Row) -> Hashable:
         return (shapes[r.run], r.key)
 
-    return {"split": split.describe(rows, shapes),
-            "seen": _evaluate(fits, train, val, test, rows, key),
-            "unseen": _evaluate(fits, train, val, unseen, rows, key)}
+    def new(r: Row) -> str:
+        s = shapes[r.run]
+        fan, size = s.fan_out in split.unseen_fan_outs, s.size_class in split.unseen_sizes
+        return "unseen_both" if fan and size else "unseen_fan_out" if fan else "unseen_size"
+
+    tests: dict[str, list[Row]] = {"seen": test, "unseen": list(unseen), "unseen_fan_out": [], "unseen_size": [],
+                                   "unseen_both": []}
+    for r in unseen:
+        tests[new(r)].append(r)
+    return {"split": split.describe(rows, shapes), **_evaluate(fits, train, val, tests, rows, key)}

@@ -108,7 +108,7 @@ def _generalisation(args: argparse.Namespace, fans: list[int], sizes: list[float
 
     data = Path(args.generalisation_data) if args.generalisation_data else GENERALISATION_DATA
     g = generalisation(data, args.generalisation_category, fans, sizes, args.epochs)
-    return {"seen": g.pop("seen"), "unseen": g.pop("unseen"), "generalisation": g}
+    return {"seen": g.pop("seen"), "unseen": g.pop("unseen"), "generalisation": g}  # unseen_fan_out, _size, _both
 
 
 def _categories(names: list[str]) -> dict[str, str]:
@@ -233,6 +233,9 @@ def _print(r: dict[str, Any]) -> None:
           f"and sizes {g['split']['sizes_unseen']}")
     _table("seen", r["seen"])
     _table("unseen", r["unseen"])
+    for part in ("unseen_fan_out", "unseen_size", "unseen_both"):
+        if g.get(part, {}).get("rows"):
+            _table(part.replace("_", " ", 1).replace("_", "-"), g[part])
     print(f"prediction: {r['predict_us']:.2f} us per object (heuristic {r['heuristic_predict_us']:.2f} us)")
     if "frag_mb_s_by_config" not in r:
         return

@@ -86,11 +86,13 @@ def test_unseen_fan_outs_and_sizes_never_occur_in_training_and_each_predictor_sc
                                                          "heuristic": recorded("heuristic", heuristic_fit)})
     train, val, test = split_by_run(seen)
     for name, got in calls.items():
-        (tr1, va1, seen_test), (tr2, va2, unseen_test) = got
+        (tr1, va1, seen_test), (tr2, va2, unseen_test), *by_new = got
         assert tr1 == tr2 == train and va1 == va2 == val, name      # the same training rows, seen shapes only
         assert seen_test == test and unseen_test == unseen, name    # exactly the held-out rows
+        assert sorted(id(r) for _, _, part in by_new for r in part) == sorted(id(r) for r in unseen)
     assert {shapes[r.run] for r in train + val}.isdisjoint({shapes[r.run] for r in unseen})
     assert out["unseen"]["rows"] == len(unseen) and out["seen"]["rows"] == len(test)
+    assert sum(out[p]["rows"] for p in ("unseen_fan_out", "unseen_size", "unseen_both")) == len(unseen)
     assert out["unseen"]["lookup"] == out["unseen"]["lookup_again"]
     assert out["split"]["fan_outs_unseen"] == [12, 32] and out["split"]["sizes_unseen"] == [6.0, 16.0]
 
