@@ -126,9 +126,10 @@ def test_the_served_default_is_the_mlp_and_it_beats_the_lookup_on_the_shipped_da
 @pytest.mark.slow
 def test_on_unseen_fan_outs_and_sizes_the_mlp_beats_the_lookup(shipped: list[Row]) -> None:
     g = generalisation(GENERALISATION_DATA, "analytics", [12, 32], [6, 16], epochs=600)
-    u = g["unseen"]
-    assert u["mlp"]["mae_ms"] < u["lookup"]["mae_ms"] and u["mlp"]["strict_accuracy"] > u["lookup"]["strict_accuracy"]
-    assert u["other_runs"]["strict_accuracy"] < 0.8     # run-to-run noise alone keeps any predictor below 0.8
+    for part in ("unseen", "unseen_fan_out", "unseen_size", "unseen_both"):
+        u = g[part]
+        assert u["mlp"]["mae_ms"] < u["lookup"]["mae_ms"], (part, u)
+        assert u["mlp"]["strict_accuracy"] > u["lookup"]["strict_accuracy"], (part, u)
 
 
 def test_collect_grid_runs_every_combination_of_fan_out_and_input_size() -> None:
