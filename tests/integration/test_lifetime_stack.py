@@ -123,6 +123,10 @@ def test_collect_then_bench_lifetime(tmp_path: Path, capsys: pytest.CaptureFixtu
     r = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert set(r["frag_mb_s_by_config"]) == {"model", "heuristic", "expiry_model", "nogroup"}
     assert r["predict_us"] > 0 and "analytics" in r["per_category"] and r["frag_mb_s"] >= 0
+    for part in ("seen", "unseen"):
+        assert {n: set(r[part][n]) >= {"mae_ms", "accuracy", "strict_accuracy"}
+                for n in ("mlp", "lookup", "constant", "heuristic")} == dict.fromkeys(
+            ("mlp", "lookup", "constant", "heuristic"), True)
 
 
 def _finished_fig9_run(fig9: Path):
