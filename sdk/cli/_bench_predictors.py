@@ -38,8 +38,6 @@ def heuristic_fit(train: Sequence[Any], val: Sequence[Any]) -> _Model:
 
 def served_fit(model: Any) -> Callable[[Sequence[Any], Sequence[Any]], _Model]:
     """The served model as it is (trained by ``funcsion train`` on the same split's training runs)."""
-    from lifetime_model._train import evaluate  # noqa: F401  (numpy present, as the model needs)
-
     def fit(train: Sequence[Any], val: Sequence[Any]) -> _Model:
         import numpy as np
 
