@@ -147,6 +147,7 @@ def _accuracy(predictor: Any, data: Path, names: list[str]) -> dict[str, Any]:
                       "heuristic_accuracy": h.accuracy, "heuristic_mae_ms": h.mae_ms,
                       "feature_ceiling": feature_ceiling(rows).accuracy,
                       "funcstore_feature_ceiling": feature_ceiling(rows, n_features=5).accuracy}
+            entry["strict_accuracy"] = entry["predictors"]["mlp"]["strict_accuracy"]   # the same rows and model
         elif model is not None:
             entry |= {"source": "the model's metadata (its own test runs)", "accuracy": model.meta.get("accuracy"),
                       "mae_ms": model.meta.get("mae_ms")}
