@@ -8,6 +8,13 @@ object is accurate when it lies in that interval. Objects seen in fewer than
 ``MIN_RUNS`` runs have no interval and are left out of the measure (counted in
 ``unmeasured``). Mean absolute error is over every row, in milliseconds.
 
+Strict accuracy: a prediction within ``STRICT`` (25%) of the object's median lifetime
+over the runs (``medians``; the same ``MIN_RUNS`` rule). FuncStore's interval is as wide
+as the object's lifetimes vary, so on a noisy machine it accepts predictions far from
+any lifetime; the strict measure does not widen with the noise. Both take a ``key``:
+what makes rows "the same object" (``Row.key``; the generalisation split adds the run's
+shape, ``_split``).
+
 The split keeps each run whole (80/10/10 of the runs, by a hash of the run id),
 so validation and test measure predictions for runs the model never saw, and a
 run stays in its part as the dataset grows (``split_by_run``).
@@ -18,17 +25,21 @@ from __future__ import annotations
 import hashlib
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ._dataset import Row
 
 Key = tuple[str, str, tuple[float, ...]]
 
-__all__ = ["Key", "Z95", "MIN_RUNS", "Score", "intervals", "score", "split_by_run", "feature_ceiling"]
+__all__ = ["Key", "Z95", "MIN_RUNS", "STRICT", "Score", "intervals", "medians", "score", "split_by_run",
+           "feature_ceiling"]
 
 Z95 = 1.959964
 MIN_RUNS = 3
+#: Strict accuracy: a prediction within this share of the object's median lifetime.
+STRICT = 0.25
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,19 +49,36 @@ class Score:
     rows: int
     measured: int                 # rows whose object has an interval
     unmeasured: int
+    strict_accuracy: float | None = None   # share of rows with a median whose prediction is within STRICT of it
 
     def to_dict(self) -> dict[str, float | int | None]:
-        return {"accuracy": self.accuracy, "mae_ms": self.mae_ms, "rows": self.rows, "measured": self.measured,
-                "unmeasured": self.unmeasured}
+        return {"accuracy": self.accuracy, "strict_accuracy": self.strict_accuracy, "mae_ms": self.mae_ms,
+                "rows": self.rows, "measured": self.measured, "unmeasured": self.unmeasured}
 
 
-def intervals(rows: Sequence[Row], z: float = Z95) -> dict[Key, tuple[float, float]]:
-    """``(workflow, object) -> (low, high)``: ``mean +- z sd`` of the object's lifetimes,
-    for objects recorded in at least ``MIN_RUNS`` runs."""
-    by: dict[Key, list[float]] = {}
+def _row_key(r: Row) -> Key:
+    return r.key
+
+
+def _by_key(rows: Sequence[Row], key: Callable[[Row], Hashable]) -> dict[Hashable, list[float]]:
+    by: dict[Hashable, list[float]] = {}
     for r in rows:
-        by.setdefault(r.key, []).append(r.lifetime_ms)
-    out: dict[Key, tuple[float, float]] = {}
+        by.setdefault(key(r), []).append(r.lifetime_ms)
+    return by
+
+
+def medians(rows: Sequence[Row], key: Callable[[Row], Hashable] = _row_key) -> dict[Hashable, float]:
+    """``key(row) -> median lifetime`` over the object's runs, for objects recorded in at
+    least ``MIN_RUNS`` runs."""
+    return {k: statistics.median(xs) for k, xs in _by_key(rows, key).items() if len(xs) >= MIN_RUNS}
+
+
+def intervals(rows: Sequence[Row], z: float = Z95,
+              key: Callable[[Row], Hashable] = _row_key) -> dict[Any, tuple[float, float]]:
+    """``key(row) -> (low, high)``: ``mean +- z sd`` of the object's lifetimes, for objects
+    recorded in at least ``MIN_RUNS`` runs."""
+    by = _by_key(rows, key)
+    out: dict[Any, tuple[float, float]] = {}
     for k, xs in by.items():
         if len(xs) < MIN_RUNS:
             continue
@@ -60,21 +88,29 @@ def intervals(rows: Sequence[Row], z: float = Z95) -> dict[Key, tuple[float, flo
     return out
 
 
-def score(rows: Sequence[Row], predicted_ms: Sequence[float],
-          bounds: dict[Key, tuple[float, float]]) -> Score:
-    """Accuracy and MAE of ``predicted_ms[i]`` for ``rows[i]``."""
+def score(rows: Sequence[Row], predicted_ms: Sequence[float], bounds: Mapping[Any, tuple[float, float]],
+          mids: Mapping[Any, float] | None = None, key: Callable[[Row], Hashable] = _row_key) -> Score:
+    """Accuracy and MAE of ``predicted_ms[i]`` for ``rows[i]``; the strict accuracy too when
+    given the objects' ``mids`` (``medians``). ``key`` must be the one the bounds and
+    medians were computed with."""
     if len(rows) != len(predicted_ms):
         raise ValueError(f"{len(rows)} rows but {len(predicted_ms)} predictions")
-    hit = measured = 0
+    hit = measured = strict = strict_n = 0
     err = 0.0
     for r, p in zip(rows, predicted_ms):
         err += abs(p - r.lifetime_ms)
-        b = bounds.get(r.key)
+        k = key(r)
+        b = bounds.get(k)
         if b is not None:
             measured += 1
             hit += b[0] <= p <= b[1]
+        m = mids.get(k) if mids is not None else None
+        if m is not None:
+            strict_n += 1
+            strict += abs(p - m) <= STRICT * m
     n = len(rows)
-    return Score(hit / measured if measured else None, err / n if n else None, n, measured, n - measured)
+    return Score(hit / measured if measured else None, err / n if n else None, n, measured, n - measured,
+                 strict / strict_n if strict_n else None)
 
 
 def split_by_run(rows: Sequence[Row], seed: int = 0) -> tuple[list[Row], list[Row], list[Row]]:
@@ -115,4 +151,4 @@ def feature_ceiling(rows: Sequence[Row], seed: int = 0, n_features: int | None =
         by.setdefault((r.workflow, r.features[:n_features]), []).append(r.lifetime_ms)
     med = {k: statistics.median(v) for k, v in by.items()}
     pred = [med.get((r.workflow, r.features[:n_features]), 0.0) for r in test_rows]
-    return score(test_rows, pred, intervals(rows))
+    return score(test_rows, pred, intervals(rows), medians(rows))

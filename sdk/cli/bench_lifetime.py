@@ -9,7 +9,15 @@ numpy pass, as the server does at registration), and the fragmentation (allocate
 live bytes over time, ``frag_mb_s``, from the metadata server's accounting) of the
 examples run on one embedded stack under funcstore grouped by the model's lifetimes, by
 the heuristic's, by predicted expiry (model) and with no grouping. ``--json`` prints one
-JSON object as the last line."""
+JSON object as the last line.
+
+Beside the model, on the same held-out rows (``sdk.cli._bench_predictors``): a constant
+per workflow, the per-stage median lookup and the heuristic, each with FuncStore's
+accuracy, a strict accuracy (within 25% of the object's median lifetime) and MAE
+(``per_category.<c>.predictors``); and the generalisation split (``seen``, ``unseen``,
+``generalisation``): an MLP and the baselines trained on word count runs of some fan-outs
+and input sizes, scored on held-out runs of those and on runs of fan-outs and sizes never
+trained on."""
 
 from __future__ import annotations
 
@@ -38,6 +46,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--state-dir", default=None, help="state directory for --data/--models defaults (.funcsion)")
     p.add_argument("--examples", default="wordcount,gg_compile,video", help="examples to run for fragmentation")
     p.add_argument("--repeat", type=int, default=3, help="runs of each example per configuration (default 3)")
+    p.add_argument("--generalisation-data", default=None,
+                   help="datasets of runs at many fan-outs and input sizes for the seen/unseen split (default: "
+                        "the ones shipped in lifetime_model/datasets/generalisation)")
+    p.add_argument("--generalisation-category", default="analytics", help="its category (default analytics)")
+    p.add_argument("--unseen-fan-outs", default="12,32",
+                   help="fan-outs held out of training (default 12,32: word count's mappers)")
+    p.add_argument("--unseen-sizes", default="6,16",
+                   help="input sizes held out of training, as multiples of the dataset's smallest (default 6,16)")
+    p.add_argument("--epochs", type=int, default=600, help="training epochs of the split's MLP (default 600)")
+    p.add_argument("--no-fragmentation", action="store_true",
+                   help="only score the predictors; skip the runs that measure fragmentation")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -49,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.repeat < 1:
         raise InvalidRequest(f"--repeat must be at least 1, got {args.repeat}")
+    split = _split_args(args)
     names = examples(args.examples)
     cfg = Config.load(state_dir=args.state_dir, lifetime_data=args.data, lifetime_models=args.models)
     dirs = [cfg.resolved_lifetime_models, BUNDLED_MODELS]
@@ -56,13 +76,39 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.monotonic()
     result: dict[str, Any] = {"models": [str(d) for d in dirs], "data": str(cfg.resolved_lifetime_data)}
     result |= _accuracy(predictor, cfg.resolved_lifetime_data, names)
+    result |= _generalisation(args, *split)
     result["predict_us"], result["heuristic_predict_us"] = _predict_time(predictor, names)
-    result |= _fragmentation(predictor, names, args.repeat)
+    if not args.no_fragmentation:
+        result |= _fragmentation(predictor, names, args.repeat)
     result["bench_s"] = round(time.monotonic() - t0, 1)
     _print(result)
     if args.json:
         print(json.dumps(result))
     return 0
+
+
+def _split_args(args: argparse.Namespace) -> tuple[list[int], list[float]]:
+    from funcsion_rpc.errors import InvalidRequest
+
+    try:
+        fans = [int(v) for v in args.unseen_fan_outs.split(",") if v.strip()]
+        sizes = [float(v) for v in args.unseen_sizes.split(",") if v.strip()]
+    except ValueError:
+        raise InvalidRequest(f"--unseen-fan-outs and --unseen-sizes take numbers separated by commas, got "
+                             f"{args.unseen_fan_outs!r} and {args.unseen_sizes!r}") from None
+    if args.epochs < 1:
+        raise InvalidRequest(f"--epochs must be at least 1, got {args.epochs}")
+    return fans, sizes
+
+
+def _generalisation(args: argparse.Namespace, fans: list[int], sizes: list[float]) -> dict[str, Any]:
+    """``seen`` and ``unseen``: every predictor trained on the runs of seen fan-outs and input
+    sizes, scored on their test runs and on the runs of the held-out ones."""
+    from sdk.cli._bench_predictors import GENERALISATION_DATA, generalisation
+
+    data = Path(args.generalisation_data) if args.generalisation_data else GENERALISATION_DATA
+    g = generalisation(data, args.generalisation_category, fans, sizes, args.epochs)
+    return {"seen": g.pop("seen"), "unseen": g.pop("unseen"), "generalisation": g}  # unseen_fan_out, _size, _both
 
 
 def _categories(names: list[str]) -> dict[str, str]:
@@ -77,6 +123,7 @@ def _accuracy(predictor: Any, data: Path, names: list[str]) -> dict[str, Any]:
     from lifetime_model import BUNDLED_DATASETS, DatasetError, feature_ceiling, intervals, load_rows, score, split_by_run
     from lifetime_model._train import evaluate
     from metadata_server import HeuristicPredictor
+    from sdk.cli._bench_predictors import by_run
 
     heuristic = HeuristicPredictor()
     per: dict[str, Any] = {}
@@ -96,9 +143,11 @@ def _accuracy(predictor: Any, data: Path, names: list[str]) -> dict[str, Any]:
             s = evaluate(model, test, bounds)
             h = score(test, [heuristic.predict(_info(r)) * 1000.0 for r in test], bounds)
             entry |= {"source": f"{len(test)} test rows of {src / (cat + '.csv')}", **s.to_dict(),
+                      "predictors": by_run(rows, model),
                       "heuristic_accuracy": h.accuracy, "heuristic_mae_ms": h.mae_ms,
                       "feature_ceiling": feature_ceiling(rows).accuracy,
                       "funcstore_feature_ceiling": feature_ceiling(rows, n_features=5).accuracy}
+            entry["strict_accuracy"] = entry["predictors"]["mlp"]["strict_accuracy"]   # the same rows and model
         elif model is not None:
             entry |= {"source": "the model's metadata (its own test runs)", "accuracy": model.meta.get("accuracy"),
                       "mae_ms": model.meta.get("mae_ms")}
@@ -177,6 +226,30 @@ def _print(r: dict[str, Any]) -> None:
                  f"{pct(e['feature_ceiling'])}, of FuncStore's 5 {pct(e['funcstore_feature_ceiling'])})"
                  if "heuristic_accuracy" in e else "")
         print(f"{cat:<10} accuracy {pct(e['accuracy'])}{extra}, MAE {mae}  [{e['source']}]")
+        if "predictors" in e:
+            _table(f"{cat} test runs", e["predictors"])
+    g = r["generalisation"]
+    print(f"generalisation ({g['data']}): trained on fan-outs {g['split']['fan_outs_seen']} and input sizes "
+          f"{g['split']['sizes_seen']} (times the smallest), held out fan-outs {g['split']['fan_outs_unseen']} "
+          f"and sizes {g['split']['sizes_unseen']}")
+    _table("seen", r["seen"])
+    _table("unseen", r["unseen"])
+    for part in ("unseen_fan_out", "unseen_size", "unseen_both"):
+        if g.get(part, {}).get("rows"):
+            _table(part.replace("_", " ", 1).replace("_", "-"), g[part])
     print(f"prediction: {r['predict_us']:.2f} us per object (heuristic {r['heuristic_predict_us']:.2f} us)")
+    if "frag_mb_s_by_config" not in r:
+        return
     print(f"fragmentation (allocated - live, MB*s, {r['block_size'] >> 10} KiB blocks, mean of {r['repeat']} runs "
           "per example): " + ", ".join(f"{c} {v:.3f}" for c, v in r["frag_mb_s_by_config"].items()))
+
+
+def _table(title: str, part: dict[str, Any]) -> None:
+    from sdk.cli._bench_predictors import NAMES
+
+    def pct(v: float | None) -> str:
+        return "n/a" if v is None else f"{v * 100:.1f}%"
+
+    print(f"  {title} ({part['rows']} rows, {part['runs']} runs): "
+          + "; ".join(f"{n} {pct(part[n]['accuracy'])} / strict {pct(part[n]['strict_accuracy'])} / "
+                      f"MAE {part[n]['mae_ms']:.1f} ms" for n in (*NAMES, "other_runs") if part.get(n)))

@@ -26,6 +26,12 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--state-dir", default=None,
                    help="state directory of the stack the runs use (default: a temporary one)")
     p.add_argument("--seed", type=int, default=0, help="seed of the varied inputs")
+    p.add_argument("--param", action="append", default=[], metavar="NAME=V1,V2,...",
+                   help="run every combination of these parameter values instead of the built-in variants "
+                        "(repeatable; one example only), e.g. --param mappers=2,4,8,12 --param reducers=2")
+    p.add_argument("--text-share", default="", metavar="S1,S2,...",
+                   help="wordcount: input sizes as shares of its default text (above 1 repeats it), each "
+                        "combined with every --param combination")
     p.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     p.set_defaults(run=run, _parser=p)
 
@@ -40,11 +46,12 @@ def run(args: argparse.Namespace) -> int:
     if args.runs < 1:
         raise InvalidRequest(f"--runs must be at least 1, got {args.runs}")
     names = examples(args.examples)
+    grids = _grids(names, args.param, args.text_share)
     state_dir = args.state_dir or tempfile.mkdtemp(prefix="funcsion-collect-")
     cfg = Config.load(state_dir=state_dir, lifetime_data=args.data)
     data = cfg.resolved_lifetime_data
     data = cfg.replace(lifetime_data=str(data.resolve())).resolved_lifetime_data
-    variants = plan(names, args.runs, args.seed)
+    variants = plan(names, args.runs, args.seed, grids)
     done = {"succeeded": 0, "failed": 0}
     t0 = time.monotonic()
 
@@ -66,3 +73,29 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(out))
     return 0 if not done["failed"] else 1
+
+
+def _grids(names: list[str], params: list[str], shares: str) -> dict[str, Any]:
+    """``--param``/``--text-share`` -> the one example's grid of variants (none given: {})."""
+    from funcsion_rpc.errors import InvalidRequest
+    from sdk.local._collect import grid
+
+    if not params and not shares:
+        return {}
+    if len(names) != 1:
+        raise InvalidRequest(f"--param and --text-share vary one example, got {len(names)} ({','.join(names)}): "
+                             "pass --examples with one of them")
+    values: dict[str, list[int]] = {}
+    for spec in params:
+        name, _, vals = spec.partition("=")
+        try:
+            values[name.strip()] = [int(v) for v in vals.split(",") if v.strip()]
+        except ValueError:
+            raise InvalidRequest(f"--param {spec!r}: give NAME=V1,V2,... with integer values") from None
+        if not name.strip() or not values[name.strip()]:
+            raise InvalidRequest(f"--param {spec!r}: give NAME=V1,V2,... with integer values")
+    try:
+        share_list = [float(s) for s in shares.split(",") if s.strip()]
+    except ValueError:
+        raise InvalidRequest(f"--text-share {shares!r}: give numbers, e.g. 0.5,1,2") from None
+    return {names[0]: grid(names[0], values, share_list)}

@@ -6,20 +6,24 @@ each successful run's lifetimes (``metadata_server.attach_lifetimes``).
 ``VARIANTS`` lists, per example, the parameter sets runs cycle through: different
 fan-outs (a different graph: features change) and input sizes (the same graph, other
 lifetimes). Word count also varies its text: a seeded share (40-100%) of its default
-input per run, written to a file in the state directory.
+input per run, written to a file in the state directory. ``grid`` replaces the variants
+with every combination of given parameter values (and word count's text shares, where a
+share above 1 repeats the text): what the generalisation split of ``funcsion bench
+lifetime`` needs, runs at fan-outs and input sizes chosen so some are never trained on.
 """
 
 from __future__ import annotations
 
+import math
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from funcsion_rpc.errors import InvalidRequest
 
-__all__ = ["EXAMPLES", "VARIANTS", "Variant", "examples", "collect_runs"]
+__all__ = ["EXAMPLES", "VARIANTS", "Variant", "examples", "grid", "plan", "collect_runs"]
 
 _ROOT = Path(__file__).resolve().parents[2] / "examples"
 #: name -> WDS file
@@ -49,12 +53,38 @@ def examples(spec: str) -> list[str]:
     return names
 
 
-def plan(names: Sequence[str], runs: int, seed: int = 0) -> list[Variant]:
-    """``runs`` runs of each example, cycling through its variants, in interleaved order."""
+def grid(example: str, values: Mapping[str, Sequence[int]], shares: Sequence[float] = ()) -> list[Variant]:
+    """Every combination of ``values`` (parameter -> values, the others at the example's
+    defaults) and, for word count, of the text ``shares`` (of its default text; above 1 the
+    text repeats)."""
+    import itertools
+
+    bad = [s for s in shares if not 0 < s <= 16]
+    if bad:
+        raise InvalidRequest(f"text shares must lie in (0, 16], got {bad}")
+    if shares and example != "wordcount":
+        raise InvalidRequest(f"text shares apply to wordcount only, not {example}")
+    names = sorted(values)
+    out = []
+    for combo in itertools.product(*(values[n] for n in names)):
+        for share in shares or (None,):
+            out.append(Variant(example, dict(zip(names, combo)), share if share is not None else 1.0))
+    return out
+
+
+def plan(names: Sequence[str], runs: int, seed: int = 0,
+         grids: dict[str, list[Variant]] | None = None) -> list[Variant]:
+    """``runs`` runs of each example, cycling through its variants (or its ``grids`` entry),
+    in interleaved order. Word count's text share is drawn per run (40-100%), a grid's is
+    its own."""
     rng = random.Random(seed)
     out = []
     for i in range(runs):
         for n in names:
+            g = (grids or {}).get(n)
+            if g:
+                out.append(g[i % len(g)])
+                continue
             v = VARIANTS[n][i % len(VARIANTS[n])]
             out.append(Variant(n, dict(v), round(rng.uniform(0.4, 1.0), 2) if n == "wordcount" else 1.0))
     return out
@@ -67,7 +97,7 @@ def _wordcount_text(state_dir: Path, share: float) -> dict[str, str]:
     path = state_dir / "collect-inputs" / f"wordcount-{int(share * 100)}.txt"
     if not path.exists():
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        path.write_text(text[: int(len(text) * share)])
+        path.write_text((text * math.ceil(share))[: int(len(text) * share)])
         path.chmod(0o600)
     return {"raw_text": str(path)}
 

@@ -95,6 +95,10 @@ def test_train_cli_installs_a_model_and_reports_json(tmp_path: Path, capsys: pyt
     (["collect", "--runs", "0"], "--runs must be at least 1"),
     (["collect", "--examples", "nope"], "unknown example nope"),
     (["bench", "lifetime", "--repeat", "0"], "--repeat must be at least 1"),
+    (["bench", "lifetime", "--unseen-fan-outs", "a"], "--unseen-fan-outs and --unseen-sizes take numbers"),
+    (["collect", "--param", "mappers=2"], "--param and --text-share vary one example, got 3"),
+    (["collect", "--examples", "wordcount", "--param", "mappers=x"], "--param 'mappers=x': give NAME=V1,V2"),
+    (["collect", "--examples", "video", "--text-share", "2"], "text shares apply to wordcount only"),
 ])
 def test_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str],
                                message: str) -> None:
@@ -119,6 +123,10 @@ def test_collect_then_bench_lifetime(tmp_path: Path, capsys: pytest.CaptureFixtu
     r = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert set(r["frag_mb_s_by_config"]) == {"model", "heuristic", "expiry_model", "nogroup"}
     assert r["predict_us"] > 0 and "analytics" in r["per_category"] and r["frag_mb_s"] >= 0
+    for part in ("seen", "unseen"):
+        assert {n: set(r[part][n]) >= {"mae_ms", "accuracy", "strict_accuracy"}
+                for n in ("mlp", "lookup", "constant", "heuristic")} == dict.fromkeys(
+            ("mlp", "lookup", "constant", "heuristic"), True)
 
 
 def _finished_fig9_run(fig9: Path):
