@@ -38,6 +38,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--state-dir", default=None, help="state directory for --data/--models defaults (.funcsion)")
     p.add_argument("--examples", default="wordcount,gg_compile,video", help="examples to run for fragmentation")
     p.add_argument("--repeat", type=int, default=3, help="runs of each example per configuration (default 3)")
+    p.add_argument("--grouping-examples", default="wordcount,gg_compile,video,features",
+                   help="examples to measure grouping's storage functions on (features: where stages mix lifetimes)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -58,8 +60,11 @@ def run(args: argparse.Namespace) -> int:
     result |= _accuracy(predictor, cfg.resolved_lifetime_data, names)
     result["predict_us"], result["heuristic_predict_us"] = _predict_time(predictor, names)
     result |= _fragmentation(predictor, names, args.repeat)
+    from ._bench_grouping import bench_keys, print_grouping
+    result |= bench_keys(predictor, examples(args.grouping_examples), args.repeat)
     result["bench_s"] = round(time.monotonic() - t0, 1)
     _print(result)
+    print_grouping(result)
     if args.json:
         print(json.dumps(result))
     return 0
