@@ -94,6 +94,9 @@ class RunRecord:
     # the last reader's commit (what the lifetime datasets record)
     predicted: dict[str, float] = field(default_factory=dict)
     measured: dict[str, tuple[float, int]] = field(default_factory=dict)   # name -> (seconds, bytes)
+    # the storage functions each freed memory object lay on and its [written, freed] times: when
+    # the run held which functions (``funcsion bench lifetime``'s grouping measure)
+    function_spans: list[tuple[tuple[str, ...], float, float]] = field(default_factory=list)
 
     def bump(self, name: str, by: int = 1) -> None:
         self.counters[name] = self.counters.get(name, 0) + by

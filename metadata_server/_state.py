@@ -304,8 +304,7 @@ class MetadataState:
             self.live_bytes -= rec.size
             if rec.state == "readable":
                 run.written_bytes -= rec.size
-            for fn in self.allocator.free(rec.placement):
-                self._emit(out, ReleaseFunction(fn))
+            self._free_memory(run, rec, out)
         elif rec.placement.tier == "cos" and not keep:
             run.cos_bytes -= rec.size
         rec.state = "kept" if keep else "freed"
@@ -317,6 +316,15 @@ class MetadataState:
         if rec.placement.tier != "empty":
             self._emit(out, DropObject(run.run_id, rec.name, rec.placement.extents, keep, reason,
                                        tier=rec.placement.tier))
+
+    def _free_memory(self, run: RunRecord, rec: ObjectRecord, out: list[Instruction]) -> None:
+        """Give an object's blocks back; a function left with none leaves the pool."""
+        if rec.placement.extents:
+            run.function_spans.append((tuple(sorted({e.function for e in rec.placement.extents})),
+                                       rec.written_at, self.now))
+        for fn in self.allocator.free(rec.placement):
+            run.bump("functions_released")
+            self._emit(out, ReleaseFunction(fn))
 
     # -- workflows ------------------------------------------------------------------
     def _register_workflow(self, ev: RegisterWorkflow) -> list[Instruction]:
@@ -813,8 +821,7 @@ class MetadataState:
         out: list[Instruction] = []
         run.live_bytes -= rec.size
         self.live_bytes -= rec.size
-        for fn in self.allocator.free(rec.placement):
-            self._emit(out, ReleaseFunction(fn))
+        self._free_memory(run, rec, out)
         rec.placement = _COS
         rec.tier_reason = f"the store refused its placement: {ev.reason[:300] or 'no room'}"
         run.cos_bytes += rec.size

@@ -56,7 +56,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="input sizes held out of training, as multiples of the dataset's smallest (default 6,16)")
     p.add_argument("--epochs", type=int, default=600, help="training epochs of the split's MLP (default 600)")
     p.add_argument("--no-fragmentation", action="store_true",
-                   help="only score the predictors; skip the runs that measure fragmentation")
+                   help="only score the predictors; skip the runs that measure fragmentation and grouping")
+    p.add_argument("--grouping-examples", default="wordcount,gg_compile,video,features",
+                   help="examples to measure grouping's storage functions on (features: where stages mix lifetimes)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -79,9 +81,16 @@ def run(args: argparse.Namespace) -> int:
     result |= _generalisation(args, *split)
     result["predict_us"], result["heuristic_predict_us"] = _predict_time(predictor, names)
     if not args.no_fragmentation:
+        from ._bench_grouping import bench_keys
+
         result |= _fragmentation(predictor, names, args.repeat)
+        result |= bench_keys(predictor, examples(args.grouping_examples), args.repeat)
     result["bench_s"] = round(time.monotonic() - t0, 1)
     _print(result)
+    if "grouping" in result:
+        from ._bench_grouping import print_grouping
+
+        print_grouping(result)
     if args.json:
         print(json.dumps(result))
     return 0

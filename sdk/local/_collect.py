@@ -29,11 +29,13 @@ _ROOT = Path(__file__).resolve().parents[2] / "examples"
 #: name -> WDS file
 EXAMPLES = {"wordcount": _ROOT / "wordcount" / "wordcount.wds.json",
             "gg_compile": _ROOT / "gg_compile" / "gg_compile.wds.json",
-            "video": _ROOT / "video" / "video.wds.json"}
+            "video": _ROOT / "video" / "video.wds.json",
+            "features": _ROOT / "features" / "features.wds.json"}
 VARIANTS: dict[str, tuple[dict[str, int], ...]] = {
     "wordcount": ({"mappers": 4, "reducers": 2}, {"mappers": 6, "reducers": 3}, {"mappers": 3, "reducers": 2}),
     "gg_compile": ({"units": 8, "funcs": 12}, {"units": 6, "funcs": 8}, {"units": 10, "funcs": 16}),
     "video": ({"segments": 6, "seconds": 4}, {"segments": 4, "seconds": 3}, {"segments": 8, "seconds": 4}),
+    "features": ({"shards": 8, "parts": 4}, {"shards": 6, "parts": 3}, {"shards": 10, "parts": 4}),
 }
 
 

@@ -118,11 +118,12 @@ def test_collect_then_bench_lifetime(tmp_path: Path, capsys: pytest.CaptureFixtu
                  "--state-dir", str(tmp_path / "s"), "--json"]) == 0
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert out["runs"] == {"succeeded": 1, "failed": 0} and out["rows"]["analytics"] > 0
-    assert main(["bench", "lifetime", "--examples", "wordcount", "--repeat", "1", "--data", str(data),
-                 "--state-dir", str(tmp_path / "s"), "--json"]) == 0
+    assert main(["bench", "lifetime", "--examples", "wordcount", "--grouping-examples", "wordcount", "--repeat", "1",
+                 "--data", str(data), "--state-dir", str(tmp_path / "s"), "--json"]) == 0
     r = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert set(r["frag_mb_s_by_config"]) == {"model", "heuristic", "expiry_model", "nogroup"}
     assert r["predict_us"] > 0 and "analytics" in r["per_category"] and r["frag_mb_s"] >= 0
+    assert set(r["grouping"]["wordcount"]) == {"funcstore", "funcstore:expiry", "funcstore:nogroup"}
     for part in ("seen", "unseen"):
         assert {n: set(r[part][n]) >= {"mae_ms", "accuracy", "strict_accuracy"}
                 for n in ("mlp", "lookup", "constant", "heuristic")} == dict.fromkeys(
