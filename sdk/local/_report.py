@@ -147,7 +147,11 @@ def memory_figures(summary: Mapping[str, Any] | None, leaked: int | None,
 RECOVERY_COUNTERS = (("functions_lost", ("lost_instances",)), ("chunks_recovered", ("chunks_recovered",)),
                      ("chunks_unrecovered", ("chunks_unrecovered",)),
                      ("cos_reads", ("cos_fallbacks", "recovery_cos_reads")),
-                     ("parallel_recoveries", ("parallel_recoveries",)), ("daemon_restarts", ("daemon_restarts",)))
+                     ("parallel_recoveries", ("parallel_recoveries",)), ("daemon_restarts", ("daemon_restarts",)),
+                     # each GET once, where it was served (``_collect.SERVED_FROM``): function memory and
+                     # cache functions are memory hits, the daemon's persistent buffer and COS are not
+                     ("gets_from_functions", ("gets_from_functions",)), ("gets_from_cache", ("gets_from_cache",)),
+                     ("gets_from_buffer", ("gets_from_buffer",)), ("gets_from_cos", ("gets_from_cos",)))
 
 
 def recovery_figures(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -115,7 +115,8 @@ class Daemon(PutPath, GetPath):
         self._watch_cond = threading.Condition()
         self._stopping = threading.Event()
         self.address: tuple[str, int] = (config.host, config.port)
-        self.counters = {"puts": 0, "gets": 0, "buffer_hits": 0, "cos_fallbacks": 0, "corrupt_chunks": 0,
+        self.counters = {"puts": 0, "gets": 0, "buffer_hits": 0, "cos_fallbacks": 0, "gets_from_functions": 0,
+                         "gets_from_cache": 0, "gets_from_buffer": 0, "gets_from_cos": 0, "corrupt_chunks": 0,
                          "missing_chunks": 0, "chunk_retries": 0, "lost_functions": 0, "lost_instances": 0,
                          "auth_failures": 0, "scope_refusals": 0, "bad_frames": 0, "hello_timeouts": 0,
                          "hello_evicted": 0, "conn_errors": 0, "prewarmed": 0}
