@@ -17,7 +17,7 @@ import hdag
 from ._events import Placement, RunStateName
 from ._policy import ReleasePolicy
 
-__all__ = ["WorkflowEntry", "ObjectRecord", "RunRecord", "ObjectState"]
+__all__ = ["WorkflowEntry", "ObjectRecord", "RunRecord", "ObjectState", "trace_byte_s"]
 
 ObjectState = Literal["allocated", "readable", "freed", "kept"]
 
@@ -54,6 +54,15 @@ class ObjectRecord:
     freed_at: float = 0.0                    # freed or kept
     adhoc: bool = False                      # not declared in the WDS: no read count, freed by delete
     tier_reason: str = ""                    # why it lives in the COS tier ("" in memory)
+
+
+def trace_byte_s(rec: ObjectRecord, freed_at: float) -> float:
+    """An object's part of the trace oracle: its bytes from the end of its write to its last
+    read, no later than ``freed_at`` (0: not freed), when it lies in function memory."""
+    if rec.placement.tier != "memory" or not rec.readable_at or rec.state != "readable":
+        return 0.0
+    end = min(rec.last_access, freed_at) if freed_at else rec.last_access
+    return rec.size * max(end - rec.readable_at, 0.0)
 
 
 @dataclass(slots=True)
@@ -97,9 +106,25 @@ class RunRecord:
     # the storage functions each freed memory object lay on and its [written, freed] times: when
     # the run held which functions (``funcsion bench lifetime``'s grouping measure)
     function_spans: list[tuple[tuple[str, ...], float, float]] = field(default_factory=list)
+    trace_byte_s: float = 0.0               # the trace oracle of the objects freed so far
+    pending_alloc: int = 0                  # grain bytes of memory objects begun but not finished
 
     def bump(self, name: str, by: int = 1) -> None:
         self.counters[name] = self.counters.get(name, 0) + by
+
+    def trace_oracle_byte_s(self) -> float:
+        """The oracle from this run's own trace: every object in function memory, its bytes
+        from the end of its write (``readable_at``) to its last read (``last_access``, no later
+        than its free), no rounding (bytes x seconds). No store can hold an object for less
+        and still serve its reads, so it bounds every policy's memory-time from below. Freed
+        objects were added to ``trace_byte_s`` as they were freed (``trace_freed``: a run's end
+        forgets them); the ones still held count to their last read so far."""
+        return self.trace_byte_s + sum(trace_byte_s(o, 0.0) for o in self.objects.values()
+                                       if o.state == "readable")
+
+    def trace_freed(self, rec: ObjectRecord, now: float) -> None:
+        """``rec`` is being freed at ``now``: its part of the trace oracle is final."""
+        self.trace_byte_s += trace_byte_s(rec, now)
 
     def summary(self) -> dict[str, Any]:
         kept = sorted(o.name for o in self.objects.values() if o.state == "kept")
@@ -109,6 +134,7 @@ class RunRecord:
             "live_bytes": self.live_bytes, "allocated_bytes": self.alloc_bytes, "cos_bytes": self.cos_bytes,
             "peak_live_bytes": self.peak_live, "peak_allocated_bytes": self.peak_alloc,
             "live_mb_s": self.live_byte_s / 1e6, "allocated_mb_s": self.alloc_byte_s / 1e6,
+            "trace_oracle_byte_s": self.trace_oracle_byte_s(),
             "committed_functions": sorted(self.committed), "kept": kept,
             "objects": len(self.objects), "counters": dict(self.counters), "plan": dict(self.plan),
         }

@@ -281,8 +281,17 @@ class MetadataState:
         dt = now - run.last_t
         if dt > 0:
             run.live_byte_s += run.live_bytes * dt
-            run.alloc_byte_s += run.alloc_bytes * dt
+            run.alloc_byte_s += max(run.alloc_bytes - run.pending_alloc, 0) * dt   # from when the bytes arrive
             run.last_t = now
+
+    def _grain_bytes(self, placement: Placement) -> int:
+        """The memory an object's extents lie on, in the storage functions' grains (whole
+        blocks without one): what the run's allocated MB-s leaves out until the object's
+        bytes have arrived (its ``finish_put``), as the storage functions hold nothing of it
+        before (an edge grain shared with a neighbour is counted here too)."""
+        a = self.allocator
+        g = a.grains.grain if a.grains is not None else a.block_size
+        return sum(((e.offset + e.length - 1) // g - e.offset // g + 1) * g for e in placement.extents if e.length)
 
     def _refresh(self, run: RunRecord) -> None:
         if run.policy.exact_bytes:  # byte-granular: the bytes written, from when they arrived
@@ -299,11 +308,14 @@ class MetadataState:
         assert rec.state in ("allocated", "readable")
         if reason == "committed" and rec.state == "readable" and not rec.adhoc:   # a lifetime for the datasets
             run.measured[rec.name] = (self.now - rec.readable_at, rec.size)
+        run.trace_freed(rec, self.now)
         if rec.placement.tier == "memory":
             run.live_bytes -= rec.size
             self.live_bytes -= rec.size
             if rec.state == "readable":
                 run.written_bytes -= rec.size
+            elif not run.policy.exact_bytes:
+                run.pending_alloc -= self._grain_bytes(rec.placement)
             self._free_memory(run, rec, out)
         elif rec.placement.tier == "cos" and not keep:
             run.cos_bytes -= rec.size
@@ -563,6 +575,8 @@ class MetadataState:
         if placement.tier == "memory":
             run.live_bytes += ev.size
             self.live_bytes += ev.size
+            if not run.policy.exact_bytes:
+                run.pending_alloc += self._grain_bytes(placement)
         elif placement.tier == "cos":
             run.cos_bytes += ev.size
         self._refresh(run)
@@ -626,6 +640,8 @@ class MetadataState:
             rec.readable_at = ev.now
             if rec.placement.tier == "memory":
                 run.written_bytes += rec.size
+                if not run.policy.exact_bytes:
+                    run.pending_alloc -= self._grain_bytes(rec.placement)
                 self._refresh(run)
         if ev.function in run.committed:
             return [PutFinished(ev.object, False, already_committed=True)]

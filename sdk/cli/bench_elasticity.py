@@ -121,7 +121,7 @@ class _PoolSampler:
 def run(args: argparse.Namespace) -> int:
     from sdk._config import Config
     from sdk.local._cost import StoreSnapshot, run_cost
-    from sdk.local._elastic import hit_ratio, shifting_phases, step_stats
+    from sdk.local._elastic import served_reads, shifting_phases, step_stats
     from sdk.local._run import _store_stats
     from sdk.local._stack import Stack
 
@@ -192,12 +192,10 @@ def run(args: argparse.Namespace) -> int:
     doc = {"phases": rows, "object_mib": args.object_mb, "function_mb": args.function_mb, "gap_s": args.gap_s,
            "gets_per_hour": args.gets_per_hour,
            "reads": reads,
-           "wall_s": round(t1 - t0, 3), "settle_s": round(settle_s, 3), "hit_ratio": round(hit_ratio(stat_before, stat_after, reads), 4),
-           # the hits split: from function memory, and from the daemon's persistent buffer
-           # (read-after-write while the upload waits); the misses: from COS
-           "function_read_ratio": round(hit_ratio(stat_before, stat_after, reads, functions_only=True), 4),
-           "buffer_read_ratio": round(_delta(stat_before, stat_after, "buffer_hits") / max(1, reads), 4),
-           "cos_read_ratio": round(_delta(stat_before, stat_after, "cos_fallbacks") / max(1, reads), 4),
+           "wall_s": round(t1 - t0, 3), "settle_s": round(settle_s, 3),
+           # each GET counted once where it was served: function memory and cache functions are
+           # hits (hit_ratio), the daemon's persistent buffer is not (buffer_hit_ratio beside it)
+           **served_reads(stat_before, stat_after, reads),
            "functions_peak": peak, "functions_mean": round(mean, 3),
            "cost_usd_per_hour": cost["per_hour"]["storage_usd"],
            "static_cost_usd_per_hour": cost["static_pool"]["usd_per_hour"],
@@ -213,10 +211,6 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(doc))
     return 0
-
-
-def _delta(before: dict[str, Any], after: dict[str, Any], name: str) -> int:
-    return max(0, int(after.get(name, 0)) - int(before.get(name, 0)))
 
 
 def _settle(platform: Any, timeout_s: float) -> float:
@@ -267,8 +261,10 @@ def _workflow(args: argparse.Namespace) -> dict[str, Any]:
 
 def _bursts(stack: Any, run: Any, args: argparse.Namespace) -> dict[str, Any]:
     """``--burst-rounds`` rounds of one burst without cache functions then one with, each of
-    a broadcast written just before it; the latencies of every GET, pooled per mode."""
-    from sdk.local._elastic import p99
+    a broadcast written just before it; the latencies of every GET, pooled per mode, and
+    where each mode's GETs were served (``burst_served``: function memory, cache functions,
+    the daemon's buffer, COS)."""
+    from sdk.local._elastic import SERVED, p99
 
     from dataclasses import replace
 
@@ -286,6 +282,7 @@ def _bursts(stack: Any, run: Any, args: argparse.Namespace) -> dict[str, Any]:
     lat: dict[str, list[float]] = {"no_cache": [], "cache": []}
     later: dict[str, list[float]] = {"no_cache": [], "cache": []}  # the rounds after the first
     rounds: dict[str, list[int]] = {"no_cache": [], "cache": []}  # each round's p99 (us)
+    served: dict[str, dict[str, int]] = {m: dict.fromkeys(SERVED, 0) for m in ("no_cache", "cache")}
     first = 0.0
     clients = _Clients(stack.endpoints, args.burst, min(args.burst, 8))
     hot = iter(range(2 * args.burst_rounds))
@@ -296,7 +293,12 @@ def _bursts(stack: Any, run: Any, args: argparse.Namespace) -> dict[str, Any]:
                 name = f"hot_{next(hot):02d}"
                 run.put(name, os.urandom(int(args.object_mb * MiB)), codec="bytes")  # its 64 readers start
                 d.wait_uploads(60)  # a cache function loads from COS
+                before = dict(d.counters)
                 got = clients.burst(f"{run.run_id}/{name}")
+                after = dict(d.counters)
+                for w in SERVED:             # where the burst's GETs were served, each once
+                    key = f"gets_from_{w}"
+                    served[mode][w] += int(after.get(key, 0)) - int(before.get(key, 0))
                 run.delete(name)  # its readers are done (their commits would free it): its copies go too
                 lat[mode] += got
                 rounds[mode].append(round(p99(got) * 1e6))
@@ -313,6 +315,7 @@ def _bursts(stack: Any, run: Any, args: argparse.Namespace) -> dict[str, Any]:
             round(p99(lat["no_cache"]) * 1e6), "burst_first_p99_us": round(first * 1e6),
             "burst_later_p99_us": round(p99(later["cache"]) * 1e6),
             "burst_later_p99_us_no_cache": round(p99(later["no_cache"]) * 1e6), "burst_round_p99_us": rounds,
+            "burst_served": served,
             "burst_get_p50_us": round(sorted(lat["cache"])[len(lat["cache"]) // 2] * 1e6),
             "burst_get_p50_us_no_cache": round(sorted(lat["no_cache"])[len(lat["no_cache"]) // 2] * 1e6),
             "cache": {**d.cache_functions.router.stats(), "cache_loads": d.counters.get("cache_loads", 0),
@@ -402,8 +405,8 @@ def _print(doc: dict[str, Any]) -> None:
     for r in doc["phases"]:
         print(f"{r['phase']:>5} {r['objects']:>7} {r['mib']:>7.0f} {r['seconds']:>7.2f}")
     print(f"{doc['reads']} reads in {doc['wall_s']:.1f} s, hit ratio {doc['hit_ratio']:.1%} (from function memory "
-          f"{doc['function_read_ratio']:.1%}, from the daemon's buffer {doc['buffer_read_ratio']:.1%}; from COS "
-          f"{doc['cos_read_ratio']:.1%}); storage functions "
+          f"{doc['function_read_ratio']:.1%}, from cache functions {doc['cache_read_ratio']:.1%}); not hits: from "
+          f"the daemon's buffer {doc['buffer_hit_ratio']:.1%}, from COS {doc['cos_read_ratio']:.1%}; storage functions "
           f"holding data: peak {doc['functions_peak']}, mean {doc['functions_mean']:.1f} "
           f"({doc['function_mb']} MB each)")
     print(f"storage per hour at this rate: funcsion ${doc['cost_usd_per_hour']:.4f}, static warm pool "

@@ -55,9 +55,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--memory-grain", type=int, default=-1,
                    help="the grain funcstore's and the oracle's storage functions hold memory by, in bytes "
                         "(default: the config's, 4096; 0: whole blocks)")
-    p.add_argument("--baseline-grain", type=int, default=0,
-                   help="the grain of pocket's and jiffy's stack (default 0: whole blocks, as their block "
-                        "stores hold them)")
+    p.add_argument("--baseline-grain", type=int, default=-1,
+                   help="the grain of pocket's and jiffy's stack (default: funcstore's, so that every policy "
+                        "is measured in one unit; 0: whole blocks, as their block stores hold them; the "
+                        "whole-block figures are reported either way, from the ledger)")
     p.add_argument("--admission-cap", type=int, default=0,
                    help="the most jobs given to the live admission controller per policy and budget "
                         "(default 0: no cap, jobs until their expected peaks add up past the budget)")
@@ -92,14 +93,15 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     opts = ExecutorOptions(progress=False)
-    if args.baseline_grain < 0:
+    if args.baseline_grain < -1:
         raise InvalidRequest(f"--baseline-grain must be 0 (whole blocks) or a grain in bytes, got {args.baseline_grain}")
     sized: dict[str, Any] = {"block_size": args.block_size} if args.block_size else {}
     if args.memory_grain >= 0:
         sized["memory_grain"] = args.memory_grain
     cfg = Config.load(state_dir=tempfile.mkdtemp(prefix="funcsion-study-"), env={}, **sized)
+    bgrain = cfg.memory_grain if args.baseline_grain < 0 else args.baseline_grain
     bcfg = Config.load(state_dir=tempfile.mkdtemp(prefix="funcsion-study-"), env={},
-                       **{**sized, "memory_grain": args.baseline_grain})
+                       **{**sized, "memory_grain": bgrain})
     alone: dict[str, dict[str, dict[str, Any]]] = {}  # policy -> workflow -> report dict
     both: dict[str, dict[str, Any]] = {}  # policy -> concurrent figures
     budget: dict[str, Any] = {}
@@ -240,6 +242,9 @@ def _reserve(d: dict[str, Any]) -> dict[str, Any]:
     peak = int(mem["peak_bytes"])
     mem["alloc_mb_s"], mem["alloc_series"] = mem["mb_s"], mem["series"]
     mem["mb_s"] = _study.reserved_mb_s(peak, float(d["wall_s"]))
+    if "peak_block_bytes" in mem:        # the same reservation in whole blocks
+        mem["alloc_block_mb_s"] = mem.get("block_mb_s")
+        mem["block_mb_s"] = _study.reserved_mb_s(int(mem["peak_block_bytes"]), float(d["wall_s"]))
     mem["series"] = _study.reserved_series(peak, float(d["wall_s"]))
     mem["charged_as"] = "pocket reservation: the physical peak from the run's start to its end"
     return d
@@ -325,19 +330,34 @@ def _figures(wfs: dict[str, Path], policies: dict[str, str], alone: dict[str, di
     from sdk.local import _study
 
     per_wf = {pol: {n: alone[pol][n]["memory"]["mb_s"] for n in wfs} for pol in policies}
-    mb_s = {pol: round(sum(v.values()), 6) for pol, v in per_wf.items()}
+    measured = {pol: round(sum(v.values()), 6) for pol, v in per_wf.items()}   # oracle: the live run's
+
+    def units(names: list[str]) -> dict[str, dict[str, Any]]:
+        return _study.in_units({pol: [alone[pol][n] for n in names] for pol in ("funcstore", "pocket", "jiffy")})
+
+    in_units = units(list(wfs))
+    mb_s = in_units["grain"]["mb_s"]                  # the headline: every policy by the grain, the trace oracle
+    grain_wf = {pol: {n: units([n])["grain"]["mb_s"][pol] for n in wfs} for pol in policies}
+    rest = [n for n in wfs if n != "video"]
     live = {pol: round(sum(alone[pol][n]["memory"]["live_mb_s"] for n in wfs), 6) for pol in policies}
     peaks = {pol: [alone[pol][n]["memory"]["peak_bytes"] for n in wfs] for pol in policies}
     cost: dict[str, Any] = {}
     for pol in policies:
         st = [alone[pol][n]["store"] for n in wfs]
-        cost[pol] = _study.storage_cost(mb_s[pol], sum(s["invocations"] for s in st),
+        cost[pol] = _study.storage_cost(measured[pol], sum(s["invocations"] for s in st),
                                         sum(s["cos_puts"] for s in st), sum(s["cos_gets"] for s in st))
     f_cost = cost["funcstore"]["total_usd"]
     result: dict[str, Any] = {
         "workflows": list(wfs), "policies": policies, "jiffy_lease_ms": int(policies["jiffy"].split(":")[1]),
         "jiffy_leases_tried_ms": leases, "block_size": block_size, "repeat": repeat,
-        "mb_s": mb_s, **_study.reductions(mb_s), "live_mb_s": live,
+        "mb_s": mb_s, **{k: in_units["grain"][k] for k in ("reduction_vs_pocket", "reduction_vs_jiffy",
+                                                              "over_oracle")},
+        "units": in_units, "live_mb_s": live, "live_oracle_mb_s": measured["oracle"],
+        "over_live_oracle": _study.reductions({"funcstore": mb_s["funcstore"],
+                                               "oracle": measured["oracle"]})["over_oracle"],
+        "shares": _study.shares(grain_wf),
+        "without_video": ({u: {k: v for k, v in col.items() if k != "charged_as"} for u, col in units(rest).items()}
+                          if rest and len(rest) < len(wfs) else None),
         "pocket_alloc_mb_s": round(sum(alone["pocket"][n]["memory"].get("alloc_mb_s", 0.0) for n in wfs), 6),
         "charged_as": {"funcstore": "blocks held (physical), freed at the last reader's commit; slices and chunks "
                                     "of every lifetime pool packed into shared blocks",
@@ -345,15 +365,24 @@ def _figures(wfs: dict[str, Path], policies: dict[str, str], alone: dict[str, di
                                  "reserved from the run's start to its end (peak x wall time)",
                        "jiffy": "one object per block, allocated at write, freed after the lease with no access "
                                 "(blocks held, physical)",
-                       "oracle": "bytes held (physical entries), write to the last declared read"},
+                       "oracle": "the trace oracle: every object's bytes from the end of its write to its last "
+                                 "read in funcstore's own runs, no rounding (the live oracle run's bytes held: "
+                                 "live_oracle_mb_s)"},
         "per_workflow": {n: {pol: {"mb_s": per_wf[pol][n], "mb_s_runs": alone[pol][n]["mb_s_runs"],
                                    "peak_bytes": alone[pol][n]["memory"]["peak_bytes"],
                                    "wall_s": alone[pol][n]["wall_s"],
+                                   "block_mb_s": alone[pol][n]["memory"].get("block_mb_s"),
+                                   "peak_block_bytes": alone[pol][n]["memory"].get("peak_block_bytes"),
+                                   "trace_oracle_mb_s": alone[pol][n]["memory"].get("trace_oracle_mb_s"),
                                    "leaked_bytes": alone[pol][n]["memory"]["leaked_bytes"]} for pol in policies}
-                         | {"reductions": _study.reductions({pol: per_wf[pol][n] for pol in policies})}
+                         | {"reductions": {u: {k: v for k, v in col.items() if k not in ("charged_as", "mb_s")}
+                                           for u, col in units([n]).items()}}
                          for n in wfs},
-        "decomposition": {"all": _study.decompose([alone["funcstore"][n] for n in wfs], [alone["oracle"][n] for n in wfs]),
-                          **{n: _study.decompose([alone["funcstore"][n]], [alone["oracle"][n]]) for n in wfs}},
+        "decomposition": {"all": _study.decompose_trace([alone["funcstore"][n] for n in wfs]),
+                          **{n: _study.decompose_trace([alone["funcstore"][n]]) for n in wfs}},
+        "decomposition_live_oracle": {
+            "all": _study.decompose([alone["funcstore"][n] for n in wfs], [alone["oracle"][n] for n in wfs]),
+            **{n: _study.decompose([alone["funcstore"][n]], [alone["oracle"][n]]) for n in wfs}},
         "max_jobs_200mb": {pol: _study.max_jobs(peaks[pol], 200 * MB) for pol in policies},
         "max_jobs_400mb": {pol: _study.max_jobs(peaks[pol], 400 * MB) for pol in policies},
         "storage_cost": cost,
@@ -362,8 +391,11 @@ def _figures(wfs: dict[str, Path], policies: dict[str, str], alone: dict[str, di
     }
     if both:
         cmb = {pol: round(sum(d["memory"]["mb_s"] for d in both[pol]["reports"]), 6) for pol in policies}
+        live_o = cmb["oracle"]
+        cmb["oracle"] = round(_study.trace_oracle_mb_s(both["funcstore"]["reports"]), 6)   # the trace oracle
         result["concurrent"] = {
-            "mb_s": cmb, **_study.reductions(cmb),
+            "mb_s": cmb, **_study.reductions(cmb), "live_oracle_mb_s": live_o,
+            "over_live_oracle": _study.reductions({"funcstore": cmb["funcstore"], "oracle": live_o})["over_oracle"],
             "wall_s": {pol: both[pol]["wall_s"] for pol in policies},
             "jiffy": both["jiffy"]["spec"],
             "peak_bytes": {pol: max((v for _, v in _study.summed_series(
@@ -418,16 +450,30 @@ def _print_table(r: dict[str, Any]) -> None:
     print(f"policy      {'  '.join(f'{n:>11}' for n in r['workflows'])}     total MB-s   cost USD")
     for pol, spec in r["policies"].items():
         row = "  ".join(f"{r['per_workflow'][n][pol]['mb_s']:>11.3f}" for n in r["workflows"])
-        print(f"{spec:<11} {row}  {r['mb_s'][pol]:>13.3f}   {r['storage_cost'][pol]['total_usd']:.3g}")
-    print(f"funcstore: {_pct(r['reduction_vs_pocket'])} below pocket, {_pct(r['reduction_vs_jiffy'])} below jiffy, "
-          f"{_pct(r['over_oracle'])} over the oracle; cost {_pct(r['cost_vs_pocket'])} of pocket's")
+        total = sum(r['per_workflow'][n][pol]['mb_s'] for n in r['workflows'])   # as measured (oracle: the live run)
+        print(f"{spec:<11} {row}  {total:>13.3f}   {r['storage_cost'][pol]['total_usd']:.3g}")
+    print(f"{'unit':<18} {'funcstore':>10} {'pocket':>10} {'jiffy':>10} {'oracle':>10}  "
+          f"{'vs pocket':>9} {'vs jiffy':>9} {'over oracle':>11}")
+    for unit, col in r["units"].items():
+        m = col["mb_s"]
+        print(f"{unit:<18} {m['funcstore']:>10.3f} {m['pocket']:>10.3f} {m['jiffy']:>10.3f} {m['oracle']:>10.3f}  "
+              f"{_pct(col['reduction_vs_pocket']):>9} {_pct(col['reduction_vs_jiffy']):>9} {_pct(col['over_oracle']):>11}")
+    print(f"funcstore (grain unit, trace oracle): {_pct(r['reduction_vs_pocket'])} below pocket, "
+          f"{_pct(r['reduction_vs_jiffy'])} below jiffy, {_pct(r['over_oracle'])} over the oracle "
+          f"({_pct(r['over_live_oracle'])} over the live oracle run); cost {_pct(r['cost_vs_pocket'])} of pocket's")
+    if r.get("without_video"):
+        g = r["without_video"]["grain"]
+        print(f"without video (grain unit): {_pct(g['reduction_vs_pocket'])} below pocket, "
+              f"{_pct(g['reduction_vs_jiffy'])} below jiffy, {_pct(g['over_oracle'])} over the oracle")
+    print("funcstore's MB-s by workflow: " + ", ".join(f"{n} {_pct(v)}" for n, v in r["shares"]["funcstore"].items()))
     dec = r["decomposition"]["all"]
-    print(f"over the oracle = blocks held / bytes held {dec['blocks']} x bytes held / the oracle's {dec['held']} - 1 "
-          f"(objects' bytes held: {dec['held_objects']}x the oracle's)")
+    print(f"over the oracle = grains held / bytes held {dec['blocks']} x bytes held / the trace oracle's "
+          f"{dec['held']} - 1")
     if "concurrent" in r:
         c = r["concurrent"]
         print(f"all concurrently: {_pct(c['reduction_vs_pocket'])} below pocket, "
-              f"{_pct(c['reduction_vs_jiffy'])} below jiffy, {_pct(c['over_oracle'])} over the oracle")
+              f"{_pct(c['reduction_vs_jiffy'])} below jiffy, {_pct(c['over_oracle'])} over the trace oracle "
+              f"({_pct(c['over_live_oracle'])} over the live oracle run)")
     if "budget_completion" in r:
         b = r["budget_completion"]
         for pol, row in b.items():

@@ -8,8 +8,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["Phase", "shifting_phases", "step_stats", "hit_ratio", "p99", "DEFAULT_SHAPE"]
+__all__ = ["Phase", "SERVED", "shifting_phases", "step_stats", "hit_ratio", "served_reads", "p99", "DEFAULT_SHAPE"]
 
 #: working-set size per phase, in objects: up past one function group's memory and back
 DEFAULT_SHAPE = (4, 12, 32, 12, 4)
@@ -54,19 +55,34 @@ def step_stats(samples: Sequence[tuple[float, int]], t_end: float) -> tuple[int,
     return peak, area / span
 
 
-def hit_ratio(before: Mapping[str, int], after: Mapping[str, int], reads: int, *,
-              functions_only: bool = False) -> float:
-    """SION's memory-level read hit ratio (Table 2: reads served "without loading data from
-    COS") over all ``reads`` issued: the daemon's GETs less those it answered from COS; reads
-    of objects in the COS tier never reach its GET path and count as misses. A read the
-    daemon answered from its persistent buffer (read-after-write while the upload waits) is a
-    memory-level hit; ``functions_only``: count only reads served from function memory."""
-    if reads <= 0:
-        return 0.0
-    gets = int(after.get("gets", 0)) - int(before.get("gets", 0))
-    misses = ("buffer_hits", "cos_fallbacks") if functions_only else ("cos_fallbacks",)
-    missed = sum(int(after.get(k, 0)) - int(before.get(k, 0)) for k in misses)
-    return max(0.0, min(1.0, (gets - missed) / reads))
+#: where the daemon served a GET from (its ``gets_from_<where>`` counters, one per GET)
+SERVED = ("functions", "cache", "buffer", "cos")
+
+
+def served_reads(before: Mapping[str, int], after: Mapping[str, int], reads: int) -> dict[str, Any]:
+    """Where ``reads`` (all the reads issued) were served, from the daemon's counters before and
+    after: ``served`` the GETs from function memory (every chunk from the function holding it),
+    from cache functions, from the daemon's persistent buffer (read-after-write while the
+    upload waits, or a stripe the functions could not give) and from COS, each GET counted once
+    (``storage_functions.daemon._collect.SERVED_FROM``); reads that never reached the daemon's
+    GET path (objects in the COS tier) count as COS reads. ``hit_ratio`` is SION's memory-level
+    hit ratio (Table 2): function memory plus cache functions only, over all reads;
+    ``buffer_hit_ratio`` the buffer's share beside it, not a hit."""
+    got = {w: max(0, int(after.get(f"gets_from_{w}", 0)) - int(before.get(f"gets_from_{w}", 0))) for w in SERVED}
+    got["cos"] += max(0, reads - sum(got.values()))
+
+    def ratio(n: int) -> float:
+        return round(min(1.0, n / reads), 4) if reads > 0 else 0.0
+
+    return {"served": got, "hit_ratio": ratio(got["functions"] + got["cache"]),
+            "function_read_ratio": ratio(got["functions"]), "cache_read_ratio": ratio(got["cache"]),
+            "buffer_hit_ratio": ratio(got["buffer"]), "cos_read_ratio": ratio(got["cos"])}
+
+
+def hit_ratio(before: Mapping[str, int], after: Mapping[str, int], reads: int) -> float:
+    """SION's memory-level read hit ratio over all ``reads`` issued: GETs served from function
+    memory or cache functions (``served_reads``); the daemon's buffer and COS are not hits."""
+    return float(served_reads(before, after, reads)["hit_ratio"])
 
 
 def p99(samples: Sequence[float]) -> float:

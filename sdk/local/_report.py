@@ -62,6 +62,10 @@ class RunReport:
                 "cost": self.cost, "stack": self.stack, **({"target": self.target} if self.target else {})}
 
 
+_MIB = float(1 << 20)
+_MB_PER_MIB = 1e6 / _MIB   # MB-s (10^6 bytes) to MiB-s
+
+
 def _rel(t: float, t0: float) -> float | None:
     return round(t - t0, 4) if t else None
 
@@ -107,12 +111,19 @@ def memory_figures(summary: Mapping[str, Any] | None, leaked: int | None,
     daemon's ledger; None: the daemon could not be asked, then the model's figures stand in,
     with ``series`` from ``memory_series``, and ``source`` says so). ``mb_s``/``peak_bytes`` are
     allocated blocks, except under ``oracle``, which is byte-granular by definition: there the
-    bytes held. The physical series starts at the run's first stored byte, placed at
+    bytes held. ``block_mb_s``/``peak_block_bytes``: the same entries counted by the whole block
+    (the ledger's second unit; equal to ``mb_s`` on a stack without grains), physical only.
+    ``trace_oracle_mb_s``: the oracle from this run's own trace (every object in function memory,
+    its bytes from the end of its write to its last read, no rounding; the metadata server's
+    ``trace_oracle_byte_s``), which no policy's memory-time can fall below. Every MB is a MiB.
+    The physical series starts at the run's first stored byte, placed at
     ``first_write`` (seconds from the run's start, as every report time)."""
     s = summary or {}
-    model = {"model_mb_s": round(float(s.get("allocated_mb_s", 0.0)), 6),
+    # the metadata server's summary counts MB (10^6 bytes); every figure here is MiB, as the ledger's
+    model = {"model_mb_s": round(float(s.get("allocated_mb_s", 0.0)) * _MB_PER_MIB, 6),
              "model_peak_bytes": int(s.get("peak_allocated_bytes", 0)),
-             "model_live_mb_s": round(float(s.get("live_mb_s", 0.0)), 6)}
+             "model_live_mb_s": round(float(s.get("live_mb_s", 0.0)) * _MB_PER_MIB, 6),
+             "trace_oracle_mb_s": round(float(s.get("trace_oracle_byte_s", 0.0)) / _MIB, 6)}
     if physical is None:
         return {"peak_bytes": model["model_peak_bytes"], "peak_live_bytes": int(s.get("peak_live_bytes", 0)),
                 "mb_s": model["model_mb_s"], "live_mb_s": model["model_live_mb_s"], **model,
@@ -123,7 +134,9 @@ def memory_figures(summary: Mapping[str, Any] | None, leaked: int | None,
     return {"peak_bytes": int(p["peak_live_bytes" if exact else "peak_allocated_bytes"]),
             "peak_live_bytes": int(p["peak_live_bytes"]),
             "mb_s": round(float(p["live_mb_s" if exact else "allocated_mb_s"]), 6),
-            "live_mb_s": round(float(p["live_mb_s"]), 6), **model,
+            "live_mb_s": round(float(p["live_mb_s"]), 6),
+            "block_mb_s": round(float(p.get("block_mb_s", p["allocated_mb_s"])), 6),
+            "peak_block_bytes": int(p.get("peak_block_bytes", p["peak_allocated_bytes"])), **model,
             "source": "storage functions", "series_source": "storage functions (the daemon's ledger)",
             "series": [[round(t - float(p.get("first_t", t)) + first_write, 4), int(a), int(v)]
                        for t, a, v in p.get("series", [])],
@@ -138,7 +151,11 @@ def memory_figures(summary: Mapping[str, Any] | None, leaked: int | None,
 RECOVERY_COUNTERS = (("functions_lost", ("lost_instances",)), ("chunks_recovered", ("chunks_recovered",)),
                      ("chunks_unrecovered", ("chunks_unrecovered",)),
                      ("cos_reads", ("cos_fallbacks", "recovery_cos_reads")),
-                     ("parallel_recoveries", ("parallel_recoveries",)), ("daemon_restarts", ("daemon_restarts",)))
+                     ("parallel_recoveries", ("parallel_recoveries",)), ("daemon_restarts", ("daemon_restarts",)),
+                     # each GET once, where it was served (``_collect.SERVED_FROM``): function memory and
+                     # cache functions are memory hits, the daemon's persistent buffer and COS are not
+                     ("gets_from_functions", ("gets_from_functions",)), ("gets_from_cache", ("gets_from_cache",)),
+                     ("gets_from_buffer", ("gets_from_buffer",)), ("gets_from_cos", ("gets_from_cos",)))
 
 
 def recovery_figures(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -14,7 +14,14 @@ the bytes held, write to last read; ``pocket`` its *reservation*: Pocket sizes a
 capacity from its hints and holds it from the job's start to its end (FuncStore Fig. 12a:
 "the amount of resources requested in advance by Pocket is the peak value"), so it is the
 job's measured physical peak (one object per block, nothing freed before the end) times the
-run's wall time (``reserved_mb_s``)."""
+run's wall time (``reserved_mb_s``).
+
+One unit for all (``in_units``): every policy by the grain and every policy by the whole
+block (the ledger counts both from the same entries), and the paper's block model (pocket
+and jiffy by the block, funcstore by the grain) labelled as such; the oracle in each is the
+*trace oracle* of funcstore's own runs (``trace_oracle_mb_s``: every object's bytes from the
+end of its write to its last read, no rounding), which no store can beat, so ``over_oracle``
+is never negative; the live oracle run stays as a second figure."""
 
 from __future__ import annotations
 
@@ -33,6 +40,9 @@ __all__ = [
     "S3_GET_USD",
     "admission_jobs",
     "decompose",
+    "decompose_trace",
+    "in_units",
+    "shares",
     "S3_PUT_USD",
     "lease_ms",
     "max_jobs",
@@ -43,6 +53,7 @@ __all__ = [
     "storage_cost",
     "store_deltas",
     "summed_series",
+    "trace_oracle_mb_s",
 ]
 
 #: the study's policies, jiffy's lease filled in once funcstore's lifetimes are known
@@ -113,6 +124,69 @@ def decompose(funcstore: Sequence[Mapping[str, Any]], oracle: Sequence[Mapping[s
 
     return {"blocks": ratio(f_alloc, f_live), "held": ratio(f_live, o_live), "held_objects": ratio(f_obj, o_obj),
             "over_oracle": None if not o_live else round(f_alloc / o_live - 1, 4)}
+
+
+def trace_oracle_mb_s(reports: Iterable[Mapping[str, Any]]) -> float:
+    """The oracle from runs' own traces (MiB-s): every object in function memory, its bytes from
+    the end of its write to its last read, no rounding (the report's ``trace_oracle_mb_s``,
+    which the metadata server records), summed over the given reports."""
+    return sum(float(d["memory"].get("trace_oracle_mb_s", 0.0)) for d in reports)
+
+
+def decompose_trace(funcstore: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
+    """funcstore's memory-time over the oracle of its own runs' traces, as two factors:
+    ``blocks`` (grains held / bytes held by the storage functions: rounding, fragmentation
+    and parity) times ``held`` (bytes held / the trace oracle: deferred commit, which frees
+    at the last reader's commit instead of its read, the store's latencies), so
+    ``blocks * held - 1 == over_oracle``."""
+    f_alloc = sum(float(d["memory"]["mb_s"]) for d in funcstore)
+    f_live = sum(float(d["memory"]["live_mb_s"]) for d in funcstore)
+    trace = trace_oracle_mb_s(funcstore)
+
+    def ratio(a: float, b: float) -> float | None:
+        return round(a / b, 4) if b else None
+
+    return {"blocks": ratio(f_alloc, f_live), "held": ratio(f_live, trace),
+            "over_oracle": None if not trace else round(f_alloc / trace - 1, 4)}
+
+
+#: what each unit's column charges
+UNITS = {"grain": "every policy by the grains its storage functions held (the stack's memory_grain); "
+                  "oracle: the trace oracle of funcstore's own runs",
+         "block": "every policy by the whole blocks its entries lay on; oracle: the trace oracle",
+         "paper_block_model": "the paper's block model: pocket and jiffy by the whole block (one object per "
+                              "block, Pocket's peak reserved for the run), funcstore by the grain; oracle: "
+                              "the trace oracle"}
+
+
+def in_units(alone: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """Every policy in one unit, side by side: ``alone`` maps funcstore, pocket and jiffy to
+    their run reports (one per workflow, the same workflows). Per unit (``UNITS``): the MB-s
+    of each policy, the oracle being the trace oracle of funcstore's runs (so ``over_oracle``
+    cannot be negative: no store holds an object for less than from its write to its last
+    read), and funcstore's ``reductions``."""
+    def total(pol: str, key: str) -> float:
+        return round(sum(float(d["memory"].get(key, d["memory"]["mb_s"])) for d in alone[pol]), 6)
+
+    trace = round(trace_oracle_mb_s(alone["funcstore"]), 6)
+    grain = {pol: total(pol, "mb_s") for pol in ("funcstore", "pocket", "jiffy")}
+    block = {pol: total(pol, "block_mb_s") for pol in ("funcstore", "pocket", "jiffy")}
+    paper = {"funcstore": grain["funcstore"], "pocket": block["pocket"], "jiffy": block["jiffy"]}
+    out: dict[str, dict[str, Any]] = {}
+    for unit, mb_s in (("grain", grain), ("block", block), ("paper_block_model", paper)):
+        col = {**mb_s, "oracle": trace}
+        out[unit] = {"mb_s": col, **reductions(col), "charged_as": UNITS[unit]}
+    return out
+
+
+def shares(per_workflow: Mapping[str, Mapping[str, float]]) -> dict[str, dict[str, float | None]]:
+    """Each workflow's share of each policy's MB-s: ``per_workflow`` policy -> workflow ->
+    MB-s; None where the policy's total is 0."""
+    out: dict[str, dict[str, float | None]] = {}
+    for pol, by_wf in per_workflow.items():
+        tot = sum(by_wf.values())
+        out[pol] = {n: round(v / tot, 4) if tot else None for n, v in by_wf.items()}
+    return out
 
 
 def storage_cost(mb_s: float, invocations: int, cos_puts: int, cos_gets: int) -> dict[str, float]:

@@ -122,6 +122,18 @@ class Waiter:
 _tls = threading.local()
 
 
+#: where a GET was served from, in the order that decides it: one chunk from COS makes the GET a
+#: COS read (a miss), else one from the daemon's persistent buffer a buffer read, else one from a
+#: cache function a cache read; a GET whose chunks all came from the functions holding them is
+#: served from function memory
+SERVED_FROM = ("cos", "buffer", "cache", "functions")
+
+
+def count_served(host: Any, served: set[str]) -> None:
+    """Count one GET under ``gets_from_<where>`` (``SERVED_FROM``) of the sources its chunks came from."""
+    host.count("gets_from_" + next((w for w in SERVED_FROM if w in served), "functions"))
+
+
 def scratch_view(n: int) -> memoryview:
     buf = getattr(_tls, "buf", None)
     if buf is None or len(buf) < n:
@@ -160,6 +172,8 @@ class Collector:
         self.cond = threading.Condition()
         self.large = [st.cl >= host.config.large_threshold for st in obj.stripes]
         self.inline = len(obj.stripes) == 1 and obj.stripes[0].n == 1
+        self.cached: set[tuple[int, int]] = set()  # chunks asked of a cache function (under the lock)
+        self.served: set[str] = set()  # where the chunks handed to the client came from
 
     # -- requests (picked under the lock, issued outside it) ------------------------
     def _counted(self) -> None:
@@ -184,6 +198,9 @@ class Collector:
             meta = None
             if self.cache is not None and not routed:  # its function's queue is full: a cache function
                 h, meta, cb = self.cache.route(obj, s, i, fn, cb)
+                if meta is not None:             # routed to a cache function, not to the chunk's own
+                    with self.cond:
+                        self.cached.add((s, i))
             else:
                 h = self.host.handles[fn]
             h.request(Op.GET, chunk_key(obj.key, obj.version, s, i), cb, b=1 if self.inline else 0,
@@ -272,20 +289,27 @@ class Collector:
         return cb
 
     def forward(self, s: int, i: int, view: Any, *, claimed: bool = False, copy: bool = False,
-                buf: bytearray | None = None) -> None:
+                buf: bytearray | None = None, source: str = "") -> None:
         """Hand chunk ``i`` of stripe ``s`` to the client (``claimed``: a
-        function's, received under a claim; else a fallback's); the last
-        chunk of the reply carries END. ``buf`` (holding ``view``) goes back
-        to the daemon's pool once written."""
+        function's, received under a claim; else a fallback's, read from
+        ``source``: ``buffer`` or ``cos``); the last chunk of the reply carries
+        END, and the GET is counted once by where it was served from
+        (``count_served``). ``buf`` (holding ``view``) goes back to the
+        daemon's pool once written."""
         out = self.out
         with out.lock:
             with self.cond:
                 drop, last = self.win.arrived(s, i, self.clock(), claimed=claimed)
+                if not drop:
+                    self.served.add(source or ("cache" if (s, i) in self.cached else "functions"))
+                served = set(self.served) if last and not drop else None
                 self.cond.notify_all()
             if drop:
                 if buf is not None:
                     self.host.pool.give(buf)
                 return
+            if served is not None:
+                count_served(self.host, served)
             pieces: list[Any]
             if self.head is not None and last and self.inline:
                 # a single uncoded slice: one frame, REPLY{inline} + the bytes, no CHUNK/END

@@ -90,6 +90,7 @@ class GetPath(_Host):
         r = self.buffer.open(obj)
         if r is not None:  # read-after-write from the persistent buffer, in order, on this client's thread
             self.count("buffer_hits")
+            self.count("gets_from_buffer")
             self._note_buffer_read(obj)
             lane = lanes.open(0)  # written on this thread once every earlier reply was: holds nothing back
             try:
@@ -176,9 +177,9 @@ class GetPath(_Host):
                     break
                 if i in have:
                     continue
-                data = self._read_chunk(obj, s, i)
+                data, source = self._read_chunk_from(obj, s, i)
                 if data is not None:
-                    col.forward(s, i, data)
+                    col.forward(s, i, data, source=source)
             if not col.full(s):
                 raise NotEnoughChunks(f"{obj.key!r} version {obj.version}: stripe {s} has {col.got[s]} of "
                                       f"{st.d} chunks and no readable COS copy")
@@ -188,15 +189,22 @@ class GetPath(_Host):
             col.fail(Status.ERROR, f"{obj.key!r}: reading stripe {s} failed: {exc!r}".encode())
 
     def _read_chunk(self, obj: ObjectVersion, s: int, i: int) -> bytes | None:
+        return self._read_chunk_from(obj, s, i)[0]
+
+    def _read_chunk_from(self, obj: ObjectVersion, s: int, i: int) -> tuple[bytes | None, str]:
+        """Chunk ``i`` of stripe ``s`` from the persistent buffer or else COS, and which
+        (``buffer``/``cos``); None when neither has it intact."""
         st = obj.stripes[s]
         data = self.buffer.read(obj, obj.chunk_offset(s, i), st.cl)
+        source = "buffer"
         if data is None and self.cos is not None:
+            source = "cos"
             src, off = obj.cos_range(s, i)
             try:
                 data = self.cos.get_range(src, off, st.cl) if st.cl else b""
             except Exception as exc:  # noqa: BLE001
                 log.warning("COS read of %s failed: %r", src, exc)
-                return None
+                return None, source
         if data is None or len(data) != st.cl or zlib.crc32(data) != st.crcs[i]:
-            return None
-        return data
+            return None, source
+        return data, source

@@ -12,7 +12,11 @@ run the grains holding at least one of the run's entries (a run's key starts
 with ``<run_id>/``). Allocated bytes are those grains times the grain; live
 bytes are the entries' lengths. Both are integrated over time
 (byte-seconds) and their peaks kept, per run, from the first entry of the
-run until :meth:`forget`.
+run until :meth:`forget`. Beside the grains, each run's *whole blocks* with at
+least one of its entries are counted the same way (``block_mb_s``,
+``peak_block_bytes``): the same entries in the other memory unit, so a study
+can compare every policy by the grain and by the block from one run (equal to
+the grain figures when the grain is the block).
 
 Not covered: where entries go (the metadata server's allocator decides),
 deleting anything (the daemon does), the runtime's own count (the daemon's
@@ -52,20 +56,27 @@ class RunMemory:
     peak_alloc: int = 0
     peak_live: int = 0
     series: list[tuple[float, int, int]] = field(default_factory=list)
+    blocks: dict[str, GrainSet] = field(default_factory=dict)  # function -> the whole blocks the entries lie on
+    held_blocks: int = 0
+    block_byte_s: float = 0.0
+    peak_block: int = 0
 
-    def advance(self, now: float, grain: int) -> None:
+    def advance(self, now: float, grain: int, block: int) -> None:
         dt = now - self.last_t
         if dt > 0:
             self.alloc_byte_s += self.held * grain * dt
+            self.block_byte_s += self.held_blocks * block * dt
             self.live_byte_s += self.live_bytes * dt
             self.last_t = now
 
-    def summary(self, grain: int) -> dict[str, Any]:
+    def summary(self, grain: int, block: int) -> dict[str, Any]:
         mib = float(1 << 20)
         return {"run_id": self.run_id, "allocated_bytes": self.held * grain,
                 "live_bytes": self.live_bytes, "peak_allocated_bytes": self.peak_alloc,
                 "peak_live_bytes": self.peak_live, "allocated_mb_s": self.alloc_byte_s / mib,
-                "live_mb_s": self.live_byte_s / mib, "first_t": self.first_t, "last_t": self.last_t,
+                "live_mb_s": self.live_byte_s / mib, "block_bytes": self.held_blocks * block,
+                "peak_block_bytes": self.peak_block, "block_mb_s": self.block_byte_s / mib,
+                "first_t": self.first_t, "last_t": self.last_t,
                 "series": [list(s) for s in self.series]}
 
 
@@ -123,11 +134,15 @@ class MemoryLedger:
         rm = self.runs.get(run)
         if rm is None:
             rm = self.runs[run] = RunMemory(run, now, now)
-        rm.advance(now, self.grain)
+        rm.advance(now, self.grain, self.block_size)
         rg = rm.grains.get(function)
         if rg is None:
             rg = rm.grains[function] = GrainSet(self.grain)
         rm.held += sum(len(r) for r in rg.add(start, length))
+        rb = rm.blocks.get(function)
+        if rb is None:
+            rb = rm.blocks[function] = GrainSet(self.block_size)
+        rm.held_blocks += sum(len(r) for r in rb.add(start, length))
         rm.live_bytes += length
         self._changed(rm, now)
 
@@ -148,12 +163,17 @@ class MemoryLedger:
                 del self.function_grains[function]
         rm = self.runs.get(e.run) if e.run else None
         if rm is not None:
-            rm.advance(now, self.grain)
+            rm.advance(now, self.grain, self.block_size)
             rg = rm.grains.get(function)
             if rg is not None and e.length:
                 rm.held -= sum(len(r) for r in rg.remove(e.start, e.length))
                 if not rg:
                     del rm.grains[function]
+            rb = rm.blocks.get(function)
+            if rb is not None and e.length:
+                rm.held_blocks -= sum(len(r) for r in rb.remove(e.start, e.length))
+                if not rb:
+                    del rm.blocks[function]
             rm.live_bytes -= e.length
             self._changed(rm, now)
         return True
@@ -175,8 +195,8 @@ class MemoryLedger:
         rm = self.runs.get(run_id)
         if rm is None:
             return None
-        rm.advance(now, self.grain)
-        return rm.summary(self.grain)
+        rm.advance(now, self.grain, self.block_size)
+        return rm.summary(self.grain, self.block_size)
 
     def function_bytes(self, function: str) -> int:
         """Bytes of grains ``function`` holds (what its runtime reports as ``mem``)."""
@@ -213,6 +233,8 @@ class MemoryLedger:
             assert rm.held == sum(len(g) for g in want.values()), (run, rm.held)
             assert rm.live_bytes == live.get(run, 0), (run, rm.live_bytes)
             assert rm.peak_alloc >= rm.held * self.grain and rm.peak_live >= rm.live_bytes
+            assert rm.held_blocks == sum(len(g) for g in rm.blocks.values()), (run, rm.held_blocks)
+            assert rm.held_blocks * self.block_size >= rm.held * self.grain, (run, rm.held_blocks)
 
     # -- internals -------------------------------------------------------------------
     def _overlapping(self, function: str, start: int, end: int) -> list[str]:
@@ -229,6 +251,7 @@ class MemoryLedger:
     def _changed(self, rm: RunMemory, now: float) -> None:
         alloc = rm.held * self.grain
         rm.peak_alloc = max(rm.peak_alloc, alloc)
+        rm.peak_block = max(rm.peak_block, rm.held_blocks * self.block_size)
         rm.peak_live = max(rm.peak_live, rm.live_bytes)
         if rm.series and rm.series[-1][0] == now:
             rm.series[-1] = (now, alloc, rm.live_bytes)

@@ -117,7 +117,9 @@ class Daemon(PutPath, GetPath):
         self._stopping = threading.Event()
         self.address: tuple[str, int] = (config.host, config.port)
         self.persisted = PersistedLifetimes(cos, config.cos_prefix, config.persist_ttl_s, self.count)
-        self.counters = {"persisted_expired": 0, "puts": 0, "gets": 0, "buffer_hits": 0, "cos_fallbacks": 0, "corrupt_chunks": 0,
+        self.counters = {"persisted_expired": 0, "puts": 0, "gets": 0, "buffer_hits": 0, "cos_fallbacks": 0,
+                         "gets_from_functions": 0, "gets_from_cache": 0, "gets_from_buffer": 0, "gets_from_cos": 0,
+                         "corrupt_chunks": 0,
                          "missing_chunks": 0, "chunk_retries": 0, "lost_functions": 0, "lost_instances": 0,
                          "auth_failures": 0, "scope_refusals": 0, "bad_frames": 0, "hello_timeouts": 0,
                          "hello_evicted": 0, "conn_errors": 0, "prewarmed": 0, "pings": 0, "pings_failed": 0}

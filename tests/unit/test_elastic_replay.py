@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sdk.local._elastic import hit_ratio, p99, shifting_phases, step_stats
+from sdk.local._elastic import hit_ratio, p99, served_reads, shifting_phases, step_stats
 
 
 def test_phases_shift_the_working_set_and_never_share_objects() -> None:
@@ -27,12 +27,16 @@ def test_step_stats_weight_each_value_by_how_long_it_held() -> None:
     assert step_stats([(3.0, 7)], 3.0) == (7, 7.0)
 
 
-def test_hit_ratio_counts_cos_answers_and_cos_tier_reads_as_misses() -> None:
-    before = {"gets": 10, "buffer_hits": 1, "cos_fallbacks": 0}
-    after = {"gets": 28, "buffer_hits": 2, "cos_fallbacks": 1}
-    # 20 reads issued, 18 reached the daemon's GET path: 1 from COS, 1 from the daemon's buffer
-    assert hit_ratio(before, after, reads=20) == pytest.approx(17 / 20)
-    assert hit_ratio(before, after, reads=20, functions_only=True) == pytest.approx(16 / 20)
+def test_hits_are_gets_served_from_function_memory_or_cache_functions_only() -> None:
+    before = {"gets": 10, "gets_from_functions": 8, "gets_from_cache": 0, "gets_from_buffer": 1, "gets_from_cos": 1}
+    after = {"gets": 28, "gets_from_functions": 21, "gets_from_cache": 3, "gets_from_buffer": 2, "gets_from_cos": 2}
+    # 20 reads issued, 18 reached the daemon: 13 from functions, 3 from cache functions, 1 from the
+    # buffer, 1 from COS; the 2 that never reached it (COS tier) are COS reads too
+    r = served_reads(before, after, reads=20)
+    assert r["served"] == {"functions": 13, "cache": 3, "buffer": 1, "cos": 3}
+    assert r["hit_ratio"] == pytest.approx(16 / 20) == hit_ratio(before, after, reads=20)
+    assert r["buffer_hit_ratio"] == pytest.approx(1 / 20) and r["cos_read_ratio"] == pytest.approx(3 / 20)
+    assert r["function_read_ratio"] + r["cache_read_ratio"] == pytest.approx(r["hit_ratio"])
     assert hit_ratio(before, after, reads=0) == 0.0
 
 

@@ -84,23 +84,26 @@ op = st.tuples(st.sampled_from(["store", "release", "lose"]), st.sampled_from(["
 @settings(max_examples=150, deadline=None)
 @given(st.lists(op, max_size=60), st.sampled_from([BS, 250, 100]))
 def test_random_events_keep_the_ledger_consistent_with_a_recount(ops, grain):
-    """Whole blocks and grains alike: every grain an entry lies on, counted once."""
+    """Whole blocks and grains alike: every grain an entry lies on, counted once; and the
+    run's whole blocks beside its grains (``block_mb_s``), whatever the grain."""
     led = MemoryLedger(BS, grain=grain)
     model: dict[tuple[str, str], tuple[int, int, int]] = {}
     byte_s: dict[str, float] = {}
+    block_s: dict[str, float] = {}
     t = 0.0
 
-    def blocks_of(run: str) -> set[tuple[str, int]]:
+    def blocks_of(run: str, unit: int = grain) -> set[tuple[str, int]]:
         out = set()
         for (fn, key), (b, off, n) in model.items():
             if key.startswith(run + "/") and n:
                 start = b * BS + off
-                out |= {(fn, u) for u in range(start // grain, (start + n - 1) // grain + 1)}
+                out |= {(fn, u) for u in range(start // unit, (start + n - 1) // unit + 1)}
         return out
 
     for kind, fn, key, block, off, n in ops:
         for run in ("r0", "r1"):
             byte_s[run] = byte_s.get(run, 0.0) + len(blocks_of(run)) * grain * 0.5
+            block_s[run] = block_s.get(run, 0.0) + len(blocks_of(run, BS)) * BS * 0.5
         t += 0.5
         if kind == "store":
             led.stored(t, fn, key, block, off, n)
@@ -120,3 +123,6 @@ def test_random_events_keep_the_ledger_consistent_with_a_recount(ops, grain):
         if s is not None:
             assert s["allocated_bytes"] == len(blocks_of(run)) * grain
             assert s["allocated_mb_s"] * (1 << 20) == pytest.approx(byte_s[run])
+            assert s["block_bytes"] == len(blocks_of(run, BS)) * BS
+            assert s["block_mb_s"] * (1 << 20) == pytest.approx(block_s[run])
+            assert s["block_mb_s"] >= s["allocated_mb_s"] - 1e-9

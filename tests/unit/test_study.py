@@ -103,3 +103,21 @@ def test_over_the_oracle_is_blocks_per_byte_held_times_bytes_held_against_the_or
     assert d == {"blocks": 1.5, "held": 1.25, "held_objects": 1.5, "over_oracle": 0.875}
     assert abs(d["blocks"] * d["held"] - 1 - d["over_oracle"]) < 1e-9
     assert _study.decompose([f], [rep(0.0, 0.0, {})])["over_oracle"] is None
+
+
+def test_every_policy_in_one_unit_against_the_trace_oracle_of_funcstores_runs() -> None:
+    def rep(grain: float, block: float, trace: float = 0.0) -> dict[str, Any]:
+        return {"memory": {"mb_s": grain, "block_mb_s": block, "live_mb_s": grain / 2, "trace_oracle_mb_s": trace}}
+
+    u = _study.in_units({"funcstore": [rep(2.0, 4.0, 1.0), rep(1.0, 2.0, 0.5)],
+                         "pocket": [rep(20.0, 60.0), rep(10.0, 30.0)], "jiffy": [rep(10.0, 40.0), rep(5.0, 20.0)]})
+    assert u["grain"]["mb_s"] == {"funcstore": 3.0, "pocket": 30.0, "jiffy": 15.0, "oracle": 1.5}
+    assert (u["grain"]["reduction_vs_pocket"], u["grain"]["reduction_vs_jiffy"], u["grain"]["over_oracle"]) == \
+        (0.9, 0.8, 1.0)
+    assert u["block"]["mb_s"] == {"funcstore": 6.0, "pocket": 90.0, "jiffy": 60.0, "oracle": 1.5}
+    assert u["paper_block_model"]["mb_s"] == {"funcstore": 3.0, "pocket": 90.0, "jiffy": 60.0, "oracle": 1.5}
+    assert all("charged_as" in col for col in u.values())
+    assert _study.shares({"funcstore": {"a": 3.0, "b": 1.0}, "none": {"a": 0.0}}) == \
+        {"funcstore": {"a": 0.75, "b": 0.25}, "none": {"a": None}}
+    d = _study.decompose_trace([rep(2.0, 4.0, 1.0), rep(1.0, 2.0, 0.5)])
+    assert d == {"blocks": 2.0, "held": 1.0, "over_oracle": 1.0}
