@@ -280,7 +280,9 @@ class MetadataState:
     def _advance(self, run: RunRecord, now: float) -> None:
         dt = now - run.last_t
         if dt > 0:
-            run.live_byte_s += run.live_bytes * dt
+            # both from when an object's bytes arrive (its finish_put), so allocated >= live: an
+            # object placed but not yet written holds nothing in the storage functions
+            run.live_byte_s += (run.written_bytes if not run.policy.exact_bytes else run.live_bytes) * dt
             run.alloc_byte_s += max(run.alloc_bytes - run.pending_alloc, 0) * dt   # from when the bytes arrive
             run.last_t = now
 
