@@ -138,7 +138,9 @@ HEADLINES: dict[str, list[Headline]] = {
         Headline("cos.s3.p99_during_us", "S3 (moto): GET p99 while an instance is killed every 2 s", "µs"),
     ],
     "elasticity": [
-        Headline("hit_ratio", "memory-level read hit ratio", "", ">=", 0.95),
+        Headline("hit_ratio", "memory-level read hit ratio (function memory and cache functions)", "", ">=", 0.95),
+        Headline("buffer_hit_ratio", "reads the daemon's persistent buffer answered (not hits)", ""),
+        Headline("cos_read_ratio", "reads from COS", ""),
         Headline("functions_peak", "functions holding data, peak"),
         Headline("functions_mean", "functions holding data, mean"),
         Headline("cos_requests_per_object", "COS requests per object, the daemon's"),
