@@ -40,10 +40,17 @@ def _keeps_text(k: dict[str, Any]) -> str:
     return ", ".join(parts) or "nothing"
 
 
+def _ran(tasks: dict[str, Any]) -> int:
+    """The tasks that ran (an attempt started), as the report's tasks line counts them: a failed
+    or aborted run skips the rest of those it planned."""
+    return sum(1 for t in tasks.values() if t.get("attempts", 0) > 0)
+
+
 def _summary(r: dict[str, Any], now: float | None = None) -> dict[str, Any]:
     m = r.get("memory") or {}
+    tasks = r.get("tasks") or {}
     return {"run_id": r["run_id"], "workflow": r.get("workflow"), "status": r.get("status"),
-            "started": r.get("started"), "wall_s": r.get("wall_s"), "tasks": len(r.get("tasks") or {}),
+            "started": r.get("started"), "wall_s": r.get("wall_s"), "tasks": _ran(tasks), "planned": len(tasks),
             "peak_bytes": m.get("peak_bytes"), "mb_s": m.get("mb_s"), "failed_task": r.get("failed_task"),
             "keeps": keeps(r, time.time() if now is None else now), "report": r.get("_path")}
 
@@ -54,7 +61,8 @@ def format_runs(rows: list[dict[str, Any]]) -> str:
     for s in rows:
         started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s["started"])) if s.get("started") else "-"
         table.append((s["run_id"], started, str(s["workflow"]), str(s["status"]),
-                      f"{s['wall_s']:.2f}" if s.get("wall_s") is not None else "-", str(s["tasks"]),
+                      f"{s['wall_s']:.2f}" if s.get("wall_s") is not None else "-",
+                      str(s["tasks"]) if s.get("planned", s["tasks"]) == s["tasks"] else f"{s['tasks']} of {s['planned']}",
                       f"{(s['peak_bytes'] or 0) / 2**20:.2f}", f"{s['mb_s'] or 0:.3f}", s.get("failed_task") or "",
                       _keeps_text(s["keeps"]) if s.get("keeps") else "-"))
     widths = [max(len(r[k]) for r in table) for k in range(len(table[0]))]

@@ -61,3 +61,18 @@ def test_the_summary_names_the_stack_the_run_used() -> None:
                                     "metadata 127.0.0.1:1, daemon 127.0.0.1:2)")
     assert "embedded for this run in /s" in str(stack_line({"kind": "embedded", "state_dir": "/s"}))
     assert stack_line({}) is None  # a report saved before the field
+
+
+def test_funcsion_runs_counts_the_tasks_that_ran() -> None:
+    """``funcsion runs``' tasks column counts as the report's tasks line does: what ran, and of how
+    many planned when a stopped run skipped some."""
+    from sdk.cli.runs_cmd import _summary, format_runs
+
+    stopped = _report({"a": _task("succeeded", 1), "b": _task("aborted", 1), "c": _task("pending", 0),
+                       "d": _task("pending", 0)}, status="aborted")
+    done = {**_report({"a": _task("succeeded", 2), "b": _task("succeeded", 1)}), "run_id": "r-2"}
+    rows = [_summary(stopped, now=0.0), _summary(done, now=0.0)]
+    assert [(r["tasks"], r["planned"]) for r in rows] == [(2, 4), (2, 2)]
+    lines = format_runs(rows).splitlines()
+    assert "  tasks  " in lines[0]
+    assert " 2 of 4 " in lines[1] and " 2 of " not in lines[2]
