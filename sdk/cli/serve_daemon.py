@@ -88,6 +88,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--idle-s", type=float, default=2.0)
     p.add_argument("--hello-timeout-s", type=float, default=10.0,
                    help="a new connection must complete its HELLO within this many seconds")
+    p.add_argument("--hello-pending-max", type=int, default=None, metavar="N",
+                   help="connections waiting for their HELLO at most (default 1024); past it the oldest is "
+                        "closed: what unauthenticated peers can make the daemon hold")
     p.add_argument("--upload-delay-s", type=float, default=None,
                    help="write-behind: every object waits this long before its COS upload (default 0, as SION)")
     p.add_argument("--parity-upload-delay-s", type=float, default=None,
@@ -181,7 +184,11 @@ def daemon_settings(args: argparse.Namespace, *, warn: Callable[[str], None] | N
         overrides["placement"] = "metadata"  # the metadata server decides where every chunk lives
     if args.token:
         overrides["token"] = args.token
-    for name in ("function_memory_mb", "max_functions", "upload_delay_s", "parity_upload_delay_s"):
+    if getattr(args, "hello_pending_max", None) is not None and args.hello_pending_max < 1:
+        raise ServeDaemonError(f"--hello-pending-max {args.hello_pending_max}: give the number of connections "
+                               "that may wait for their HELLO at once, at least 1 (default 1024)")
+    for name in ("function_memory_mb", "max_functions", "upload_delay_s", "parity_upload_delay_s",
+                 "hello_pending_max"):
         if getattr(args, name, None) is not None:
             overrides[name] = getattr(args, name)
     control = Config.load(daemon_state_id=getattr(args, "state_id", None),

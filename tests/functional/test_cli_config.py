@@ -91,3 +91,11 @@ def test_help_shows_the_config_defaults(argv: list[str], default: str, capsys: p
     with pytest.raises(SystemExit):
         main(argv)
     assert default in " ".join(capsys.readouterr().out.split())
+
+
+def test_serve_daemon_bounds_the_connections_waiting_for_their_hello(clean_env: Path) -> None:
+    got = serve_daemon.daemon_settings(build_parser().parse_args(["serve", "daemon", "--hello-pending-max", "64"]))
+    assert got["hello_pending_max"] == 64
+    assert "hello_pending_max" not in serve_daemon.daemon_settings(build_parser().parse_args(["serve", "daemon"]))
+    with pytest.raises(serve_daemon.ServeDaemonError, match="--hello-pending-max 0: .* at least 1"):
+        serve_daemon.daemon_settings(build_parser().parse_args(["serve", "daemon", "--hello-pending-max", "0"]))
