@@ -221,8 +221,9 @@ def _bench_small_behind_large(n: int, d: int, p: int, large: int, send_mbps: flo
         bulk_proc.stdin.close()  # stop after the transfer in flight
         large_gets = [int(bulk_proc.stdout.readline() or 0)]
         bulk_proc.wait(300)
-    idle_p99, busy_p99 = _pct(idle, 0.99) * 1e6, _pct(during, 0.99) * 1e6
-    return {"small_behind_large_p99_us": round(busy_p99, 1), "small_idle_p99_us": round(idle_p99, 1),
+    # rounded first, so the ratio is the one the two printed figures give
+    idle_p99, busy_p99 = round(_pct(idle, 0.99) * 1e6, 1), round(_pct(during, 0.99) * 1e6, 1)
+    return {"small_behind_large_p99_us": busy_p99, "small_idle_p99_us": idle_p99,
             "small_behind_large_ratio": round(busy_p99 / idle_p99, 3),
             "small_behind_large": {"idle_p50_us": round(_pct(idle, 0.5) * 1e6, 1),
                                    "busy_p50_us": round(_pct(during, 0.5) * 1e6, 1), "large_bytes": large, "small_gets": n, "large_gets": large_gets[0],
