@@ -23,6 +23,8 @@ from sdk.cli._common import stack_endpoints
 from sdk.local._stack import Stack
 from storage_functions.exceptions import StorageError
 
+from tests._waiting import wait_for
+
 
 def _listening(addr: str) -> bool:
     try:
@@ -54,10 +56,7 @@ def test_a_dead_stacks_daemon_is_not_waited_for(tmp_path: Path) -> None:
             assert client._store.stats()["objects"] == 0
             assert _listening(ep.metadata)
             os.kill(int(info["pid"]), signal.SIGKILL)
-            deadline = time.monotonic() + 30
-            while _listening(ep.metadata) and time.monotonic() < deadline:
-                time.sleep(0.05)
-            assert not _listening(ep.metadata)
+            wait_for(lambda: not _listening(ep.metadata), 30, "the killed stack's metadata server to stop listening")
             t0 = time.monotonic()
             with pytest.raises((StorageError, OSError)):
                 client._store.stats()

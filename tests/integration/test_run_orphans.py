@@ -18,17 +18,13 @@ from sdk._config import Config
 from sdk.local._drivers import DRIVERS_DIR
 from sdk.local._stack import Stack
 
+from tests._waiting import wait_for
+
 SLOW = Path(__file__).resolve().parent / "slowwf"
 
 
 def _wait(what: str, cond: Callable[[], Any], timeout: float) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+    return wait_for(cond, timeout, what)
 
 
 def _copies(state: Path, run_id: str) -> list[Path]:
