@@ -94,6 +94,12 @@ def _task(fn_expr: dict[str, str], arn: str, opts: AslOptions, retries: int, *, 
     }
 
 
+def _item_state_name(state_name: str) -> str:
+    """The Task inside a stage's Map: named after the stage, since the States Language wants
+    state names unique across the whole state machine, nested ones included."""
+    return f"{state_name}: task"[:80]
+
+
 def _group_states(h: HDAG, group: list[str], arn_for: Callable[[str], str], opts: AslOptions,
                   state_name: str) -> tuple[str, dict[str, Any]]:
     """(entry state, states) for one entry's functions in one level; the last state has ``End``."""
@@ -105,12 +111,13 @@ def _group_states(h: HDAG, group: list[str], arn_for: Callable[[str], str], opts
         return state_name, {state_name: _task({"function": info.name}, arn, opts, retries)}
     items_state = f"{state_name}: replicas"[:80]
     item_task = _task({"function.$": "$.function"}, arn, opts, retries, context="$.funcsion", run_id="$.run_id")
+    item_state = _item_state_name(state_name)
     map_def: dict[str, Any] = {
         "Type": "Map",
         "ItemsPath": "$.fanout.items",
         "ItemSelector": {"funcsion.$": opts.context_path, "run_id.$": "$$.Execution.Name",
                          "function.$": "$$.Map.Item.Value"},
-        "ItemProcessor": {"ProcessorConfig": {"Mode": "INLINE"}, "StartAt": "task", "States": {"task": item_task}},
+        "ItemProcessor": {"ProcessorConfig": {"Mode": "INLINE"}, "StartAt": item_state, "States": {item_state: item_task}},
         "MaxConcurrency": opts.max_concurrency,
         "ResultPath": None,
         "End": True,

@@ -308,7 +308,7 @@ def test_an_update_with_a_changed_setting_updates(example_paths: dict[str, Path]
     sfn = boto3.client("stepfunctions", region_name=REGION)
     definition = json.loads(sfn.describe_state_machine(stateMachineArn=dep.outputs["StateMachineArn"])["definition"])
     assert len(definition["States"]["map_stage: replicas"]["Result"]["items"]) == 9
-    retry = definition["States"]["map_stage"]["ItemProcessor"]["States"]["task"]["Retry"]
+    retry = definition["States"]["map_stage"]["ItemProcessor"]["States"][definition["States"]["map_stage"]["ItemProcessor"]["StartAt"]]["Retry"]
     assert [r["MaxAttempts"] for r in retry if r["ErrorEquals"] == ["States.TaskFailed"]] == [0]
     s3 = boto3.client("s3", region_name=REGION)
     keys = {o["Key"] for o in s3.list_objects_v2(Bucket="artifacts")["Contents"]}

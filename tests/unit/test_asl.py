@@ -143,6 +143,28 @@ def test_an_entrys_max_attempts_sets_its_task_retrier(example_paths: dict[str, P
     def task_failed_attempts(task: dict[str, Any]) -> int:
         return int(next(r["MaxAttempts"] for r in task["Retry"] if r["ErrorEquals"] == ["States.TaskFailed"]))
 
-    assert task_failed_attempts(states["map_stage"]["ItemProcessor"]["States"]["task"]) == 0
-    assert task_failed_attempts(states["reduce_stage"]["ItemProcessor"]["States"]["task"]) == 6
+    def item_task(stage: str) -> dict[str, Any]:
+        processor = states[stage]["ItemProcessor"]
+        return dict(processor["States"][processor["StartAt"]])
+
+    assert task_failed_attempts(item_task("map_stage")) == 0
+    assert task_failed_attempts(item_task("reduce_stage")) == 6
     assert task_failed_attempts(states["split_stage"]) == 2  # no setting: AslOptions' default
+
+
+def test_state_names_are_unique_across_the_whole_state_machine(example_paths: dict[str, Path]) -> None:
+    """The States Language wants every state name unique in the whole machine, nested Map item
+    processors included (two stages' Maps each holding a state named "task" broke that)."""
+    names: list[str] = []
+
+    def walk(states: dict[str, Any]) -> None:
+        for name, state in states.items():
+            names.append(name)
+            for nested in [state.get("ItemProcessor"), state.get("Iterator"), *state.get("Branches", [])]:
+                if nested:
+                    walk(nested["States"])
+
+    for path in example_paths.values():
+        names.clear()
+        walk(asl_for(path)[1]["States"])
+        assert len(names) == len(set(names)), (path.name, sorted(n for n in names if names.count(n) > 1))
