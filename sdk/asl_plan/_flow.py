@@ -9,7 +9,8 @@ of every state it passes (``InputPath``, ``Parameters``/``ItemSelector``,
 ``ResultSelector``, ``ResultPath``, ``OutputPath``: the ``_values`` model) and records
 which Task states receive the result in their effective input. A route stops where
 the JSON no longer holds the result (a later ``ResultPath`` overwrote it, an
-``OutputPath`` dropped it), where its machine ends, at a ``Fail`` state, or where the
+``OutputPath`` dropped it: the route is then an error route if every way on from there
+ends in a ``Fail`` state), where its machine ends, at a ``Fail`` state, or where the
 planner cannot follow the data any further (then it carries ``dynamic``: why).
 
 Errors the definition does not catch end the execution (its cleanup frees everything),
@@ -82,6 +83,7 @@ class Walker:
         self.source = source
         self.max_routes = max_routes
         self._visits = 0
+        self._ends: dict[tuple[int, str], bool] = {}
 
     # -- entry -----------------------------------------------------------------------
     def routes(self) -> list[Route]:
@@ -106,7 +108,9 @@ class Walker:
                 climbed: list[Route] = []
                 for r in routes:
                     if r.dynamic or r.failed or not has_tracked(r.output):
-                        climbed.append(replace(r, output=NOTHING))
+                        stuck = not r.dynamic and not r.failed and not self._can_finish(
+                            outer_machine, None if owner.end else owner.next)
+                        climbed.append(replace(r, output=NOTHING, error=r.error or stuck))
                         continue
                     if owner.type == "Parallel":
                         items: list[Value] = [NOTHING] * len(owner.branches)
@@ -138,8 +142,9 @@ class Walker:
             self._visits += 1
             if self._visits > self.max_routes * 20 or len(done) + len(todo) > self.max_routes:
                 raise _TooMany
-            if not has_tracked(value):
-                done.append(replace(route, output=NOTHING))
+            if not has_tracked(value):  # nothing more can read it; does the route still end well?
+                fails = not self._reaches_end(m, name)
+                done.append(replace(route, output=NOTHING, failed=route.failed or fails, error=route.error or fails))
                 continue
             if name in seen:
                 done.append(route.stop(f"a loop reaches {name!r} again while the state still holds it, so it can "
@@ -261,6 +266,33 @@ class Walker:
         result_out += [(t, failing.via(f"Catch[{c.index}] of {st.name!r} -> {t!r}", error=True), v)
                        for t, c, v in catches]
         return result_out
+
+    # -- where a route can end ---------------------------------------------------------
+    def _reaches_end(self, m: Machine, name: str) -> bool:
+        """Whether some transition path from ``name`` ends machine ``m`` without a Fail state."""
+        key = (m.index, name)
+        hit = self._ends.get(key)
+        if hit is None:
+            seen, todo, hit = {name}, [name], False
+            while todo and not hit:
+                st = m.states[todo.pop()]
+                hit = st.end or st.type == "Succeed"
+                for t in ([st.next] if st.next else []) + [t for t, _ in st.choices] + [c.next for c in st.catchers]:
+                    if t not in seen:
+                        seen.add(t)
+                        todo.append(t)
+            self._ends[key] = hit
+        return hit
+
+    def _can_finish(self, m: Machine, name: str | None) -> bool:
+        """Whether the execution can still succeed from state ``name`` of ``m`` (None: ``m``
+        has just ended), out through the Parallels and Maps around it."""
+        if name is not None and not self._reaches_end(m, name):
+            return False
+        if m.owner is None:
+            return True
+        owner = self.d.state(m.owner)
+        return self._can_finish(self.d.machines[owner.machine], None if owner.end else owner.next)
 
     # -- the JSONPath fields ---------------------------------------------------------
     def _inside(self, what: str) -> str:

@@ -4,7 +4,8 @@ The state machine reads left to right: each state sits in the column of its long
 distance from ``StartAt`` along ``Next``, ``Choice`` and ``Catch`` transitions (a
 Parallel's or Map's inner states follow it, and the states after it follow them; loops
 are cut where they turn back). Task states are boxes labelled with their read count;
-the other states are small grey dots. Thin grey lines are the transitions; coloured
+the other states are small grey dots. Thin grey lines are the transitions (dotted: a
+``Catch``); coloured
 arcs go from a Task to each Task that receives its result, blue where the count is
 static and freed at the last read, orange and dashed where it is kept until the
 execution ends.
@@ -35,16 +36,22 @@ def _exits(d: Definition, m: Machine) -> list[str]:
     return [s.name for s in m.states.values() if s.end or s.type in ("Succeed", "Fail")]
 
 
-def _edges(d: Definition) -> list[tuple[str, str]]:
-    """Control flow between states (into and out of Parallel branches and Map processors)."""
+def _edges(d: Definition, *, catches: bool = False) -> list[tuple[str, str]]:
+    """Control flow between states (into and out of Parallel branches and Map processors);
+    ``catches``: only the transitions of ``Catch`` (to a catcher's ``Next``)."""
     out: list[tuple[str, str]] = []
     for st in d.states():
-        targets = ([st.next] if st.next else []) + [t for t, _ in st.choices] + [c.next for c in st.catchers]
+        caught = [c.next for c in st.catchers]
+        if catches:
+            out += [(st.name, t) for t in caught]
+            continue
+        targets = ([st.next] if st.next else []) + [t for t, _ in st.choices] + caught
         inner = [d.machines[b] for b in st.branches] + ([d.machines[st.processor]] if st.processor is not None else [])
         if inner:
             for m in inner:
                 out.append((st.name, m.start))
-                out += [(e, t) for e in _exits(d, m) for t in targets]
+                out += [(e, t) for e in _exits(d, m) for t in targets if t not in caught]
+            out += [(st.name, t) for t in caught]
         else:
             out += [(st.name, t) for t in targets]
     return out
@@ -100,8 +107,10 @@ def to_dot(p: Plan) -> str:
         else:
             lines.append(f"  {q(st.name)} [shape=ellipse, color=\"#999999\", fontcolor=\"#666666\", "
                          f"label={q(st.name + ' (' + st.type + ')')}];")
+    caught = set(_edges(p.definition, catches=True))
     for a, b in _edges(p.definition):
-        lines.append(f"  {q(a)} -> {q(b)} [color={q(_FLOW)}];")
+        style = ", style=dotted, label=\"Catch\", fontsize=8" if (a, b) in caught else ""
+        lines.append(f"  {q(a)} -> {q(b)} [color={q(_FLOW)}{style}];")
     for name, sp in p.states.items():
         colour, style = (_KEPT, "dashed") if sp.kept_until_end else (_STATIC, "solid")
         for r in sp.readers:
@@ -137,10 +146,11 @@ def figure(p: Plan) -> Any:
     ax.axis("off")
     ax.text(0.3, 0.3, f"Read counts of {len(p.states)} Task states; execution flows left to right",
             fontsize=10, va="center")
+    caught = set(_edges(d, catches=True))
     for a, b in _edges(d):
         (x0, y0), (x1, y1) = pos[a], pos[b]
         ax.add_patch(FancyArrowPatch((x0, y0), (x1, y1), arrowstyle="-|>", mutation_scale=7, color=_FLOW, lw=0.8,
-                                     shrinkA=9, shrinkB=9, zorder=1,
+                                     shrinkA=9, shrinkB=9, zorder=1, linestyle=":" if (a, b) in caught else "-",
                                      connectionstyle="arc3,rad=0" if x1 > x0 else "arc3,rad=-0.4"))
     for name, sp in p.states.items():
         colour, style = (_KEPT, (0, (4, 2))) if sp.kept_until_end else (_STATIC, "-")
@@ -160,8 +170,9 @@ def figure(p: Plan) -> Any:
                     zorder=4)
     handles = [Line2D([], [], color=_STATIC, lw=2, label="receives its result: freed at the last read"),
                Line2D([], [], color=_KEPT, lw=2, ls=(0, (4, 2)), label="receives it: kept until the execution ends"),
-               Line2D([], [], color=_FLOW, lw=1, label="transition")]
-    ax.legend(handles=handles, loc="lower left", ncol=3, fontsize=7, frameon=False)
+               Line2D([], [], color=_FLOW, lw=1, label="transition"),
+               Line2D([], [], color=_FLOW, lw=1, ls=":", label="Catch")]
+    ax.legend(handles=handles, loc="lower left", ncol=4, fontsize=7, frameon=False)
     return fig
 
 

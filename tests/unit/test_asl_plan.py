@@ -357,3 +357,14 @@ def test_examples_all_plan_and_every_result_has_a_static_count() -> None:
         p = plan(path.read_text())
         assert p.states and all(s.read_count is not None for s in p.states.values()), path.name
         assert any(s.read_count and not s.kept_until_end for s in p.states.values()), path.name
+
+
+def test_a_route_that_drops_it_and_then_fails_is_an_error_route() -> None:
+    d = machine("T", T=task("C", ResultPath="$.t"),
+                C={"Type": "Choice", "Choices": [{"Variable": "$.ok", "BooleanEquals": False, "Next": "Log"}],
+                   "Default": "A"},
+                Log=task("Bad", InputPath="$.request"),  # does not read it, and its result replaces the state
+                Bad={"Type": "Fail"}, A=task(OutputPath="$.x", ResultPath="$.x"))
+    s = of(d, "T")
+    assert (s.read_count, s.readers, s.kept_until_end) == (1, ("A",), False)
+    assert "Choice 'C' rule 0 -> 'Log' reads it 0 times" in s.why
