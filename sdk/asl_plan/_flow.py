@@ -57,6 +57,7 @@ class Route:
     dynamic: str | None = None  # why the planner cannot count the reads on this route
     output: Value = NOTHING  # what the route's state machine ends with
     to_output: bool = False  # the result reaches the execution's output
+    notes: tuple[str, ...] = ()  # what the user should know that does not change the count
 
     def read(self, *names: str) -> Route:
         return replace(self, readers=self.readers + tuple(n for n in names if n not in self.readers))
@@ -64,11 +65,29 @@ class Route:
     def via(self, step: str, *, error: bool = False) -> Route:
         return replace(self, steps=self.steps + (step,), error=self.error or error)
 
+    def note(self, *notes: str) -> Route:
+        return replace(self, notes=self.notes + tuple(n for n in notes if n not in self.notes))
+
     def stop(self, why: str) -> Route:
         return replace(self, dynamic=self.dynamic or why)
 
     def describe(self) -> str:
         return " then ".join(self.steps) if self.steps else "the only path"
+
+
+def _service(resource: object) -> str | None:
+    """The service a Task's ``Resource`` calls when it is surely not a Lambda function
+    (``arn:aws:states:::dynamodb:putItem`` -> ``dynamodb:putItem``, an activity ARN), else None:
+    a Lambda ARN, the Lambda integrations, and anything unrecognised (a ``${...}`` placeholder
+    a deployment substitutes) are taken for Lambda."""
+    if not isinstance(resource, str):
+        return None
+    if resource.startswith("arn:aws:states:::"):
+        what = resource[len("arn:aws:states:::"):]
+        return None if what.startswith("lambda:") else what
+    if resource.startswith("arn:aws:states:") and ":activity:" in resource:
+        return "an activity"
+    return None
 
 
 class _TooMany(Exception):
@@ -173,6 +192,7 @@ class Walker:
             return [(nxt, route, self._path(st, "OutputPath", effective))]
         if st.type == "Choice":
             chosen = self._path(st, "OutputPath", effective)
+            route = route.note(*self._choice_notes(st, effective))
             return [(target, route.via(f"Choice {st.name!r} {label} -> {target!r}"), chosen)
                     for target, label in st.choices]
         params_key = "ItemSelector" if st.type == "Map" else "Parameters"
@@ -191,6 +211,11 @@ class Walker:
             if seen_as in ("part", "unknown"):
                 return [(None, route.stop(f"Task {st.name!r} receives {'part of ' if seen_as == 'part' else ''}it: "
                                           f"{why}"), NOTHING)]
+            service = _service(st.raw.get("Resource"))
+            if seen_as == "yes" and service is not None:
+                return [(None, route.stop(f"Task {st.name!r} receives it but calls {service}, not a Lambda function: "
+                                          "it would get the reference, never read the value, and never count as "
+                                          "its reader"), NOTHING)]
             assigned = self._assign(st, value, NOTHING)
             if assigned:
                 return [(None, route.stop(assigned), NOTHING)]
@@ -217,7 +242,7 @@ class Walker:
                         raise _TooMany
                     r = route
                     for branch in combo:
-                        r = r.read(*branch.readers)
+                        r = r.read(*branch.readers).note(*branch.notes)
                         for s in branch.steps:
                             r = r.via(s, error=branch.error)
                     inner.append((r, Arr(tuple(b.output for b in combo))))
@@ -250,7 +275,7 @@ class Walker:
                             return [(None, route.stop(f"in Map {st.name!r}'s iterations, {r.dynamic}"), NOTHING)]
                         inner_readers += [n for n in r.readers if n not in inner_readers]
                         if not r.failed:
-                            branch = route.read(*r.readers)
+                            branch = route.read(*r.readers).note(*r.notes)
                             for s in r.steps:
                                 branch = branch.via(s, error=r.error)
                             inner.append((branch, Each(r.output, st.name)))
@@ -266,6 +291,28 @@ class Walker:
         result_out += [(t, failing.via(f"Catch[{c.index}] of {st.name!r} -> {t!r}", error=True), v)
                        for t, c, v in catches]
         return result_out
+
+    def _choice_notes(self, st: State, effective: Value) -> list[str]:
+        """A Choice rule that tests a value inside the result: if the handler offloaded that
+        value, the rule sees a reference."""
+        notes: list[str] = []
+
+        def visit(rule: Any) -> None:
+            if isinstance(rule, list):
+                for r in rule:
+                    visit(r)
+            elif isinstance(rule, Mapping):
+                for k, v in rule.items():
+                    if k in ("And", "Or", "Not"):
+                        visit(v)
+                    elif (k == "Variable" or k.endswith("Path")) and isinstance(v, str):
+                        tokens = parse_path(v)
+                        if tokens is not None and isinstance(select(effective, tokens, ""), Part):
+                            notes.append(f"Choice {st.name!r} tests {v} inside it: if the handler offloads that "
+                                         "value, the Choice sees a reference; keep it small or outside the result")
+
+        visit(st.raw.get("Choices"))
+        return notes
 
     # -- where a route can end ---------------------------------------------------------
     def _reaches_end(self, m: Machine, name: str) -> bool:

@@ -35,10 +35,16 @@ and decides:
    ``DISTRIBUTED``: child executions), JSONata (``QueryLanguage``), an intrinsic
    function or a non-static JSONPath (``*``, ``..``, filters) applied to it, a variable
    (``Assign``) that holds it, a loop that can read it again, Choice routes that differ,
-   more than ``MAX_ROUTES`` routes.
+   a service integration that receives it (``arn:aws:states:::dynamodb:putItem``, an
+   activity: it would get the reference and never commit a read), more than
+   ``MAX_ROUTES`` routes.
 8. **Kept until the end** (``kept_until_end``): whenever the count is null, when it is 0
    (nothing receives it: it is discarded, or only reaches the execution's output), and
    when it reaches the execution's output (the caller of the execution may read it).
+
+Notes: a Choice rule that tests a value inside the result (``Variable: $.t.status``)
+does not change the count, but if the handler offloads that value the Choice sees a
+reference; the plan's ``why`` ends with a note saying so.
 
 For ``arn:aws:states:::lambda:invoke`` the handler's return is the ``Payload`` of the
 Task's result, so ``ResultSelector: {"r.$": "$.Payload"}`` or ``OutputPath: $.Payload``
@@ -119,7 +125,19 @@ def _times(n: int) -> str:
 
 
 def decide(state: str, routes: list[Route]) -> StatePlan:
-    """Rules 2-8 of the module docstring over the routes of ``state``'s result."""
+    """Rules 2-8 of the module docstring over the routes of ``state``'s result, with the
+    routes' notes (a Choice testing a value inside it) after the reason."""
+    p = _decide(state, routes)
+    notes: list[str] = []
+    for r in routes:
+        notes += [n for n in r.notes if n not in notes]
+    if not notes:
+        return p
+    return StatePlan(p.state, p.read_count, p.readers, p.kept_until_end,
+                     p.why + "".join(f"; note: {n}" for n in notes))
+
+
+def _decide(state: str, routes: list[Route]) -> StatePlan:
     readers: list[str] = []
     for r in routes:
         readers += [n for n in r.readers if n not in readers]

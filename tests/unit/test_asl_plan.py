@@ -368,3 +368,24 @@ def test_a_route_that_drops_it_and_then_fails_is_an_error_route() -> None:
     s = of(d, "T")
     assert (s.read_count, s.readers, s.kept_until_end) == (1, ("A",), False)
     assert "Choice 'C' rule 0 -> 'Log' reads it 0 times" in s.why
+
+
+def test_a_service_integration_that_receives_it_is_not_a_reader() -> None:
+    d = machine("A", A=task("Save", ResultPath="$.a"),
+                Save={"Type": "Task", "Resource": "arn:aws:states:::dynamodb:putItem",
+                      "Parameters": {"TableName": "t", "Item": {"data.$": "$.a"}}, "End": True})
+    s = of(d, "A")
+    assert s.read_count is None and "calls dynamodb:putItem, not a Lambda function" in s.why
+    placeholder = machine("A", A=task("B", ResultPath="$.a"), B={"Type": "Task", "Resource": "${ConsumerArn}",
+                                                                  "End": True})
+    assert of(placeholder, "A").readers == ("B",)
+
+
+def test_a_choice_that_tests_a_value_inside_it_gets_a_note() -> None:
+    d = machine("T", T=task("C", ResultPath="$.t"),
+                C={"Type": "Choice", "Choices": [{"And": [{"Variable": "$.t.status", "StringEquals": "ok"}],
+                                                  "Next": "A"}], "Default": "B"},
+                A=task(OutputPath="$.x", ResultPath="$.x"), B=task(OutputPath="$.x", ResultPath="$.x"))
+    s = of(d, "T")
+    assert s.read_count == 1 and "note: Choice 'C' tests $.t.status inside it" in s.why
+    assert "note" not in of(machine("T", T=task("A"), A=task()), "T").why
