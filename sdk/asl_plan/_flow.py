@@ -350,8 +350,8 @@ class Walker:
         if key not in st.raw:
             return v
         text = st.raw[key]
-        if text is None:
-            return NOTHING  # null: the state sees {}
+        if text is None or (isinstance(text, str) and text.startswith("$$")):
+            return NOTHING  # null: the state sees {}; the context object holds no task results
         tokens = parse_path(text)
         if tokens is None:
             return Unknown(f"{key} {text!r} of {st.name!r} is not a static path") if has_tracked(v) else NOTHING

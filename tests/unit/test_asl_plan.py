@@ -389,3 +389,18 @@ def test_a_choice_that_tests_a_value_inside_it_gets_a_note() -> None:
     s = of(d, "T")
     assert s.read_count == 1 and "note: Choice 'C' tests $.t.status inside it" in s.why
     assert "note" not in of(machine("T", T=task("A"), A=task()), "T").why
+
+
+def test_public_surface_and_no_heavy_imports() -> None:
+    import subprocess
+    import sys
+
+    import sdk.asl_plan
+
+    assert sorted(sdk.asl_plan.__all__) == sorted([
+        "AslError", "Definition", "MAX_ROUTES", "Machine", "PICTURE_FORMATS", "Plan", "State", "StatePlan", "dumps",
+        "load", "parse", "plan", "render", "to_dot"])
+    code = ("import sys, sdk.asl_plan as p; p.plan({'StartAt': 'A', 'States': {'A': {'Type': 'Succeed'}}}); "
+            "print(sorted(m for m in ('matplotlib', 'networkx', 'numpy') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == "[]"  # the planner is stdlib only: fit for a Lambda
