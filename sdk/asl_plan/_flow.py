@@ -13,6 +13,10 @@ the JSON no longer holds the result (a later ``ResultPath`` overwrote it, an
 ends in a ``Fail`` state), where its machine ends, at a ``Fail`` state, or where the
 planner cannot follow the data any further (then it carries ``dynamic``: why).
 
+Routes that agree on their count, outcome and JSON merge as they are found, and the
+routes from a state on are memoised, so a ladder of Choices whose ways read the result
+equally often costs one walk, not one per combination; ``MAX_ROUTES`` bounds the rest.
+
 Errors the definition does not catch end the execution (its cleanup frees everything),
 so they are not routes; a ``Catch`` is. A Task that fails into its ``Catch`` did not
 commit, so it is not a reader on that route; a Parallel or Map that fails may have
@@ -33,8 +37,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ._definition import Definition, Machine, State
-from ._values import (NOTHING, WHOLE, Arr, Each, Nothing, Obj, Part, Unknown, Value, Whole, contains, has_tracked,
-                      parse_path, select, set_at)
+from ._values import (NOTHING, WHOLE, Arr, Each, Nothing, Part, Unknown, Value, Whole, arr, contains, each,
+                      has_tracked, obj, parse_path, select, set_at)
 
 __all__ = ["Route", "Walker", "LAMBDA_INVOKE", "MAX_ROUTES"]
 
@@ -58,9 +62,21 @@ class Route:
     output: Value = NOTHING  # what the route's state machine ends with
     to_output: bool = False  # the result reaches the execution's output
     notes: tuple[str, ...] = ()  # what the user should know that does not change the count
+    others: tuple[str, ...] = ()  # readers of routes merged into this one (same count, same outcome)
 
     def read(self, *names: str) -> Route:
         return replace(self, readers=self.readers + tuple(n for n in names if n not in self.readers))
+
+    def then(self, s: Route) -> Route:
+        """This route followed by ``s`` (a route that starts where this one stops)."""
+        return Route(self.readers + tuple(n for n in s.readers if n not in self.readers), self.steps + s.steps,
+                     self.error or s.error, s.failed, self.dynamic or s.dynamic, s.output, False,
+                     self.notes + tuple(n for n in s.notes if n not in self.notes),
+                     self.others + tuple(n for n in s.others if n not in self.others))
+
+    def key(self) -> tuple[object, ...]:
+        """What the count and every later step depend on: routes with one key merge."""
+        return len(self.readers), self.error, self.failed, self.dynamic, self.output, self.notes
 
     def via(self, step: str, *, error: bool = False) -> Route:
         return replace(self, steps=self.steps + (step,), error=self.error or error)
@@ -94,6 +110,23 @@ class _TooMany(Exception):
     pass
 
 
+def _merge(routes: list[Route]) -> list[Route]:
+    """One route per ``Route.key``: the first keeps its readers and steps (the example the
+    plan's ``why`` shows), the others' readers join its ``others``."""
+    out: dict[tuple[object, ...], Route] = {}
+    for r in routes:
+        k = r.key()
+        first = out.get(k)
+        if first is None:
+            out[k] = r
+            continue
+        known = set(first.readers) | set(first.others)
+        extra = tuple(n for n in r.readers + r.others if n not in known)
+        if extra:
+            out[k] = replace(first, others=first.others + tuple(dict.fromkeys(extra)))
+    return list(out.values())
+
+
 class Walker:
     """Enumerates the routes of Task ``source``'s result (see the module docstring)."""
 
@@ -103,6 +136,8 @@ class Walker:
         self.max_routes = max_routes
         self._visits = 0
         self._ends: dict[tuple[int, str], bool] = {}
+        self._reachable: dict[tuple[int, str], frozenset[str]] = {}
+        self._memo: dict[tuple[object, ...], list[Route]] = {}
 
     # -- entry -----------------------------------------------------------------------
     def routes(self) -> list[Route]:
@@ -114,7 +149,7 @@ class Walker:
         if st.jsonata:
             return [Route().stop(f"Task {st.name!r} uses JSONata (QueryLanguage); the planner follows JSONPath only")]
         resource = st.raw.get("Resource")
-        result: Value = Obj((("Payload", WHOLE),), NOTHING) if resource == LAMBDA_INVOKE else WHOLE
+        result: Value = obj((("Payload", WHOLE),), NOTHING) if resource == LAMBDA_INVOKE else WHOLE
         try:
             assigned = self._assign(st, NOTHING, result)
             if assigned is not None:
@@ -134,14 +169,14 @@ class Walker:
                     if owner.type == "Parallel":
                         items: list[Value] = [NOTHING] * len(owner.branches)
                         items[machine.branch or 0] = r.output
-                        outer_result: Value = Arr(tuple(items))
+                        outer_result: Value = arr(tuple(items))
                     else:
-                        outer_result = Each(r.output, owner.name)
+                        outer_result = each(r.output, owner.name)
                     out = self._after_result(owner, NOTHING, outer_result)
                     climbed += self._after(outer_machine, owner, replace(r, output=NOTHING), out,
                                            frozenset({owner.name}))
                 routes, machine = climbed, outer_machine
-        except _TooMany:
+        except (_TooMany, RecursionError):
             return [Route().stop(f"it can take more than {self.max_routes} routes through the state machine; "
                                  "the planner stops counting there")]
         return [replace(r, to_output=not r.failed and not r.dynamic and has_tracked(r.output)) for r in routes]
@@ -154,29 +189,63 @@ class Walker:
         return self._walk(m, st.next, out, route, seen)
 
     def _walk(self, m: Machine, name: str, value: Value, route: Route, seen: frozenset[str]) -> list[Route]:
-        done: list[Route] = []
-        todo = [(name, value, route, seen)]
-        while todo:
-            name, value, route, seen = todo.pop()
+        """``route`` followed by every route from state ``name`` of ``m``, entered with ``value``."""
+        return [route.then(s) for s in self._suffix(m, name, value, seen)]
+
+    def _suffix(self, m: Machine, name: str, value: Value, seen: frozenset[str]) -> list[Route]:
+        """The routes from state ``name`` on, each starting empty; memoised (they depend on
+        ``seen`` only through the states reachable from ``name``), and merged where their
+        counts and outcomes agree, so a ladder of Choices stays linear."""
+        key = (m.index, name, value, seen & self._reach(m, name))
+        hit = self._memo.get(key)
+        if hit is not None:
+            return hit
+        acc = Route()
+        out: list[Route] = []
+        while True:  # a run of states with one way on is walked here, not by recursion
             self._visits += 1
-            if self._visits > self.max_routes * 20 or len(done) + len(todo) > self.max_routes:
+            if self._visits > self.max_routes * 20:
                 raise _TooMany
             if not has_tracked(value):  # nothing more can read it; does the route still end well?
                 fails = not self._reaches_end(m, name)
-                done.append(replace(route, output=NOTHING, failed=route.failed or fails, error=route.error or fails))
-                continue
+                out.append(acc.then(Route(failed=fails, error=fails)))
+                break
             if name in seen:
-                done.append(route.stop(f"a loop reaches {name!r} again while the state still holds it, so it can "
-                                       "be read any number of times"))
+                out.append(acc.then(Route().stop(f"a loop reaches {name!r} again while the state still holds it, "
+                                                 "so it can be read any number of times")))
+                break
+            steps = self._step(m.states[name], value, Route())
+            ends = [replace(r, output=v) for t, r, v in steps if r.dynamic or r.failed or t is None]
+            ways = [(t, r, v) for t, r, v in steps if not (r.dynamic or r.failed or t is None)]
+            seen = seen | {name}
+            if not ends and len(ways) == 1:
+                target, r, value = ways[0]
+                acc, name = acc.then(r), target
                 continue
-            st = m.states[name]
-            steps = self._step(st, value, route)
-            for target, r, v in reversed(steps):
-                if r.dynamic or r.failed or target is None:
-                    done.append(replace(r, output=v))
-                else:
-                    todo.append((target, v, r, seen | {name}))
-        return done
+            out += [acc.then(e) for e in ends]
+            out += [acc.then(r).then(s) for t, r, v in ways if t is not None for s in self._suffix(m, t, v, seen)]
+            break
+        merged = _merge(out)
+        self._visits += len(out)  # the work: every route made counts against the budget
+        if len(merged) > self.max_routes or self._visits > self.max_routes * 20:
+            raise _TooMany
+        self._memo[key] = merged
+        return merged
+
+    def _reach(self, m: Machine, name: str) -> frozenset[str]:
+        """The states of ``m`` reachable from ``name``, itself included."""
+        key = (m.index, name)
+        hit = self._reachable.get(key)
+        if hit is None:
+            found, todo = {name}, [name]
+            while todo:
+                st = m.states[todo.pop()]
+                for t in ([st.next] if st.next else []) + [t for t, _ in st.choices] + [c.next for c in st.catchers]:
+                    if t not in found:
+                        found.add(t)
+                        todo.append(t)
+            hit = self._reachable[key] = frozenset(found)
+        return hit
 
     def _step(self, st: State, value: Value, route: Route) -> list[tuple[str | None, Route, Value]]:
         """Where the execution goes from state ``st`` entered with ``value``: (next state, or
@@ -234,7 +303,7 @@ class Walker:
                     for r in routes:
                         if r.dynamic:
                             return [(None, route.stop(f"in branch {i} of Parallel {st.name!r}, {r.dynamic}"), NOTHING)]
-                        inner_readers += [n for n in r.readers if n not in inner_readers]
+                        inner_readers += [n for n in r.readers + r.others if n not in inner_readers]
                 ok = [[r for r in routes if not r.failed] for routes in per_branch]
                 for combo in itertools.product(*ok):
                     self._visits += 1
@@ -242,10 +311,8 @@ class Walker:
                         raise _TooMany
                     r = route
                     for branch in combo:
-                        r = r.read(*branch.readers).note(*branch.notes)
-                        for s in branch.steps:
-                            r = r.via(s, error=branch.error)
-                    inner.append((r, Arr(tuple(b.output for b in combo))))
+                        r = r.then(replace(branch, output=NOTHING))
+                    inner.append((r, arr(tuple(b.output for b in combo))))
             else:
                 inner.append((route, NOTHING))
         else:  # Map
@@ -273,12 +340,9 @@ class Walker:
                     for r in self._walk(proc, proc.start, iteration, Route(), frozenset()):
                         if r.dynamic:
                             return [(None, route.stop(f"in Map {st.name!r}'s iterations, {r.dynamic}"), NOTHING)]
-                        inner_readers += [n for n in r.readers if n not in inner_readers]
+                        inner_readers += [n for n in r.readers + r.others if n not in inner_readers]
                         if not r.failed:
-                            branch = route.read(*r.readers).note(*r.notes)
-                            for s in r.steps:
-                                branch = branch.via(s, error=r.error)
-                            inner.append((branch, Each(r.output, st.name)))
+                            inner.append((route.then(replace(r, output=NOTHING)), each(r.output, st.name)))
                 else:
                     inner.append((route, NOTHING))
         result_out: list[tuple[str | None, Route, Value]] = []
@@ -395,9 +459,9 @@ class Walker:
                     fields.append((k[:-2], self._expr(x, inp, item, f"{where} {k!r}")))
                 else:
                     fields.append((str(k), self._template(x, inp, item, where)))
-            return Obj(tuple(fields), NOTHING)
+            return obj(tuple(fields), NOTHING)
         if isinstance(t, list):
-            return Arr(tuple(self._template(x, inp, item, where) for x in t))
+            return arr(tuple(self._template(x, inp, item, where) for x in t))
         return NOTHING
 
     def _expr(self, x: Any, inp: Value, item: Value | None, where: str) -> Value:

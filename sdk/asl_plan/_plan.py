@@ -140,7 +140,7 @@ def decide(state: str, routes: list[Route]) -> StatePlan:
 def _decide(state: str, routes: list[Route]) -> StatePlan:
     readers: list[str] = []
     for r in routes:
-        readers += [n for n in r.readers if n not in readers]
+        readers += [n for n in r.readers + r.others if n not in readers]
     union = tuple(readers)
     for r in routes:
         if r.dynamic:
@@ -175,7 +175,7 @@ def _decide(state: str, routes: list[Route]) -> StatePlan:
         return StatePlan(state, count, union, True,
                          f"read {_times(count)} on each route (by {_names(union)}) and it reaches the execution's "
                          "output, so it is kept until the execution ends" + note)
-    each = "on every route" if len(routes) > 1 else "on its route"
+    each = "on every route" if len(routes) > 1 or any(r.others or r.steps for r in routes) else "on its route"
     return StatePlan(state, count, union, False,
                      f"read {_times(count)} {each} (by {_names(union)}); freed at the last reader's commit" + note)
 

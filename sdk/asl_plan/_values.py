@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 __all__ = ["Arr", "Each", "NOTHING", "Nothing", "Obj", "Part", "Token", "Unknown", "Value", "WHOLE", "Whole",
-           "contains", "has_tracked", "parse_path", "select", "set_at"]
+           "arr", "contains", "each", "has_tracked", "obj", "parse_path", "select", "set_at"]
 
 Token = str | int
 
@@ -67,9 +67,9 @@ class Obj:
                 return v
         return None
 
-    def with_field(self, key: str, value: Value) -> Obj:
+    def with_field(self, key: str, value: Value) -> Value:
         fields = [(k, v) for k, v in self.fields if k != key] + [(key, value)]
-        return Obj(tuple(fields), self.rest)
+        return obj(tuple(fields), self.rest)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +86,24 @@ class Each:
 Value = Nothing | Whole | Part | Unknown | Obj | Arr | Each
 NOTHING = Nothing()
 WHOLE = Whole()
+
+
+def obj(fields: tuple[tuple[str, Value], ...], rest: Value) -> Value:
+    """``Obj``, kept small: where ``rest`` holds nothing, fields that hold nothing are
+    dropped (selecting a missing key gives ``NOTHING`` all the same)."""
+    if isinstance(rest, Nothing):
+        fields = tuple((k, v) for k, v in fields if not isinstance(v, Nothing))
+    return Obj(fields, rest) if fields else rest
+
+
+def arr(items: tuple[Value, ...]) -> Value:
+    """``Arr``, or ``NOTHING`` when no item holds anything."""
+    return NOTHING if all(isinstance(v, Nothing) for v in items) else Arr(items)
+
+
+def each(item: Value, map_state: str) -> Value:
+    """``Each``, or ``NOTHING`` when the iterations' outputs hold nothing."""
+    return NOTHING if isinstance(item, Nothing) else Each(item, map_state)
 
 _STEP = re.compile(r"""\.([^.\[\]'"*@?()]+)|\[(\d+)\]|\['([^']*)'\]|\["([^"]*)"\]""")
 
@@ -176,7 +194,7 @@ def set_at(base: Value, tokens: tuple[Token, ...], value: Value, why_write: str)
         if isinstance(base, Arr) and tok < len(base.items):
             items = list(base.items)
             items[tok] = set_at(items[tok], more, value, why_write)
-            return Arr(tuple(items))
+            return arr(tuple(items))
         return Unknown(why_write) if has_tracked(base) or has_tracked(value) else NOTHING
     if isinstance(base, Obj):
         inner = base.get(tok)
@@ -188,4 +206,4 @@ def set_at(base: Value, tokens: tuple[Token, ...], value: Value, why_write: str)
     else:  # NOTHING; a list or a Map output here fails the execution
         rest = NOTHING
     inner = select(rest, (tok,), why_write)
-    return Obj(((tok, set_at(inner, more, value, why_write)),), rest)
+    return obj(((tok, set_at(inner, more, value, why_write)),), rest)

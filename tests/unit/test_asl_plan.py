@@ -309,17 +309,29 @@ def test_loop_that_can_read_it_again() -> None:
     assert s.read_count is None and "loop reaches 'B' again" in s.why
 
 
-def test_too_many_routes() -> None:
+def _ladder(n: int, *, copy: bool) -> dict[str, Any]:
+    """``n`` Choices in a row, each with two ways on that meet again; with ``copy`` the left
+    way copies T's result to a key of its own, so no two routes end with the same JSON."""
     states: dict[str, Any] = {"T": task("C0", ResultPath="$.t")}
-    for i in range(16):  # 2**16 routes through 16 diamonds
-        nxt = f"C{i + 1}" if i < 15 else "Z"
+    for i in range(n):
+        nxt = f"C{i + 1}" if i < n - 1 else "Z"
         states[f"C{i}"] = {"Type": "Choice", "Choices": [{"Variable": "$.x", "IsPresent": True, "Next": f"L{i}"}],
                            "Default": f"R{i}"}
-        states[f"L{i}"] = {"Type": "Pass", "Next": nxt}
-        states[f"R{i}"] = {"Type": "Pass", "Next": nxt}
-    states["Z"] = task()
-    s = plan({"StartAt": "T", "States": states}, max_routes=1000).states["T"]
-    assert s.read_count is None and "more than 1000 routes" in s.why
+        states[f"L{i}"] = task(nxt, ResultPath=f"$.l{i}")
+        states[f"R{i}"] = ({"Type": "Pass", "InputPath": "$.t", "ResultPath": f"$.c{i}", "Next": nxt} if copy
+                           else task(nxt, ResultPath=f"$.r{i}"))
+    states["Z"] = task(OutputPath="$.z", ResultPath="$.z")
+    return {"StartAt": "T", "States": states}
+
+
+def test_a_ladder_of_choices_whose_routes_agree_is_planned_without_enumerating_them() -> None:
+    s = plan(_ladder(30, copy=False), max_routes=1000).states["T"]  # 2**30 routes, all reading it 31 times
+    assert (s.read_count, s.kept_until_end) == (31, False) and len(s.readers) == 61
+
+
+def test_too_many_routes() -> None:
+    s = plan(_ladder(16, copy=True), max_routes=200).states["T"]  # 2**16 routes that differ
+    assert s.read_count is None and "more than 200 routes" in s.why
 
 
 # -- bad input: one line, the JSON path and the fix ------------------------------------------
