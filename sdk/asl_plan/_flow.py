@@ -339,7 +339,7 @@ class Walker:
                     proc = self.d.machines[st.processor]
                     for r in self._walk(proc, proc.start, iteration, Route(), frozenset()):
                         if r.dynamic:
-                            return [(None, route.stop(f"in Map {st.name!r}'s iterations, {r.dynamic}"), NOTHING)]
+                            return [(None, route.stop(f"in the iterations of Map {st.name!r}, {r.dynamic}"), NOTHING)]
                         inner_readers += [n for n in r.readers + r.others if n not in inner_readers]
                         if not r.failed:
                             inner.append((route.then(replace(r, output=NOTHING)), each(r.output, st.name)))
@@ -407,7 +407,7 @@ class Walker:
 
     # -- the JSONPath fields ---------------------------------------------------------
     def _inside(self, what: str) -> str:
-        return f"{what} selects inside {self.source!r}'s result"
+        return f"{what} selects inside the result of {self.source!r}"
 
     def _path(self, st: State, key: str, v: Value) -> Value:
         """``InputPath`` / ``OutputPath`` / ``ItemsPath`` of ``st`` applied to ``v``."""
@@ -431,7 +431,7 @@ class Walker:
 
     def _catch_value(self, st: State, catcher: Mapping[str, Any], raw: Value) -> Value:
         """What a catcher passes on: the error object at its ``ResultPath`` (default ``$``)."""
-        return self._result_path(f"{st.name}'s catcher", catcher, raw, NOTHING)
+        return self._result_path(f"the catcher of {st.name}", catcher, raw, NOTHING)
 
     def _result_path(self, who: str, raw_doc: Mapping[str, Any], raw: Value, result: Value) -> Value:
         if "ResultPath" in raw_doc and raw_doc["ResultPath"] is None:
@@ -441,7 +441,7 @@ class Walker:
         if tokens is None:
             return (Unknown(f"ResultPath {text!r} of {who!r} is not a static path")
                     if has_tracked(raw) or has_tracked(result) else NOTHING)
-        return set_at(raw, tokens, result, f"{who!r} writes its result inside {self.source!r}'s result "
+        return set_at(raw, tokens, result, f"{who!r} writes its result inside the result of {self.source!r} "
                                            f"(ResultPath {text!r})")
 
     def _template_field(self, st: State, key: str, v: Value) -> Value:
@@ -509,5 +509,5 @@ class Walker:
             if len(holding) > 1:
                 return Unknown(f"several items of the list Map {st.name!r} iterates over hold it")
             return holding[0] if holding else NOTHING
-        return (Unknown(f"Map {st.name!r}'s ItemsPath selects an object that holds it, not a list")
+        return (Unknown(f"the ItemsPath of Map {st.name!r} selects an object that holds it, not a list")
                 if has_tracked(items) else NOTHING)

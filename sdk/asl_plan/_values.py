@@ -179,7 +179,7 @@ def select(v: Value, tokens: tuple[Token, ...], why_part: str) -> Value:
         else:  # Each: which iteration's output sits at an index is known at run time
             if not has_tracked(v.item):
                 return NOTHING
-            return Unknown(f"selects [{tok}] of Map {v.map_state!r}'s output; which iteration's output is there "
+            return Unknown(f"selects [{tok}] of the output of Map {v.map_state!r}; which iteration's output is there "
                            "is known only at run time")
     return v
 
