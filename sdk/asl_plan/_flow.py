@@ -277,14 +277,14 @@ class Walker:
             return [(nxt, route, self._after_result(st, value, result))]
         if st.type == "Task":
             seen_as, why = contains(effective2)
-            if seen_as in ("part", "unknown"):
-                return [(None, route.stop(f"Task {st.name!r} receives {'part of ' if seen_as == 'part' else ''}it: "
-                                          f"{why}"), NOTHING)]
+            if seen_as in ("part", "unknown"):  # it may receive it: listed among the readers, not counted
+                return [(None, route.read(st.name).stop(
+                    f"Task {st.name!r} receives {'part of ' if seen_as == 'part' else ''}it: {why}"), NOTHING)]
             service = _service(st.raw.get("Resource"))
             if seen_as == "yes" and service is not None:
-                return [(None, route.stop(f"Task {st.name!r} receives it but calls {service}, not a Lambda function: "
-                                          "it would get the reference, never read the value, and never count as "
-                                          "its reader"), NOTHING)]
+                return [(None, route.read(st.name).stop(
+                    f"Task {st.name!r} receives it but calls {service}, not a Lambda function: it would get the "
+                    "reference, never read the value, and never count as its reader"), NOTHING)]
             assigned = self._assign(st, value, NOTHING)
             if assigned:
                 return [(None, route.stop(assigned), NOTHING)]

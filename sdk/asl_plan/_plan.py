@@ -74,7 +74,7 @@ class StatePlan:
 
     state: str
     read_count: int | None  # None: not static
-    readers: tuple[str, ...]  # Task states that can receive it (on any route), in order
+    readers: tuple[str, ...]  # Task states that can receive it (on any route, all or part of it), in order
     kept_until_end: bool
     why: str
 

@@ -416,3 +416,9 @@ def test_public_surface_and_no_heavy_imports() -> None:
             "print(sorted(m for m in ('matplotlib', 'networkx', 'numpy') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "[]"  # the planner is stdlib only: fit for a Lambda
+
+
+def test_a_task_that_may_receive_it_is_listed_among_the_readers() -> None:
+    s = of(machine("A", A=task("B", ResultPath="$.a"), B=task("C", ResultPath="$.b"),
+                   C=task(Parameters={"s.$": "States.JsonToString($.a)"})), "A")
+    assert s.read_count is None and s.readers == ("B", "C")
