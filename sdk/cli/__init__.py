@@ -46,6 +46,8 @@ _GROUPS = {
         "run": "bench_run", "elasticity": "bench_elasticity"}),
     "deploy": ("deploy storage functions or a workflow", {
         "storage": "deploy_storage", "workflow": "deploy_workflow"}),
+    "offload": ("offload large results of any Step Functions state machine", {
+        "plan": "offload_plan"}),
 }
 _EPILOGS = {
     "deploy": "shorthand: `funcsion deploy WDS [--target local|aws] ...` is `funcsion deploy workflow WDS ...`",

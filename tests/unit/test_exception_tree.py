@@ -32,6 +32,8 @@ INTERNAL = {
     "metadata_server._frames._Short",            # the frame reader waits for more bytes
     "metadata_server._server._BadPeer",          # the server closes that connection
     "sdk.local._run.RunInterrupted",             # a KeyboardInterrupt on purpose: Ctrl-C ends the run as aborted
+    "sdk.asl_plan._definition._Duplicate",       # the ASL reader turns it into an AslError at the key's JSON path
+    "sdk.asl_plan._flow._TooMany",               # the planner's walk turns it into a "not static" route
 }
 
 
