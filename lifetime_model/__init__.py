@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from ._dataset import (COLUMNS, FEATURES, VERSION, Row, append_rows, categories, check_category, dataset_path,
                        dataset_version, load_rows, move_aside)
-from ._compare import BASELINES, Fit, Model, compare_by_run, compare_generalisation, fit_constant, fit_lookup
+from ._compare import (BASELINES, Fit, Model, compare_by_run, compare_generalisation, fit_constant, fit_lookup,
+                       fit_stage_lookup, size_bucket)
 from ._measure import MIN_RUNS, STRICT, Score, feature_ceiling, intervals, medians, score, split_by_run
 from ._model_file import Mlp, load_model, model_path, read_meta, save_model
 from ._predictor import ModelPredictor, ModelStore
@@ -30,7 +31,7 @@ __all__ = ["BASELINES", "BUNDLED_DATASETS", "BUNDLED_MODELS", "COLUMNS", "DEFAUL
            "Fit", "LifetimeModelError", "MIN_RUNS", "Mlp", "Model", "ModelFileError", "ModelPredictor", "ModelStore",
            "Outcome", "Row", "STRICT", "Score", "Shape", "Split", "append_rows", "VERSION", "categories",
            "check_category", "compare_by_run", "compare_generalisation", "dataset_path", "dataset_version",
-           "feature_ceiling", "fit_constant", "fit_lookup", "intervals", "load_model", "load_rows", "medians",
+           "feature_ceiling", "fit_constant", "fit_lookup", "fit_stage_lookup", "size_bucket", "intervals", "load_model", "load_rows", "medians",
            "model_path", "move_aside", "read_meta", "retrain", "run_shapes", "save_model", "score", "split_by_run",
            "split_rows", "train"]
 

@@ -30,7 +30,8 @@ class WorkflowEntry:
     params: dict[str, int]
     lifetimes: dict[str, float] = field(default_factory=dict)   # predicted seconds per object
     revision: str = ""                                          # what predicted them (``predictor_revision``)
-    at: dict[int, dict[str, float]] = field(default_factory=dict)   # the same for a run's concurrency
+    # the same for a run's (concurrency, input bytes)
+    at: dict[tuple[int, int], dict[str, float]] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -98,6 +99,7 @@ class RunRecord:
     plan: dict[str, Any] = field(default_factory=dict)
     cos_only: bool = False                   # latency_sensitive=False: no function memory
     concurrency: int = 0                     # max_concurrency hint (0: unknown): the wave features
+    input_bytes: int = 0                     # the run's input size (0: unknown): the model's size feature
     budget_bytes: int = 0                    # capacity hint: memory beyond it spills to COS
     # lifetimes: predicted at run start (seconds per object) and measured, readable -> freed by
     # the last reader's commit (what the lifetime datasets record)
@@ -137,4 +139,5 @@ class RunRecord:
             "trace_oracle_byte_s": self.trace_oracle_byte_s(),
             "committed_functions": sorted(self.committed), "kept": kept,
             "objects": len(self.objects), "counters": dict(self.counters), "plan": dict(self.plan),
+            "input_bytes": self.input_bytes,
         }

@@ -17,7 +17,7 @@ __all__ = ["GENERALISATION_DATA", "NAMES", "heuristic_fit", "served_fit", "by_ru
 #: The runs recorded for the generalisation split (``funcsion collect --param mappers=... --text-share ...``).
 GENERALISATION_DATA = Path(__file__).resolve().parents[2] / "lifetime_model" / "datasets" / "generalisation"
 #: The predictors, in the order they are printed.
-NAMES = ("constant", "lookup", "heuristic", "mlp")
+NAMES = ("constant", "stage_lookup", "lookup", "heuristic", "mlp")
 
 _Model = Callable[[Sequence[Any]], list[float]]
 
@@ -39,10 +39,7 @@ def heuristic_fit(train: Sequence[Any], val: Sequence[Any]) -> _Model:
 def served_fit(model: Any) -> Callable[[Sequence[Any], Sequence[Any]], _Model]:
     """The served model as it is (trained by ``funcsion train`` on the same split's training runs)."""
     def fit(train: Sequence[Any], val: Sequence[Any]) -> _Model:
-        import numpy as np
-
-        return lambda rows: [float(v) for v in model.predict_ms(
-            np.array([[float(x) for x in r.features] for r in rows], dtype=np.float64))]
+        return model.predict_rows  # type: ignore[no-any-return]
 
     return fit
 
