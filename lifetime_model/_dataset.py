@@ -4,7 +4,7 @@ of a finished run, appended as runs end. No torch, no numpy.
 File ``<dir>/<category>.csv`` (format version 3, ``VERSION``); lines starting with
 ``#`` are comments, the first of them names the format and its version, the first
 other line is the header ``run,workflow,object,F_stage,T_read,N_functions,D_stage,
-M_path,W_write,W_read,input_bytes,size,lifetime_ms``, then one row per object:
+M_path,W_write,W_read,input_bytes,width,size,lifetime_ms``, then one row per object:
 
 - ``run``: the run id (``r-17``), unique per metadata server; together with the
   server's start (``session``, folded into ``run`` as ``<session>/<run>``) it
@@ -16,13 +16,15 @@ M_path,W_write,W_read,input_bytes,size,lifetime_ms``, then one row per object:
   reader's place in their stage in waves of the run's concurrency (``W_write``,
   ``W_read``, numbers with 3 decimals; ``hdag.Features`` defines all seven);
 - ``input_bytes``: the bytes of the run's inputs, which its driver passed to
-  ``start_run`` (0: unknown, a driver before that hint); the same on every row of a run;
+  ``start_run`` (0: unknown, a driver before that hint), and ``width``: the functions of
+  the run's widest stage (its fan-out, from its graph; 0: unknown); the same on every row
+  of a run;
 - ``size``: bytes written; ``lifetime_ms``: the measured lifetime, from the moment
   its put finished (readable) to the commit that freed it, in milliseconds.
 
 Only objects freed by their last reader's commit are recorded (a failed run's
 or a workflow output's end-of-run release is not a lifetime). A file of format
-version 2 (no ``input_bytes``) reads with every run's input size unknown (0), and
+version 2 (no ``input_bytes``, ``width``) reads with both unknown (0), and
 ``append_rows`` upgrades it in place to version 3 before it appends (its rows keep
 0). A file of format version 1 (five features, no wave features) cannot be read
 (``DatasetError`` says so); ``append_rows`` moves one aside to
@@ -53,10 +55,11 @@ log = logging.getLogger("funcsion.lifetime")
 
 VERSION = 3
 FEATURES: tuple[str, ...] = NAMES
-#: The run's input size column (``Row.input_bytes``), after the graph features.
+#: The run's input size and width columns (``Row.input_bytes``, ``Row.width``), after the graph features.
 INPUT_BYTES = "input_bytes"
-COLUMNS = ("run", "workflow", "object", *FEATURES, INPUT_BYTES, "size", "lifetime_ms")
-#: The header of format version 2 (no input size): read with input_bytes 0, upgraded by ``append_rows``.
+RUN_COLUMNS = (INPUT_BYTES, "width")
+COLUMNS = ("run", "workflow", "object", *FEATURES, *RUN_COLUMNS, "size", "lifetime_ms")
+#: The header of format version 2 (no input size, no width): read with 0s, upgraded by ``append_rows``.
 COLUMNS_V2 = ("run", "workflow", "object", *FEATURES, "size", "lifetime_ms")
 #: The header of format version 1 (five features): refused, moved aside by ``append_rows``.
 COLUMNS_V1 = ("run", "workflow", "object", *FEATURES[:5], "size", "lifetime_ms")
@@ -65,7 +68,7 @@ HEADER_COMMENT = (
     "# run: <server session>/<run id>; workflow: app/workflow_id; object: its name in the WDS\n"
     "# F_stage,T_read,N_functions,D_stage,M_path: FuncStore's lifetime features (hdag.Features)\n"
     "# W_write,W_read: the writer's and the last reader's index in their stage / the run's concurrency\n"
-    "# input_bytes: the bytes of the run's inputs (0: unknown)\n"
+    "# input_bytes: the bytes of the run's inputs; width: the functions of its widest stage (0: unknown)\n"
     "# size: bytes; lifetime_ms: from its put finishing to the commit that freed it\n"
 )
 _NF = len(FEATURES)
@@ -81,6 +84,7 @@ class Row:
     size: int
     lifetime_ms: float
     input_bytes: int = 0            # the run's input size (0: unknown)
+    width: int = 0                  # the functions of the run's widest stage (0: unknown)
 
     @property
     def key(self) -> tuple[str, str, tuple[float, ...]]:
@@ -137,7 +141,7 @@ def move_aside(directory: str | Path, category: str) -> Path | None:
 
 def upgrade(directory: str | Path, category: str) -> bool:
     """Rewrite the category's dataset of format version 2 as version 3 (its rows' input size
-    0: unknown), atomically; True when it did."""
+    and width 0: unknown), atomically; True when it did."""
     path = dataset_path(directory, category)
     if dataset_version(path) != 2:
         return False
@@ -149,7 +153,7 @@ def upgrade(directory: str | Path, category: str) -> bool:
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    log.info("lifetime dataset %s upgraded to format version %d (input_bytes 0 on its %d rows: unknown)",
+    log.info("lifetime dataset %s upgraded to format version %d (input_bytes, width 0 on its %d rows: unknown)",
              path, VERSION, len(rows))
     return True
 
@@ -161,8 +165,8 @@ def _lines(rows: Iterable[Row]) -> str:
         if len(r.features) != _NF:
             raise DatasetError(f"a row of {r.object!r} has {len(r.features)} features, the dataset {_NF} "
                                f"({','.join(FEATURES)})")
-        w.writerow([r.run, r.workflow, r.object, *map(_cell, r.features), int(r.input_bytes), r.size,
-                    f"{r.lifetime_ms:.3f}"])
+        w.writerow([r.run, r.workflow, r.object, *map(_cell, r.features), int(r.input_bytes), int(r.width),
+                    r.size, f"{r.lifetime_ms:.3f}"])
     return buf.getvalue()
 
 
@@ -221,18 +225,18 @@ def load_rows(directory: str | Path, category: str) -> list[Row]:
             continue
         if len(cells) != len(columns):
             raise DatasetError(f"{path}:{lineno}: {len(cells)} cells, a row has {len(columns)} ({','.join(columns)})")
-        extra = len(columns) - len(COLUMNS_V2)          # 1: the input_bytes cell of version 3
+        extra = len(columns) - len(COLUMNS_V2)          # the run cells of version 3 (RUN_COLUMNS)
         try:
             feats = tuple(float(c) for c in cells[3:3 + _NF])
-            given = int(cells[3 + _NF]) if extra else 0
+            given, width = (int(cells[3 + _NF]), int(cells[4 + _NF])) if extra else (0, 0)
             size, life = int(cells[3 + _NF + extra]), float(cells[4 + _NF + extra])
         except ValueError:
-            raise DatasetError(f"{path}:{lineno}: features and lifetime_ms must be numbers, input_bytes and size "
-                               f"integers, got {line!r}") from None
-        if life < 0 or size < 0 or given < 0 or not all(math.isfinite(f) for f in feats):
-            raise DatasetError(f"{path}:{lineno}: input_bytes, size and lifetime_ms must be >= 0 and features "
-                               f"finite, got {line!r}")
-        out.append(Row(cells[0], cells[1], cells[2], feats, size, life, given))
+            raise DatasetError(f"{path}:{lineno}: features and lifetime_ms must be numbers, input_bytes, width and "
+                               f"size integers, got {line!r}") from None
+        if life < 0 or size < 0 or given < 0 or width < 0 or not all(math.isfinite(f) for f in feats):
+            raise DatasetError(f"{path}:{lineno}: input_bytes, width, size and lifetime_ms must be >= 0 and "
+                               f"features finite, got {line!r}")
+        out.append(Row(cells[0], cells[1], cells[2], feats, size, life, given, width))
     return out
 
 

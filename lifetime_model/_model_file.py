@@ -6,16 +6,18 @@ with numpy alone (torch trains, never serves).
 network predicts the standardized lifetime, ``y_mean + y_std * out`` is in ms) and
 ``meta``, a JSON string: ``format`` (``FORMAT``), ``format_version``, ``category``,
 ``features`` (its inputs, in order: the seven graph features, ``FEATURES``, and for a
-model of format 3 the run's input size after them, ``SIZE_INPUT``: log2 of the run's
-input bytes), ``layers`` (sizes), ``activation``, ``output`` (``lifetime_ms``),
+model of format 3 the run's inputs after them, ``RUN_INPUTS``: log2 of the run's input
+bytes, of its width (the widest stage's functions) and of its input bytes per function of
+that stage), ``layers`` (sizes), ``activation``, ``output`` (``lifetime_ms``),
 ``model_version`` (1, 2, ... per category: each replacement adds one), ``trained_at``,
 the data (``rows``, ``runs``, ``split``), ``accuracy`` and ``mae_ms`` on the test
 runs, ``validation`` and ``torch`` (the version that trained it). Saving writes a
 temporary file and renames it, so a server that reloads never reads half a model.
 
 A model of format 2 takes the seven graph features and serves as before; one of format 3
-also takes the input size, and for a run whose input size is unknown (0: a driver that
-did not say) it is given the training runs' mean, so it predicts for a typical input.
+also takes the run's inputs, and for a run whose input size is unknown (0: a driver that
+did not say) the inputs that need it are given the training runs' mean, so it predicts
+for a typical input.
 """
 
 from __future__ import annotations
@@ -35,30 +37,34 @@ from .exceptions import ModelFileError
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "SIZE_INPUT", "Mlp", "model_path", "save_model", "load_model", "read_meta",
-           "size_input", "inputs_of"]
+__all__ = ["FORMAT", "FORMAT_VERSION", "SIZE_INPUT", "RUN_INPUTS", "Mlp", "model_path", "save_model", "load_model",
+           "read_meta", "run_inputs", "inputs_of"]
 
 FORMAT = "funcsion-lifetime-mlp"
 #: 2: the seven features of dataset format 2 (version 1 models took FuncStore's five: refused);
-#: 3: those and the run's input size (``SIZE_INPUT``). A model is saved with the lowest that fits.
+#: 3: those and the run's inputs (``RUN_INPUTS``). A model is saved with the lowest that fits.
 FORMAT_VERSION = 3
-#: The input-size input of a format-3 model: log2 of the run's input bytes (``size_input``).
+#: The run's input size, first of a format-3 model's run inputs.
 SIZE_INPUT = "log2_input_bytes"
-_INPUTS = (tuple(FEATURES), (*FEATURES, SIZE_INPUT))
+#: A format-3 model's inputs after the graph features (``run_inputs``).
+RUN_INPUTS = (SIZE_INPUT, "log2_width", "log2_bytes_per_function")
+_INPUTS = (tuple(FEATURES), (*FEATURES, *RUN_INPUTS))
 
 
-def size_input(input_bytes: int) -> float:
-    """The model's input-size input for a run of ``input_bytes`` (> 0)."""
-    return math.log2(max(input_bytes, 1))
+def run_inputs(input_bytes: int, width: int) -> tuple[float, float, float]:
+    """A run's ``RUN_INPUTS``: log2 of its input bytes, of its width (its widest stage's
+    functions) and of the input bytes per function of that stage; NaN where unknown (0)."""
+    size = math.log2(input_bytes) if input_bytes > 0 else math.nan
+    wide = math.log2(width) if width > 0 else math.nan
+    return size, wide, size - wide
 
 
 def inputs_of(rows: Sequence[Row], inputs: Sequence[str]) -> list[list[float]]:
     """The input vectors of ``rows`` for a model taking ``inputs`` (``FEATURES``, then
-    ``SIZE_INPUT`` when it takes the input size; a row's unknown input size, 0, is NaN:
-    ``Mlp.predict_ms`` puts the training mean in its place)."""
-    with_size = SIZE_INPUT in inputs
-    return [[*map(float, r.features), *((size_input(r.input_bytes) if r.input_bytes > 0 else math.nan,)
-                                        if with_size else ())] for r in rows]
+    ``RUN_INPUTS`` for format 3; unknown ones are NaN: ``Mlp.predict_ms`` puts the training
+    mean in their place)."""
+    with_run = SIZE_INPUT in inputs
+    return [[*map(float, r.features), *(run_inputs(r.input_bytes, r.width) if with_run else ())] for r in rows]
 
 
 @dataclass(frozen=True)
@@ -80,6 +86,7 @@ class Mlp:
 
     @property
     def takes_input_size(self) -> bool:
+        """Whether it takes the run's inputs (``RUN_INPUTS``: format 3)."""
         return SIZE_INPUT in self.inputs
 
     def predict_rows(self, rows: Sequence[Row]) -> list[float]:
@@ -168,7 +175,8 @@ def load_model(path: str | Path) -> Mlp:
     if int(meta.get("format_version", 0)) < 2 or inputs not in _INPUTS:
         raise ModelFileError(f"{path}: format version {meta.get('format_version')} takes the features "
                              f"{','.join(inputs)}, this funcsion's models take {','.join(FEATURES)} (and "
-                             f"{SIZE_INPUT}): retrain with `funcsion train` on a dataset recorded by this version")
+                             f"{','.join(RUN_INPUTS)}): retrain with `funcsion train` on a dataset recorded by this "
+                             "version")
     k = len(inputs)
     if not n or weights[0].shape[0] != k or weights[-1].shape[1] != 1 or x_std.shape != (k,) or x_mean.shape != (k,):
         raise ModelFileError(f"{path}: the network must take its {k} inputs ({','.join(inputs)}) and give 1 output")

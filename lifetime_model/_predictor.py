@@ -14,7 +14,6 @@ numpy pass, for a run's concurrency and input size (a model of format 3 takes it
 from __future__ import annotations
 
 import logging
-import math
 import os
 import threading
 import time
@@ -25,7 +24,7 @@ from typing import Protocol
 
 import hdag
 
-from ._model_file import Mlp, load_model, model_path, size_input
+from ._model_file import Mlp, load_model, model_path, run_inputs
 from .exceptions import ModelFileError
 
 __all__ = ["ModelStore", "ModelPredictor", "ObjectPredictor"]
@@ -115,8 +114,8 @@ class ModelPredictor:
     def predict_graph(self, graph: hdag.HDAG, concurrency: int = 0, *, input_bytes: int = 0) -> dict[str, float]:
         """Seconds per object with features, every one of ``graph`` in one pass, for a run of
         ``concurrency`` tasks at once (0: unknown; the wave features depend on it) and
-        ``input_bytes`` of inputs (0: unknown; a model that takes the input size then gets
-        its training mean, a model that does not ignores it)."""
+        ``input_bytes`` of inputs (0: unknown; a model that takes the run's inputs then gets
+        their training mean, a model that does not ignores it)."""
         feats = graph.features_at(concurrency)
         named = [(n, o) for n, o in graph.objects.items() if o.features is not None]
         model = self.store.get(graph.workflow.category)
@@ -124,6 +123,6 @@ class ModelPredictor:
             return {n: self.fallback.predict(o) for n, o in named}
         import numpy as np
 
-        size = ((size_input(input_bytes) if input_bytes > 0 else math.nan),) if model.takes_input_size else ()
-        ms = model.predict_ms(np.array([(*feats[n].vector(), *size) for n, _ in named], dtype=np.float64))
+        run = run_inputs(input_bytes, graph.width) if model.takes_input_size else ()
+        ms = model.predict_ms(np.array([(*feats[n].vector(), *run) for n, _ in named], dtype=np.float64))
         return {n: float(v) / 1000.0 for (n, _), v in zip(named, ms)}

@@ -3,8 +3,9 @@ when the new one is more accurate on held-out runs. Torch is imported here only.
 
 The network is FuncStore's (Sec. III-C2) over the dataset's features (FuncStore's five
 and the two wave features, ``FEATURES``) and, when the training runs' input sizes are
-known and not all the same (``takes_input_size``), the run's input size (log2 of its
-bytes, ``SIZE_INPUT``: a model of format 3), standardized with the
+known and not all the same (``takes_input_size``), the run's inputs (log2 of its input
+bytes, of its width and of its bytes per function of the widest stage, ``RUN_INPUTS``: a
+model of format 3), standardized with the
 training rows' mean and deviation, three hidden layers of 64 with ReLU, one output,
 the standardized lifetime (``y_mean + y_std * out`` ms). Adam on the mean absolute
 error (it fits the median of objects that share features, which lands inside more of
@@ -27,7 +28,7 @@ from typing import Any
 
 from ._dataset import FEATURES, Row, load_rows
 from ._measure import Key, Score, feature_ceiling, intervals, score, split_by_run
-from ._model_file import SIZE_INPUT, Mlp, inputs_of, load_model, model_path, save_model
+from ._model_file import RUN_INPUTS, Mlp, inputs_of, load_model, model_path, save_model
 from .exceptions import DatasetError, ModelFileError
 
 __all__ = ["HIDDEN", "MIN_TRAIN_RUNS", "Outcome", "fit", "train", "retrain", "evaluate", "mlp_fit",
@@ -56,11 +57,11 @@ class Outcome:
 
 
 def takes_input_size(rows: Sequence[Row]) -> bool:
-    """Whether a model trained on ``rows`` takes the input size: every run's is known and
-    there are at least two (a constant input would teach the network nothing about it, and
-    its weights would then scale whatever size a run brings)."""
+    """Whether a model trained on ``rows`` takes the run's inputs: every run's input size and
+    width are known and there are at least two sizes (a constant input would teach the
+    network nothing about it, and its weights would then scale whatever size a run brings)."""
     sizes = {r.input_bytes for r in rows}
-    return len(sizes) > 1 and 0 not in sizes
+    return len(sizes) > 1 and 0 not in sizes and all(r.width > 0 for r in rows)
 
 
 def evaluate(mlp: Mlp, rows: Sequence[Row], bounds: dict[Key, tuple[float, float]]) -> Score:
@@ -69,12 +70,15 @@ def evaluate(mlp: Mlp, rows: Sequence[Row], bounds: dict[Key, tuple[float, float
     return score(rows, mlp.predict_rows(rows), bounds)
 
 
-def mlp_fit(*, seed: int = 0, epochs: int = 600
+def mlp_fit(*, seed: int = 0, epochs: int = 600, fitted: list[Mlp] | None = None
             ) -> Callable[[Sequence[Row], Sequence[Row]], Callable[[Sequence[Row]], list[float]]]:
     """A ``_compare.Fit`` for the MLP: trains on the training rows, keeps the weights of
-    the epoch with the lowest MAE on the validation rows, predicts in ms."""
+    the epoch with the lowest MAE on the validation rows, predicts in ms. Each model it
+    trains is appended to ``fitted`` (what it took, for a report)."""
     def fit_rows(train_rows: Sequence[Row], val_rows: Sequence[Row]) -> Callable[[Sequence[Row]], list[float]]:
         mlp = fit([*train_rows, *val_rows], seed=seed, epochs=epochs, parts=(list(train_rows), list(val_rows), []))[0]
+        if fitted is not None:
+            fitted.append(mlp)
         return mlp.predict_rows
 
     return fit_rows
@@ -101,7 +105,7 @@ def fit(rows: Sequence[Row], *, seed: int = 0, epochs: int = 600, lr: float = 1e
                            f"{MIN_TRAIN_RUNS} runs; record more with `funcsion collect --runs N`")
     torch.manual_seed(seed)
     torch.set_num_threads(1)  # small nets: threads only contend (and the machine runs servers)
-    inputs = (*FEATURES, SIZE_INPUT) if takes_input_size(train_rows) else tuple(FEATURES)
+    inputs = (*FEATURES, *RUN_INPUTS) if takes_input_size(train_rows) else tuple(FEATURES)
     x = np.array(inputs_of(train_rows, inputs), dtype=np.float64)
     y = np.array([r.lifetime_ms for r in train_rows], dtype=np.float64)
     x_mean, x_std = x.mean(axis=0), x.std(axis=0)

@@ -1,9 +1,10 @@
 """The run's input size as a lifetime feature: ``start_run`` carries it (an optional
 ``RunHints`` field; a client without it still starts runs, size unknown), the core keeps
 and journals it with the run, predicts with it and records it in the dataset rows
-(format 3; a version-2 file reads with sizes unknown and is upgraded in place when a run
-appends), a model of format 3 takes it (unknown: the training mean; a format-2 model
-ignores it), and the lookup baseline is offered it (per stage and size bucket)."""
+with the run's width (format 3; a version-2 file reads with both unknown and is upgraded
+in place when a run appends), a model of format 3 takes them (unknown: the training mean;
+a format-2 model ignores them), and the lookup baseline is offered the input size (per
+stage and size bucket)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from funcsion_rpc import errors as E
 from funcsion_rpc.gen.metadata import ttypes as T
 from lifetime_model import (COLUMNS, FEATURES, ModelPredictor, ModelStore, Mlp, Row, append_rows, dataset_version,
                             fit_lookup, fit_stage_lookup, load_model, load_rows, model_path, save_model, size_bucket)
-from lifetime_model._model_file import SIZE_INPUT, size_input
+from lifetime_model._model_file import RUN_INPUTS, SIZE_INPUT, run_inputs
 from lifetime_model._train import takes_input_size
 from metadata_server import (CoreDriver, HeuristicPredictor, Journal, MetadataHandler, MetadataState,
                              RegisterWorkflow, rows_of_run)
@@ -38,15 +39,16 @@ class BySize:
 
 
 def size_model(*, size_weight: float = 1.0) -> Mlp:
-    """A one-layer format-3 model: lifetime_ms = 100 + 50 * (standardized log2 input size)
-    (``size_weight``), whatever the graph features."""
-    k = len(FEATURES) + 1
+    """A one-layer format-3 model: lifetime_ms = 100 + 50 * (log2 input bytes - 20)
+    (``size_weight``), whatever the graph features and the run's width."""
+    n = len(FEATURES)
+    k = n + len(RUN_INPUTS)
     w = np.zeros((k, 1))
-    w[-1, 0] = size_weight
+    w[n, 0] = size_weight
     mean = np.zeros(k)
-    mean[-1] = 20.0                                     # log2 of 1 MiB: the "training mean"
+    mean[n:] = (20.0, 2.0, 18.0)                        # 1 MiB, 4 wide: the "training mean"
     return Mlp((w,), (np.zeros(1),), mean, np.ones(k), 100.0, 50.0,
-               {"model_version": 1, "features": [*FEATURES, SIZE_INPUT]})
+               {"model_version": 1, "features": [*FEATURES, *RUN_INPUTS]})
 
 
 # -- the core -----------------------------------------------------------------------------
@@ -67,7 +69,7 @@ def test_the_run_keeps_its_input_size_predicts_with_it_and_records_it(fig9_path:
     d.get(big, "F4", "b1")
     d.put(big, "F4", "d", 10)                                                     # b1 freed: measured
     (b1,) = rows_of_run(runs[big], "s")
-    assert b1.input_bytes == 5_000_000
+    assert b1.input_bytes == 5_000_000 and b1.width == runs[big].graph.width == 3      # stage M: F1, F2, F3
     replayed = MetadataState(block_size=1000, predictor=HeuristicPredictor())
     for e in d.log:
         replayed.handle(e)
@@ -104,12 +106,12 @@ def test_start_run_over_the_handler_with_and_without_the_field_and_the_journal_k
 
 
 # -- the dataset -----------------------------------------------------------------------------
-def _row(run: str, obj: str, life: float, *, stage: float = 1.0, input_bytes: int = 0) -> Row:
-    return Row(run, "w/1", obj, (stage, 1.0, 1.0, 1.0, 2.0, 0.0, 0.0), 100, life, input_bytes)
+def _row(run: str, obj: str, life: float, *, stage: float = 1.0, input_bytes: int = 0, width: int = 0) -> Row:
+    return Row(run, "w/1", obj, (stage, 1.0, 1.0, 1.0, 2.0, 0.0, 0.0), 100, life, input_bytes, width)
 
 
 def test_dataset_v3_round_trips_the_input_size(tmp_path: Path):
-    rows = [_row("s/r-1", "a", 12.5, input_bytes=4096), _row("s/r-2", "a", 13.0)]
+    rows = [_row("s/r-1", "a", 12.5, input_bytes=4096, width=12), _row("s/r-2", "a", 13.0)]
     append_rows(tmp_path, "gen", rows)
     assert "input_bytes" in COLUMNS and dataset_version(tmp_path / "gen.csv") == 3
     assert load_rows(tmp_path, "gen") == rows
@@ -122,16 +124,16 @@ def test_a_v2_dataset_reads_with_sizes_unknown_and_a_run_upgrades_it_in_place(tm
                     "s/r-1,w/1,a,1,1,1,1,2,0,0,100,12.5\n")
     (old,) = load_rows(tmp_path, "gen")
     assert old == _row("s/r-1", "a", 12.5)                        # input_bytes 0: unknown
-    append_rows(tmp_path, "gen", [_row("s/r-2", "a", 13.0, input_bytes=777)])
+    append_rows(tmp_path, "gen", [_row("s/r-2", "a", 13.0, input_bytes=777, width=4)])
     assert dataset_version(path) == 3 and not list(tmp_path.glob("gen.csv.v*"))   # upgraded, nothing moved aside
-    assert load_rows(tmp_path, "gen") == [old, _row("s/r-2", "a", 13.0, input_bytes=777)]
+    assert load_rows(tmp_path, "gen") == [old, _row("s/r-2", "a", 13.0, input_bytes=777, width=4)]
 
 
 def test_a_negative_input_size_in_a_dataset_names_the_line(tmp_path: Path):
-    append_rows(tmp_path, "gen", [_row("s/r-1", "a", 1.0, input_bytes=5)])
+    append_rows(tmp_path, "gen", [_row("s/r-1", "a", 1.0, input_bytes=5, width=3)])
     path = tmp_path / "gen.csv"
-    path.write_text(path.read_text().replace(",5,100,", ",-5,100,"))
-    with pytest.raises(Exception, match=r"gen.csv:\d+: input_bytes, size and lifetime_ms must be >= 0"):
+    path.write_text(path.read_text().replace(",5,3,100,", ",-5,3,100,"))
+    with pytest.raises(Exception, match=r"gen.csv:\d+: input_bytes, width, size and lifetime_ms must be >= 0"):
         load_rows(tmp_path, "gen")
 
 
@@ -142,14 +144,15 @@ def test_a_format_3_model_takes_the_input_size_and_an_unknown_one_is_the_trainin
 
     path = save_model(tmp_path, "paper", size_model())
     back = load_model(path)
-    assert back.takes_input_size and back.meta["format_version"] == 3 and back.inputs[-1] == SIZE_INPUT
+    assert back.takes_input_size and back.meta["format_version"] == 3
+    assert back.inputs == (*FEATURES, *RUN_INPUTS) and RUN_INPUTS[0] == SIZE_INPUT
     graph = hdag.build(wds.load(fig9_path))
     p = ModelPredictor(ModelStore([tmp_path]), HeuristicPredictor())
     one, four, unknown = (p.predict_graph(graph, 2, input_bytes=b) for b in (1 << 20, 4 << 20, 0))
     assert one["b2"] == pytest.approx(0.1)                   # log2 1 MiB = the mean: 100 ms
     assert four["b2"] == pytest.approx(0.2)                  # two octaves more: 100 + 2 * 50 ms
     assert unknown == p.predict_graph(graph, 2) == one       # unknown: the training mean
-    rows = [_row("s/r-1", "a", 1.0, input_bytes=4 << 20), _row("s/r-2", "a", 1.0)]
+    rows = [_row("s/r-1", "a", 1.0, input_bytes=4 << 20, width=8), _row("s/r-2", "a", 1.0)]
     assert back.predict_rows(rows) == pytest.approx([200.0, 100.0])
 
 
@@ -166,11 +169,14 @@ def test_a_format_2_model_still_serves_and_ignores_the_input_size(tmp_path: Path
     assert p.predict_graph(graph, 2, input_bytes=1 << 30) == p.predict_graph(graph, 2)
 
 
-def test_training_takes_the_input_size_only_when_it_is_known_and_varies():
-    assert takes_input_size([_row("a", "x", 1, input_bytes=10), _row("b", "x", 1, input_bytes=20)])
-    assert not takes_input_size([_row("a", "x", 1, input_bytes=10), _row("b", "x", 1, input_bytes=10)])
-    assert not takes_input_size([_row("a", "x", 1, input_bytes=10), _row("b", "x", 1)])
-    assert size_input(1 << 20) == 20.0
+def test_training_takes_the_run_inputs_only_when_they_are_known_and_the_size_varies():
+    assert takes_input_size([_row("a", "x", 1, input_bytes=10, width=2), _row("b", "x", 1, input_bytes=20, width=2)])
+    assert not takes_input_size([_row("a", "x", 1, input_bytes=10, width=2), _row("b", "x", 1, input_bytes=10, width=2)])
+    assert not takes_input_size([_row("a", "x", 1, input_bytes=10, width=2), _row("b", "x", 1, width=2)])
+    assert not takes_input_size([_row("a", "x", 1, input_bytes=10), _row("b", "x", 1, input_bytes=20)])
+    assert run_inputs(1 << 20, 4) == (20.0, 2.0, 18.0)                 # log2 bytes, width, bytes per function
+    size, wide, per = run_inputs(0, 4)
+    assert math.isnan(size) and wide == 2.0 and math.isnan(per)
 
 
 # -- the lookup -----------------------------------------------------------------------------

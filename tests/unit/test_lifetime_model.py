@@ -48,7 +48,7 @@ def test_dataset_round_trip_with_a_documented_header(tmp_path: Path):
 def test_dataset_errors_name_the_line(tmp_path: Path):
     append_rows(tmp_path, "c", generated(runs=1)[:2])
     with open(tmp_path / "c.csv", "a") as fh:
-        fh.write("s/r-9,gen/1,o1,1,2,x,4,5,0,0.5,0,10,3.0\n")
+        fh.write("s/r-9,gen/1,o1,1,2,x,4,5,0,0.5,0,0,10,3.0\n")
     with pytest.raises(DatasetError, match=r"c\.csv:10: features and lifetime_ms must be numbers"):
         load_rows(tmp_path, "c")
     with pytest.raises(DatasetError, match="a row of 'o' has 5 features, the dataset 7"):
