@@ -1,11 +1,13 @@
 """Lifetime prediction (FuncStore Sec. III-C2): feature datasets recorded from runs
-(``_dataset``), FuncStore's accuracy measure and a split by run (``_measure``), a torch
-MLP (7 features: FuncStore's 5 and two wave features -> 3 hidden layers of 64, ReLU -> 1, in ms) trained per application category
+(``_dataset``, each row with its run's input size and width), FuncStore's accuracy measure
+and a split by run (``_measure``), a torch MLP (7 graph features: FuncStore's 5 and two
+wave features, and when the runs recorded it the run's input size, width and bytes per
+function -> 3 hidden layers of 64, ReLU -> 1, in ms) trained per application category
 (``_train``, the only module that imports torch, imported on demand), the model file
 (``_model_file``) and a predictor for serving that needs numpy, not torch
 (``_predictor``), and the model against baselines (a constant per workflow, the per-stage
-median lookup) on held-out runs and on fan-outs and input sizes never trained on
-(``_compare``, ``_split``). Models shipped with funcsion live in ``models/`` (``BUNDLED_MODELS``),
+median lookup, the per-stage and input-size lookup) on held-out runs and on fan-outs and
+input sizes never trained on (``_compare``, ``_split``). Models shipped with funcsion live in ``models/`` (``BUNDLED_MODELS``),
 the datasets they were trained on in ``datasets/``.
 """
 
