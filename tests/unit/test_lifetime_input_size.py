@@ -189,3 +189,17 @@ def test_the_lookup_is_per_stage_and_size_bucket_taking_the_nearest_bucket():
     assert stage(ask) == [40.0] * 5
     assert size_bucket(4096) == 12.0 and size_bucket(0) is None
     assert math.isclose(size_bucket(6000) or 0, 12.5)
+
+
+def test_a_run_pickled_before_the_field_restores_with_the_input_size_unknown(fig9_path: Path):
+    """A snapshot written before ``RunRecord.input_bytes`` (its last field) existed."""
+    import pickle
+
+    d = CoreDriver(block_size=1000)
+    run = d.state.runs[d.start(d.register(fig9_path), max_concurrency=2, input_bytes=9)]
+    state = run.__getstate__()
+    assert state[-1] == 9
+    old = pickle.loads(pickle.dumps(run))
+    old.__setstate__(state[:-1])                       # as a pickle of before the field holds it
+    assert old.input_bytes == 0 and old.concurrency == 2 and old.summary()["input_bytes"] == 0
+    assert pickle.loads(pickle.dumps(run)).input_bytes == 9
