@@ -174,9 +174,11 @@ class MetadataClient:
         self._call(lambda c: c.deregister_workflow(self.admin_token, key))
 
     def start_run(self, workflow_key: str, policy: str = "funcstore", ttl_ms: int = 0, *,
-                  max_concurrency: int = 0, capacity_bytes: int = 0, latency_sensitive: bool = True) -> T.RunInfo:
-        """Start a run; the keyword hints are Pocket's ``register_job`` hints (see ``RunHints``)."""
-        hints = T.RunHints(max_concurrency, capacity_bytes, latency_sensitive)
+                  max_concurrency: int = 0, capacity_bytes: int = 0, latency_sensitive: bool = True,
+                  input_bytes: int = 0) -> T.RunInfo:
+        """Start a run; the keyword hints are Pocket's ``register_job`` hints (see ``RunHints``) and
+        ``input_bytes``, the bytes of the run's inputs (0: unknown, the field is not sent)."""
+        hints = T.RunHints(max_concurrency, capacity_bytes, latency_sensitive, input_bytes or None)
         return self._call(lambda c: c.start_run(self.admin_token, workflow_key, policy, ttl_ms, hints))
 
     def register_capacity(self, function: str, blocks: int) -> int:

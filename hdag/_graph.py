@@ -215,6 +215,11 @@ class HDAG:
         return self.workflow.key
 
     @property
+    def width(self) -> int:
+        """The functions of the widest stage: the workflow's fan-out (at least 1)."""
+        return max((len(s.functions) for s in self.workflow.stages), default=1) or 1
+
+    @property
     def inputs(self) -> tuple[str, ...]:
         return tuple(o for o, i in self.objects.items() if i.is_input)
 

@@ -1,9 +1,12 @@
 """The lifetime model against simple baselines, on the same held-out rows. Pure Python,
 no numpy, no torch.
 
-Baselines fitted on training rows: ``constant`` (each workflow's median lifetime) and
-``lookup`` (the median per stage: workflow and ``F_stage``, the workflow's median for a
-stage never seen). Beside them, not a predictor but a bound: ``other_runs``, the median
+Baselines fitted on training rows: ``constant`` (each workflow's median lifetime),
+``stage_lookup`` (the median per stage: workflow and ``F_stage``, the workflow's median
+for a stage never seen) and ``lookup``, the strongest of them and the one the model is
+measured against: the median per stage and input size (the run's input bytes in
+quarter-octave buckets, ``size_bucket``; an input size never seen takes the stage's
+nearest bucket, an unknown one the stage's median). Beside them, not a predictor but a bound: ``other_runs``, the median
 of the same object in the other runs (it needs the test runs' shape recorded, which no
 predictor has). Other predictors (the MLP, the server's heuristic) come in as
 ``Fit`` functions, so this module does not import torch or the metadata server.
@@ -23,6 +26,7 @@ Not covered: training the MLP (``_train``), running the examples (``sdk.local._c
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
@@ -31,8 +35,8 @@ from ._dataset import Row
 from ._measure import intervals, medians, score, split_by_run
 from ._split import Split, run_shapes, split_rows
 
-__all__ = ["Fit", "Model", "BASELINES", "fit_constant", "fit_lookup", "other_runs", "compare_by_run",
-           "compare_generalisation"]
+__all__ = ["Fit", "Model", "BASELINES", "fit_constant", "fit_stage_lookup", "fit_lookup", "other_runs",
+           "compare_by_run", "compare_generalisation", "size_bucket"]
 
 #: A fitted predictor: rows -> predicted lifetimes in ms.
 Model = Callable[[Sequence[Row]], list[float]]
@@ -49,7 +53,7 @@ def fit_constant(train: Sequence[Row], val: Sequence[Row] = ()) -> Model:
     return lambda rows: [med.get(r.workflow, 0.0) for r in rows]
 
 
-def fit_lookup(train: Sequence[Row], val: Sequence[Row] = ()) -> Model:
+def fit_stage_lookup(train: Sequence[Row], val: Sequence[Row] = ()) -> Model:
     """The median lifetime per stage (workflow, ``F_stage``); the workflow's for a stage
     never seen."""
     by: dict[tuple[str, float], list[float]] = {}
@@ -65,7 +69,37 @@ def fit_lookup(train: Sequence[Row], val: Sequence[Row] = ()) -> Model:
     return predict
 
 
-BASELINES: dict[str, Fit] = {"constant": fit_constant, "lookup": fit_lookup}
+def size_bucket(input_bytes: int) -> float | None:
+    """A run's input size as a quarter-octave bucket (log2 of its bytes to 1/4); None when
+    unknown (0)."""
+    return round(math.log2(input_bytes) * 4) / 4 if input_bytes > 0 else None
+
+
+def fit_lookup(train: Sequence[Row], val: Sequence[Row] = ()) -> Model:
+    """The median lifetime per stage (workflow, ``F_stage``) and input size
+    (``size_bucket``): for an input size the stage has no bucket of, its nearest bucket (the
+    larger of two as near); for an unknown size or a stage without known sizes, the stage's
+    median (``fit_stage_lookup``)."""
+    by: dict[tuple[str, float], dict[float, list[float]]] = {}
+    for r in train:
+        b = size_bucket(r.input_bytes)
+        if b is not None:
+            by.setdefault((r.workflow, r.features[0]), {}).setdefault(b, []).append(r.lifetime_ms)
+    med = {k: {b: statistics.median(xs) for b, xs in buckets.items()} for k, buckets in by.items()}
+    stage = fit_stage_lookup(train)
+
+    def predict(rows: Sequence[Row]) -> list[float]:
+        out = stage(rows)
+        for i, r in enumerate(rows):
+            b, buckets = size_bucket(r.input_bytes), med.get((r.workflow, r.features[0]))
+            if b is not None and buckets:
+                out[i] = buckets[min(buckets, key=lambda k: (abs(k - b), -k))]
+        return out
+
+    return predict
+
+
+BASELINES: dict[str, Fit] = {"constant": fit_constant, "stage_lookup": fit_stage_lookup, "lookup": fit_lookup}
 
 
 def other_runs(test: Sequence[Row], everything: Sequence[Row], key: Callable[[Row], Hashable]) -> list[float]:

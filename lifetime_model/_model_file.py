@@ -5,33 +5,66 @@ with numpy alone (torch trains, never serves).
 ``x_mean``/``x_std`` (feature normalization), ``y_mean``/``y_std`` (the output's: the
 network predicts the standardized lifetime, ``y_mean + y_std * out`` is in ms) and
 ``meta``, a JSON string: ``format`` (``FORMAT``), ``format_version``, ``category``,
-``features``, ``layers`` (sizes), ``activation``, ``output`` (``lifetime_ms``),
+``features`` (its inputs, in order: the seven graph features, ``FEATURES``, and for a
+model of format 3 the run's inputs after them, ``RUN_INPUTS``: log2 of the run's input
+bytes, of its width (the widest stage's functions) and of its input bytes per function of
+that stage), ``layers`` (sizes), ``activation``, ``output`` (``lifetime_ms``),
 ``model_version`` (1, 2, ... per category: each replacement adds one), ``trained_at``,
 the data (``rows``, ``runs``, ``split``), ``accuracy`` and ``mae_ms`` on the test
 runs, ``validation`` and ``torch`` (the version that trained it). Saving writes a
 temporary file and renames it, so a server that reloads never reads half a model.
+
+A model of format 2 takes the seven graph features and serves as before; one of format 3
+also takes the run's inputs, and for a run whose input size is unknown (0: a driver that
+did not say) the inputs that need it are given the training runs' mean, so it predicts
+for a typical input.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._dataset import FEATURES, check_category
+from ._dataset import FEATURES, Row, check_category
 from .exceptions import ModelFileError
 
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "Mlp", "model_path", "save_model", "load_model", "read_meta"]
+__all__ = ["FORMAT", "FORMAT_VERSION", "SIZE_INPUT", "RUN_INPUTS", "Mlp", "model_path", "save_model", "load_model",
+           "read_meta", "run_inputs", "inputs_of"]
 
 FORMAT = "funcsion-lifetime-mlp"
-#: 2: the seven features of dataset format 2 (version 1 models took FuncStore's five: refused).
-FORMAT_VERSION = 2
+#: 2: the seven features of dataset format 2 (version 1 models took FuncStore's five: refused);
+#: 3: those and the run's inputs (``RUN_INPUTS``). A model is saved with the lowest that fits.
+FORMAT_VERSION = 3
+#: The run's input size, first of a format-3 model's run inputs.
+SIZE_INPUT = "log2_input_bytes"
+#: A format-3 model's inputs after the graph features (``run_inputs``).
+RUN_INPUTS = (SIZE_INPUT, "log2_width", "log2_bytes_per_function")
+_INPUTS = (tuple(FEATURES), (*FEATURES, *RUN_INPUTS))
+
+
+def run_inputs(input_bytes: int, width: int) -> tuple[float, float, float]:
+    """A run's ``RUN_INPUTS``: log2 of its input bytes, of its width (its widest stage's
+    functions) and of the input bytes per function of that stage; NaN where unknown (0)."""
+    size = math.log2(input_bytes) if input_bytes > 0 else math.nan
+    wide = math.log2(width) if width > 0 else math.nan
+    return size, wide, size - wide
+
+
+def inputs_of(rows: Sequence[Row], inputs: Sequence[str]) -> list[list[float]]:
+    """The input vectors of ``rows`` for a model taking ``inputs`` (``FEATURES``, then
+    ``RUN_INPUTS`` for format 3; unknown ones are NaN: ``Mlp.predict_ms`` puts the training
+    mean in their place)."""
+    with_run = SIZE_INPUT in inputs
+    return [[*map(float, r.features), *(run_inputs(r.input_bytes, r.width) if with_run else ())] for r in rows]
 
 
 @dataclass(frozen=True)
@@ -46,11 +79,34 @@ class Mlp:
     y_std: float
     meta: dict[str, Any]
 
-    def predict_ms(self, features: np.ndarray) -> np.ndarray:
-        """Lifetimes in ms (>= 0) for an ``(n, len(FEATURES))`` array of features."""
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        """What the network takes, in order (``FEATURES``, then ``SIZE_INPUT`` for format 3)."""
+        return tuple(self.meta.get("features") or FEATURES)
+
+    @property
+    def takes_input_size(self) -> bool:
+        """Whether it takes the run's inputs (``RUN_INPUTS``: format 3)."""
+        return SIZE_INPUT in self.inputs
+
+    def predict_rows(self, rows: Sequence[Row]) -> list[float]:
+        """Lifetimes in ms of dataset rows (their features, and their run's input size when
+        the model takes it)."""
         import numpy as np
 
-        h = (np.asarray(features, dtype=np.float64) - self.x_mean) / self.x_std
+        if not rows:
+            return []
+        return [float(v) for v in self.predict_ms(np.array(inputs_of(rows, self.inputs), dtype=np.float64))]
+
+    def predict_ms(self, features: np.ndarray) -> np.ndarray:
+        """Lifetimes in ms (>= 0) for an ``(n, len(self.inputs))`` array of inputs; a NaN
+        (an unknown input size) takes the training mean of its column."""
+        import numpy as np
+
+        x = np.asarray(features, dtype=np.float64)
+        if np.isnan(x).any():
+            x = np.where(np.isnan(x), self.x_mean, x)
+        h = (x - self.x_mean) / self.x_std
         last = len(self.weights) - 1
         for i, (w, b) in enumerate(zip(self.weights, self.biases)):
             h = h @ w + b
@@ -75,8 +131,8 @@ def save_model(directory: str | Path, category: str, mlp: Mlp) -> Path:
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     arrays: dict[str, Any] = {f"w{i}": np.asarray(w, np.float64) for i, w in enumerate(mlp.weights)}
     arrays |= {f"b{i}": np.asarray(b, np.float64) for i, b in enumerate(mlp.biases)}
-    meta = dict(mlp.meta, format=FORMAT, format_version=FORMAT_VERSION, category=category,
-                features=list(FEATURES), output="lifetime_ms")
+    meta = dict(mlp.meta, format=FORMAT, format_version=3 if mlp.takes_input_size else 2, category=category,
+                features=list(mlp.inputs), output="lifetime_ms")
     arrays |= {"x_mean": np.asarray(mlp.x_mean, np.float64), "x_std": np.asarray(mlp.x_std, np.float64),
                "y_mean": np.float64(mlp.y_mean), "y_std": np.float64(mlp.y_std),
                "meta": np.array(json.dumps(meta, sort_keys=True))}
@@ -115,12 +171,15 @@ def load_model(path: str | Path) -> Mlp:
     if int(meta.get("format_version", 0)) > FORMAT_VERSION:
         raise ModelFileError(f"{path}: format version {meta.get('format_version')} is newer than this funcsion's "
                              f"{FORMAT_VERSION}: upgrade funcsion or retrain")
-    if int(meta.get("format_version", 0)) < FORMAT_VERSION or list(meta.get("features", [])) != list(FEATURES):
+    inputs = tuple(meta.get("features", []))
+    if int(meta.get("format_version", 0)) < 2 or inputs not in _INPUTS:
         raise ModelFileError(f"{path}: format version {meta.get('format_version')} takes the features "
-                             f"{','.join(meta.get('features', []))}, this funcsion's models take {','.join(FEATURES)}: "
-                             "retrain with `funcsion train` on a dataset recorded by this version")
-    if not n or weights[0].shape[0] != len(FEATURES) or weights[-1].shape[1] != 1 or x_std.shape != (len(FEATURES),):
-        raise ModelFileError(f"{path}: the network must take the {len(FEATURES)} features and give 1 output")
+                             f"{','.join(inputs)}, this funcsion's models take {','.join(FEATURES)} (and "
+                             f"{','.join(RUN_INPUTS)}): retrain with `funcsion train` on a dataset recorded by this "
+                             "version")
+    k = len(inputs)
+    if not n or weights[0].shape[0] != k or weights[-1].shape[1] != 1 or x_std.shape != (k,) or x_mean.shape != (k,):
+        raise ModelFileError(f"{path}: the network must take its {k} inputs ({','.join(inputs)}) and give 1 output")
     for i in range(1, n):
         if weights[i].shape[0] != weights[i - 1].shape[1] or biases[i].shape != (weights[i].shape[1],):
             raise ModelFileError(f"{path}: layer {i} does not fit layer {i - 1}")

@@ -8,7 +8,7 @@ shipped with funcsion) and checks the files again at most every ``check_s``
 seconds, so a model that ``funcsion train`` writes is served from the next run on,
 without a restart; a file that cannot be read is logged once and the model before it
 stays. ``ModelPredictor.predict_graph`` predicts every object of a workflow in one
-numpy pass. Not covered: training (``_train``).
+numpy pass, for a run's concurrency and input size (a model of format 3 takes it). Not covered: training (``_train``).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Protocol
 
 import hdag
 
-from ._model_file import Mlp, load_model, model_path
+from ._model_file import Mlp, load_model, model_path, run_inputs
 from .exceptions import ModelFileError
 
 __all__ = ["ModelStore", "ModelPredictor", "ObjectPredictor"]
@@ -111,9 +111,11 @@ class ModelPredictor:
         m = self.store.get(category)
         return f"model:{m.version}" if m is not None else "heuristic"
 
-    def predict_graph(self, graph: hdag.HDAG, concurrency: int = 0) -> dict[str, float]:
+    def predict_graph(self, graph: hdag.HDAG, concurrency: int = 0, *, input_bytes: int = 0) -> dict[str, float]:
         """Seconds per object with features, every one of ``graph`` in one pass, for a run of
-        ``concurrency`` tasks at once (0: unknown; the wave features depend on it)."""
+        ``concurrency`` tasks at once (0: unknown; the wave features depend on it) and
+        ``input_bytes`` of inputs (0: unknown; a model that takes the run's inputs then gets
+        their training mean, a model that does not ignores it)."""
         feats = graph.features_at(concurrency)
         named = [(n, o) for n, o in graph.objects.items() if o.features is not None]
         model = self.store.get(graph.workflow.category)
@@ -121,5 +123,6 @@ class ModelPredictor:
             return {n: self.fallback.predict(o) for n, o in named}
         import numpy as np
 
-        ms = model.predict_ms(np.array([feats[n].vector() for n, _ in named], dtype=np.float64))
+        run = run_inputs(input_bytes, graph.width) if model.takes_input_size else ()
+        ms = model.predict_ms(np.array([(*feats[n].vector(), *run) for n, _ in named], dtype=np.float64))
         return {n: float(v) / 1000.0 for (n, _), v in zip(named, ms)}

@@ -2,7 +2,10 @@
 when the new one is more accurate on held-out runs. Torch is imported here only.
 
 The network is FuncStore's (Sec. III-C2) over the dataset's features (FuncStore's five
-and the two wave features, ``FEATURES``), standardized with the
+and the two wave features, ``FEATURES``) and, when the training runs' input sizes are
+known and not all the same (``takes_input_size``), the run's inputs (log2 of its input
+bytes, of its width and of its bytes per function of the widest stage, ``RUN_INPUTS``: a
+model of format 3), standardized with the
 training rows' mean and deviation, three hidden layers of 64 with ReLU, one output,
 the standardized lifetime (``y_mean + y_std * out`` ms). Adam on the mean absolute
 error (it fits the median of objects that share features, which lands inside more of
@@ -25,10 +28,11 @@ from typing import Any
 
 from ._dataset import FEATURES, Row, load_rows
 from ._measure import Key, Score, feature_ceiling, intervals, score, split_by_run
-from ._model_file import Mlp, load_model, model_path, save_model
+from ._model_file import RUN_INPUTS, Mlp, inputs_of, load_model, model_path, save_model
 from .exceptions import DatasetError, ModelFileError
 
-__all__ = ["HIDDEN", "MIN_TRAIN_RUNS", "Outcome", "fit", "train", "retrain", "evaluate", "mlp_fit"]
+__all__ = ["HIDDEN", "MIN_TRAIN_RUNS", "Outcome", "fit", "train", "retrain", "evaluate", "mlp_fit",
+           "takes_input_size"]
 
 HIDDEN = (64, 64, 64)
 MIN_TRAIN_RUNS = 5
@@ -52,28 +56,30 @@ class Outcome:
                 "candidate": self.candidate, "current": self.current, "path": self.path}
 
 
-def _features(rows: Sequence[Row]) -> list[list[float]]:
-    return [[float(v) for v in r.features] for r in rows]
+def takes_input_size(rows: Sequence[Row]) -> bool:
+    """Whether a model trained on ``rows`` takes the run's inputs: every run's input size and
+    width are known and there are at least two sizes (a constant input would teach the
+    network nothing about it, and its weights would then scale whatever size a run brings)."""
+    sizes = {r.input_bytes for r in rows}
+    return len(sizes) > 1 and 0 not in sizes and all(r.width > 0 for r in rows)
 
 
 def evaluate(mlp: Mlp, rows: Sequence[Row], bounds: dict[Key, tuple[float, float]]) -> Score:
-    import numpy as np
-
     if not rows:
         return Score(None, None, 0, 0, 0)
-    pred = mlp.predict_ms(np.array(_features(rows), dtype=np.float64))
-    return score(rows, [float(p) for p in pred], bounds)
+    return score(rows, mlp.predict_rows(rows), bounds)
 
 
-def mlp_fit(*, seed: int = 0, epochs: int = 600
+def mlp_fit(*, seed: int = 0, epochs: int = 600, fitted: list[Mlp] | None = None
             ) -> Callable[[Sequence[Row], Sequence[Row]], Callable[[Sequence[Row]], list[float]]]:
     """A ``_compare.Fit`` for the MLP: trains on the training rows, keeps the weights of
-    the epoch with the lowest MAE on the validation rows, predicts in ms."""
+    the epoch with the lowest MAE on the validation rows, predicts in ms. Each model it
+    trains is appended to ``fitted`` (what it took, for a report)."""
     def fit_rows(train_rows: Sequence[Row], val_rows: Sequence[Row]) -> Callable[[Sequence[Row]], list[float]]:
-        import numpy as np
-
         mlp = fit([*train_rows, *val_rows], seed=seed, epochs=epochs, parts=(list(train_rows), list(val_rows), []))[0]
-        return lambda test: [float(v) for v in mlp.predict_ms(np.array(_features(test), dtype=np.float64))]
+        if fitted is not None:
+            fitted.append(mlp)
+        return mlp.predict_rows
 
     return fit_rows
 
@@ -99,12 +105,13 @@ def fit(rows: Sequence[Row], *, seed: int = 0, epochs: int = 600, lr: float = 1e
                            f"{MIN_TRAIN_RUNS} runs; record more with `funcsion collect --runs N`")
     torch.manual_seed(seed)
     torch.set_num_threads(1)  # small nets: threads only contend (and the machine runs servers)
-    x = np.array(_features(train_rows), dtype=np.float64)
+    inputs = (*FEATURES, *RUN_INPUTS) if takes_input_size(train_rows) else tuple(FEATURES)
+    x = np.array(inputs_of(train_rows, inputs), dtype=np.float64)
     y = np.array([r.lifetime_ms for r in train_rows], dtype=np.float64)
     x_mean, x_std = x.mean(axis=0), x.std(axis=0)
     x_std = np.where(x_std > 0, x_std, 1.0)
     y_mean, y_std = float(y.mean()), float(y.std()) or 1.0
-    sizes = (len(FEATURES), *HIDDEN, 1)
+    sizes = (len(inputs), *HIDDEN, 1)
     layers: list[torch.nn.Module] = []
     for i in range(len(sizes) - 1):
         layers.append(torch.nn.Linear(sizes[i], sizes[i + 1]))
@@ -118,7 +125,8 @@ def fit(rows: Sequence[Row], *, seed: int = 0, epochs: int = 600, lr: float = 1e
 
     def snapshot(meta: dict[str, Any]) -> Mlp:
         return Mlp(tuple(m.weight.detach().numpy().T.copy() for m in linears),
-                   tuple(m.bias.detach().numpy().copy() for m in linears), x_mean, x_std, y_mean, y_std, meta)
+                   tuple(m.bias.detach().numpy().copy() for m in linears), x_mean, x_std, y_mean, y_std,
+                   {"features": list(inputs), **meta})
 
     bounds = intervals(rows)
     check = val_rows or train_rows
@@ -139,7 +147,7 @@ def fit(rows: Sequence[Row], *, seed: int = 0, epochs: int = 600, lr: float = 1e
     net.load_state_dict(kept)
     mlp = best[1]
     val, test = evaluate(mlp, val_rows, bounds), evaluate(mlp, test_rows, bounds)
-    meta = {"layers": list(sizes), "activation": "relu", "trained_at": time.strftime("%Y-%m-%dT%H:%M:%SZ",
+    meta = {"features": list(inputs), "layers": list(sizes), "activation": "relu", "trained_at": time.strftime("%Y-%m-%dT%H:%M:%SZ",
                                                                                      time.gmtime()),
             "train_s": round(time.monotonic() - t0, 3), "epochs": epochs, "seed": seed, "torch": torch.__version__,
             "rows": len(rows), "runs": runs,

@@ -91,7 +91,9 @@ class StartRun(Event):
     """Start a run. The hints are Pocket's ``register_job`` hints (Sec. 3.1, 4.1):
     ``max_concurrency`` (most tasks running at once; 0: unknown), ``capacity_bytes``
     (what the run needs at most; 0: unknown) and ``latency_sensitive`` (False: the
-    run's data may live in COS instead of function memory)."""
+    run's data may live in COS instead of function memory); beside them ``input_bytes``,
+    the bytes of the run's inputs as its driver uploads them (0: unknown), which a lifetime
+    model that takes the input size predicts with."""
 
     workflow_key: str
     token_digest: str               # token_digest(token): the run's token itself is never stored
@@ -107,6 +109,7 @@ class StartRun(Event):
     # restores the same id whatever shard setting the server restarts with ("": a journal of
     # before shards, whose ids the counter re-mints)
     run_id: str = ""
+    input_bytes: int = 0
 
 
 @dataclass(slots=True)

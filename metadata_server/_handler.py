@@ -388,7 +388,8 @@ class MetadataHandler:
         token = secrets.token_hex(16)        # returned once; the core and the journal see its digest
         out = self._one(ev.StartRun(self.clock(), self._rid_next(), workflow_key, token_digest(token),
                                     policy or "funcstore", ttl, int(h.max_concurrency or 0),
-                                    int(h.capacity_bytes or 0), h.latency_sensitive is not False))
+                                    int(h.capacity_bytes or 0), h.latency_sensitive is not False,
+                                    input_bytes=int(h.input_bytes or 0)))   # unset: a client before the field
         r = out[0]
         assert isinstance(r, ev.RunStarted)
         return T.RunInfo(r.run_id, token, workflow_key, self.state.runs[r.run_id].policy.spec,

@@ -42,7 +42,8 @@ log = logging.getLogger("funcsion.lifetime")
 
 def rows_of_run(run: RunRecord, session: str) -> list[Row]:
     """The dataset rows of a finished run: one per object its last reader freed, with its
-    features for the run's concurrency (the wave features depend on it)."""
+    features for the run's concurrency (the wave features depend on it), the run's input
+    size (``start_run``'s ``input_bytes``) and its width (its graph's widest stage)."""
     rows = []
     feats = run.graph.features_at(run.concurrency)
     for name, (seconds, size) in sorted(run.measured.items()):
@@ -50,7 +51,7 @@ def rows_of_run(run: RunRecord, session: str) -> list[Row]:
         if f is None:
             continue
         rows.append(Row(f"{session}/{run.run_id}", run.workflow_key, name, f.vector(), size,
-                        round(seconds * 1000.0, 3)))
+                        round(seconds * 1000.0, 3), run.input_bytes, run.graph.width))
     return rows
 
 

@@ -164,13 +164,16 @@ def group_key(policy: ReleasePolicy, predicted_s: float, since_start_s: float, n
     return pool_key(predicted_s)
 
 
-def predict_lifetimes(predictor: LifetimePredictor, graph: HDAG, concurrency: int = 0) -> dict[str, float]:
+def predict_lifetimes(predictor: LifetimePredictor, graph: HDAG, concurrency: int = 0,
+                      input_bytes: int = 0) -> dict[str, float]:
     """Predicted seconds for every object of ``graph`` that has features, for a run of
-    ``concurrency`` tasks at once (0: unknown), in one call when the predictor can
-    (``predict_graph``: a trained model per category, whose wave features depend on it)."""
+    ``concurrency`` tasks at once and ``input_bytes`` of inputs (0: unknown), in one call when
+    the predictor can (``predict_graph(graph, concurrency, input_bytes=...)``: a trained model
+    per category, whose wave features depend on the concurrency and whose input-size feature
+    on the input; ``input_bytes`` is passed only when known)."""
     many = getattr(predictor, "predict_graph", None)
     if many is not None:
-        return dict(many(graph, concurrency))
+        return dict(many(graph, concurrency, input_bytes=input_bytes) if input_bytes > 0 else many(graph, concurrency))
     return {n: predictor.predict(o) for n, o in graph.objects.items() if o.features is not None}
 
 

@@ -5,11 +5,14 @@ rules that change them live in ``_state``. A run owns its objects, its commit
 buffers (an insertion-ordered ``dict`` used as a set per function: FuncStore's
 linked list with O(1) duplicate checks) and the set of functions that
 committed, which is what makes a retry after a commit harmless.
+
+A ``RunRecord`` pickled (a snapshot) before fields were added at its end restores
+with those fields at their defaults (``_restore_slots``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Literal
 
 import hdag
@@ -30,7 +33,8 @@ class WorkflowEntry:
     params: dict[str, int]
     lifetimes: dict[str, float] = field(default_factory=dict)   # predicted seconds per object
     revision: str = ""                                          # what predicted them (``predictor_revision``)
-    at: dict[int, dict[str, float]] = field(default_factory=dict)   # the same for a run's concurrency
+    # the same for a run's (concurrency, input bytes)
+    at: dict[tuple[int, int], dict[str, float]] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -54,6 +58,21 @@ class ObjectRecord:
     freed_at: float = 0.0                    # freed or kept
     adhoc: bool = False                      # not declared in the WDS: no read count, freed by delete
     tier_reason: str = ""                    # why it lives in the COS tier ("" in memory)
+
+
+def _restore_slots(obj: Any, state: list[Any]) -> None:
+    """Set a slotted dataclass's fields from a pickled state in field order; the fields the
+    state has no value for (added at the end after it was pickled) take their defaults."""
+    fs = fields(obj)
+    for f, v in zip(fs, state):
+        object.__setattr__(obj, f.name, v)
+    for f in fs[len(state):]:
+        if f.default is not MISSING:
+            object.__setattr__(obj, f.name, f.default)
+        elif f.default_factory is not MISSING:
+            object.__setattr__(obj, f.name, f.default_factory())
+        else:
+            raise TypeError(f"a pickled {type(obj).__name__} without its field {f.name!r}, which has no default")
 
 
 def trace_byte_s(rec: ObjectRecord, freed_at: float) -> float:
@@ -108,6 +127,15 @@ class RunRecord:
     function_spans: list[tuple[tuple[str, ...], float, float]] = field(default_factory=list)
     trace_byte_s: float = 0.0               # the trace oracle of the objects freed so far
     pending_alloc: int = 0                  # grain bytes of memory objects begun but not finished
+    # the run's input size (start_run's input_bytes; 0: unknown): the lifetime model's run inputs. Last, so
+    # a snapshot of before it restores the fields before it in place (slotted dataclasses pickle in order)
+    input_bytes: int = 0
+
+    def __getstate__(self) -> list[Any]:
+        return [getattr(self, f.name) for f in fields(self)]
+
+    def __setstate__(self, state: list[Any]) -> None:
+        _restore_slots(self, state)
 
     def bump(self, name: str, by: int = 1) -> None:
         self.counters[name] = self.counters.get(name, 0) + by
@@ -137,4 +165,5 @@ class RunRecord:
             "trace_oracle_byte_s": self.trace_oracle_byte_s(),
             "committed_functions": sorted(self.committed), "kept": kept,
             "objects": len(self.objects), "counters": dict(self.counters), "plan": dict(self.plan),
+            "input_bytes": self.input_bytes,
         }

@@ -66,6 +66,8 @@ __all__ = ["MetadataState"]
 _COS = Placement("cos", "cos")
 MAX_NAME = 256                      # characters in a storage function's name
 _ORD = {1: "first", 2: "second", 3: "third", 4: "fourth", 5: "fifth"}
+#: predictions a workflow keeps per (run concurrency, input bytes) before it starts afresh
+_PREDICTIONS_KEPT = 64
 
 
 def _nth(n: int) -> str:
@@ -349,15 +351,23 @@ class MetadataState:
         self._bump("workflows_registered")
         return [WorkflowRegistered(graph.key, len(graph.functions), len(graph.objects))]
 
-    def _predict(self, entry: WorkflowEntry, concurrency: int = 0) -> dict[str, float]:
-        """Every object's predicted lifetime for a run of ``concurrency`` tasks at once (0: unknown),
-        made again when what predicts for the workflow's category changed (a new model, or it went)."""
+    def _predict(self, entry: WorkflowEntry, concurrency: int = 0, input_bytes: int = 0) -> dict[str, float]:
+        """Every object's predicted lifetime for a run of ``concurrency`` tasks at once and
+        ``input_bytes`` of inputs (0: unknown), made again when what predicts for the workflow's
+        category changed (a new model, or it went). Kept per (concurrency, input size), the
+        ``_PREDICTIONS_KEPT`` latest (input sizes vary from run to run)."""
         rev = predictor_revision(self.predictor, entry.graph.workflow.category)
         if rev != entry.revision or not entry.revision:
             entry.lifetimes, entry.revision, entry.at = predict_lifetimes(self.predictor, entry.graph), rev, {}
-        if concurrency > 0 and concurrency not in entry.at:
-            entry.at[concurrency] = predict_lifetimes(self.predictor, entry.graph, concurrency)
-        return entry.at[concurrency] if concurrency > 0 else entry.lifetimes
+        if concurrency <= 0 and input_bytes <= 0:
+            return entry.lifetimes
+        at = (max(concurrency, 0), max(input_bytes, 0))
+        hit = entry.at.get(at)
+        if hit is None:
+            if len(entry.at) >= _PREDICTIONS_KEPT:
+                entry.at.clear()
+            hit = entry.at[at] = predict_lifetimes(self.predictor, entry.graph, at[0], at[1])
+        return hit
 
     def _deregister_workflow(self, ev: DeregisterWorkflow) -> list[Instruction]:
         if self.workflows.pop(ev.key, None) is None:
@@ -377,9 +387,9 @@ class MetadataState:
         if not is_digest(ev.token_digest):
             raise InvalidRequest("a run needs the SHA-256 digest of its token (64 hex digits), got "
                                  f"{len(ev.token_digest)} characters")
-        if ev.max_concurrency < 0 or ev.capacity_bytes < 0:
+        if ev.max_concurrency < 0 or ev.capacity_bytes < 0 or ev.input_bytes < 0:
             raise InvalidRequest(f"run hints must be >= 0, got max_concurrency={ev.max_concurrency}, "
-                                 f"capacity_bytes={ev.capacity_bytes}")
+                                 f"capacity_bytes={ev.capacity_bytes}, input_bytes={ev.input_bytes}")
         if self.backpressure and len(self.pending) >= self.max_pending:
             self._bump("runs_refused_backlog")
             raise ServiceUnavailable(
@@ -402,9 +412,10 @@ class MetadataState:
             run_id = ev.run_id = f"r-{self.next_run}"
             self.next_run += 1
         run = self.runs[run_id] = RunRecord(run_id, ev.token_digest, entry.key, entry.graph, policy, ev.ttl_s, ev.now,
-                                            ev.now, last_t=ev.now, concurrency=ev.max_concurrency)
+                                            ev.now, last_t=ev.now, concurrency=ev.max_concurrency,
+                                            input_bytes=ev.input_bytes)
         if not ev.lifetimes:             # live (a replay has the journaled ones): see StartRun.lifetimes
-            ev.lifetimes = dict(self._predict(entry, ev.max_concurrency))
+            ev.lifetimes = dict(self._predict(entry, ev.max_concurrency, ev.input_bytes))
         run.predicted = ev.lifetimes
         out: list[Instruction] = []
         self._plan(run, ev, out)

@@ -60,11 +60,14 @@ struct WorkflowInfo {
 }
 
 // Pocket's register_job hints (all optional): most tasks running at once, the most bytes the run
-// holds, and whether it is latency sensitive (false: its data may live in COS, not function memory)
+// holds, and whether it is latency sensitive (false: its data may live in COS, not function memory);
+// input_bytes: the bytes of the run's inputs as the driver that starts it uploads them (a lifetime
+// model's input-size feature; unset or 0: unknown, as from a client before this field)
 struct RunHints {
   1: i32 max_concurrency,
   2: i64 capacity_bytes,
   3: bool latency_sensitive = true,
+  4: optional i64 input_bytes,
 }
 
 // plan_json: what the hints decided ({"tier", "budget_bytes", "functions", "reserve_blocks", ...})

@@ -221,14 +221,18 @@ class Client:
         return keys.pop()
 
     def start_run(self, workflow_key: str, *, policy: str = "funcstore", ttl_s: float = 0,
-                  max_concurrency: int = 0, capacity_bytes: int = 0, latency_sensitive: bool = True) -> Client:
+                  max_concurrency: int = 0, capacity_bytes: int = 0, latency_sensitive: bool = True,
+                  input_bytes: int = 0) -> Client:
         """Start a run and return a client bound to it. The hints (Pocket's ``register_job``)
         rightsize the run: ``max_concurrency`` tasks at once, at most ``capacity_bytes`` in
         memory (more spills to COS), ``latency_sensitive=False`` keeps its data in COS only.
-        What they decided is in the returned client's ``plan``."""
+        What they decided is in the returned client's ``plan``. ``input_bytes``: the bytes of
+        the run's inputs (``input_bytes(values)``; 0: unknown), which a lifetime model that
+        takes the input size predicts with."""
         md = self._start_shard() if len(self._shards) > 1 else self._md
         info = md.start_run(workflow_key, policy, int(ttl_s * 1000), max_concurrency=max_concurrency,
-                                  capacity_bytes=capacity_bytes, latency_sensitive=latency_sensitive)
+                            capacity_bytes=capacity_bytes, latency_sensitive=latency_sensitive,
+                            input_bytes=input_bytes)
         run = self.bind(run_id=info.run_id, token=info.token, function="")
         run.plan = json.loads(info.plan_json) if info.plan_json else {}
         return run

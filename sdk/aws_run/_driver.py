@@ -158,7 +158,8 @@ class AwsRun:
             run = client.start_run(key, policy=self.policy, ttl_s=self.config.run_ttl_s,
                                    max_concurrency=self.hints.max_concurrency or _widest_stage(prep.graph),
                                    capacity_bytes=self.hints.capacity_bytes,
-                                   latency_sensitive=self.hints.latency_sensitive)
+                                   latency_sensitive=self.hints.latency_sensitive,
+                                   input_bytes=prep.input_bytes)
             try:
                 report = _AwsDriver(self, run, key, dep).execute(self.policy, t0)
             finally:

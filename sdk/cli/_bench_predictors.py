@@ -3,7 +3,10 @@ workflow, the per-stage median lookup and the server's heuristic, each fitted on
 training runs and scored on the same held-out rows (``lifetime_model._compare``) by
 FuncStore's accuracy, a strict accuracy (within 25% of the object's median lifetime) and
 MAE: per category on the test runs of the datasets (``predictors``), and on the
-generalisation dataset split by fan-out and input size (``seen``, ``unseen``). Not
+generalisation dataset split by fan-out and input size (``seen``, ``unseen``; ``lookup``
+is the per-stage and input-size table, ``stage_lookup`` the per-stage median, and
+``mlp_inputs`` what the MLP took: the seven graph features and, when the runs recorded
+it, the input size). Not
 covered: fragmentation and timing (``bench_lifetime``)."""
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ __all__ = ["GENERALISATION_DATA", "NAMES", "heuristic_fit", "served_fit", "by_ru
 #: The runs recorded for the generalisation split (``funcsion collect --param mappers=... --text-share ...``).
 GENERALISATION_DATA = Path(__file__).resolve().parents[2] / "lifetime_model" / "datasets" / "generalisation"
 #: The predictors, in the order they are printed.
-NAMES = ("constant", "lookup", "heuristic", "mlp")
+NAMES = ("constant", "stage_lookup", "lookup", "heuristic", "mlp")
 
 _Model = Callable[[Sequence[Any]], list[float]]
 
@@ -39,10 +42,7 @@ def heuristic_fit(train: Sequence[Any], val: Sequence[Any]) -> _Model:
 def served_fit(model: Any) -> Callable[[Sequence[Any], Sequence[Any]], _Model]:
     """The served model as it is (trained by ``funcsion train`` on the same split's training runs)."""
     def fit(train: Sequence[Any], val: Sequence[Any]) -> _Model:
-        import numpy as np
-
-        return lambda rows: [float(v) for v in model.predict_ms(
-            np.array([[float(x) for x in r.features] for r in rows], dtype=np.float64))]
+        return model.predict_rows  # type: ignore[no-any-return]
 
     return fit
 
@@ -65,5 +65,7 @@ def generalisation(data: Path, category: str, unseen_fan_outs: Sequence[int], un
 
     rows = load_rows(data, category)
     split = Split(frozenset(unseen_fan_outs), frozenset(float(s) for s in unseen_sizes))
-    out = compare_generalisation(rows, split, {"heuristic": heuristic_fit, "mlp": mlp_fit(epochs=epochs)})
-    return {"data": str(data / f"{category}.csv"), "category": category, **out}
+    fitted: list[Any] = []
+    out = compare_generalisation(rows, split, {"heuristic": heuristic_fit, "mlp": mlp_fit(epochs=epochs, fitted=fitted)})
+    return {"data": str(data / f"{category}.csv"), "category": category,
+            "mlp_inputs": list(fitted[0].inputs) if fitted else [], **out}

@@ -17,7 +17,10 @@ accuracy, a strict accuracy (within 25% of the object's median lifetime) and MAE
 (``per_category.<c>.predictors``); and the generalisation split (``seen``, ``unseen``,
 ``generalisation``): an MLP and the baselines trained on word count runs of some fan-outs
 and input sizes, scored on held-out runs of those and on runs of fan-outs and sizes never
-trained on."""
+trained on. The runs carry their input size (``start_run``'s ``input_bytes``): the MLP takes
+it (``generalisation.mlp_inputs``) and ``lookup`` is the median per stage and input size
+(``stage_lookup`` per stage only); ``generalisation.mlp_mae_below_lookup`` is
+``1 - MLP MAE / lookup MAE`` on the unseen runs."""
 
 from __future__ import annotations
 
@@ -117,6 +120,9 @@ def _generalisation(args: argparse.Namespace, fans: list[int], sizes: list[float
 
     data = Path(args.generalisation_data) if args.generalisation_data else GENERALISATION_DATA
     g = generalisation(data, args.generalisation_category, fans, sizes, args.epochs)
+    u = g["unseen"]
+    g["mlp_mae_below_lookup"] = (round(1.0 - u["mlp"]["mae_ms"] / u["lookup"]["mae_ms"], 4)
+                                 if u["mlp"]["mae_ms"] is not None and u["lookup"]["mae_ms"] else None)
     return {"seen": g.pop("seen"), "unseen": g.pop("unseen"), "generalisation": g}  # unseen_fan_out, _size, _both
 
 
@@ -240,12 +246,14 @@ def _print(r: dict[str, Any]) -> None:
     g = r["generalisation"]
     print(f"generalisation ({g['data']}): trained on fan-outs {g['split']['fan_outs_seen']} and input sizes "
           f"{g['split']['sizes_seen']} (times the smallest), held out fan-outs {g['split']['fan_outs_unseen']} "
-          f"and sizes {g['split']['sizes_unseen']}")
+          f"and sizes {g['split']['sizes_unseen']}; the MLP takes {', '.join(g['mlp_inputs'])}")
     _table("seen", r["seen"])
     _table("unseen", r["unseen"])
     for part in ("unseen_fan_out", "unseen_size", "unseen_both"):
         if g.get(part, {}).get("rows"):
             _table(part.replace("_", " ", 1).replace("_", "-"), g[part])
+    if g["mlp_mae_below_lookup"] is not None:
+        print(f"  unseen: the MLP's MAE is {g['mlp_mae_below_lookup'] * 100:.1f}% below the lookup's")
     print(f"prediction: {r['predict_us']:.2f} us per object (heuristic {r['heuristic_predict_us']:.2f} us)")
     if "frag_mb_s_by_config" not in r:
         return

@@ -15,9 +15,10 @@ __all__ = ["add_parser", "run"]
 def add_parser(sub: Any) -> None:
     p: argparse.ArgumentParser = sub.add_parser(
         "train", help="train lifetime models (torch MLP per category) from the recorded datasets",
-        description="Train FuncStore's lifetime model (7 features: FuncStore's 5 and 2 wave features -> 3x64 "
-                    "ReLU -> ms) per category on an 80/10/10 split by run; install it when it beats the current "
-                    "model on the test runs (a model of an older format is replaced).")
+        description="Train FuncStore's lifetime model (7 features: FuncStore's 5 and 2 wave features, and when "
+                    "the runs recorded their input size, the run's input bytes, width and bytes per function, "
+                    "log2 -> 3x64 ReLU -> ms) per category on an 80/10/10 split by run; install it when it beats "
+                    "the current model on the test runs (a model of an older format is replaced).")
     p.add_argument("--category", action="append", default=[], metavar="C",
                    help="category to train (repeatable; default: every category with a dataset)")
     p.add_argument("--data", default=None, help="dataset directory (default: lifetime_data, <state_dir>/lifetimes)")

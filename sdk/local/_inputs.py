@@ -9,6 +9,9 @@ can say which inputs must be text, in a literal ``INPUT_ENCODINGS = {"raw_text":
 "utf-8"}``, and a file that is not is refused before the run with the byte offset
 of the first bad byte (read from the file's source, not run: an example's inputs.py
 may import what a run given every --input does not need).
+
+``input_bytes`` is the run's input size, which the driver passes to ``start_run`` (the
+lifetime model's input-size feature).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import wds
 from ..exceptions import TaskError
 from ._executor import ExecutorOptions, check_crash_targets
 
-__all__ = ["InputError", "PreparedRun", "prepare_run", "default_inputs", "input_encodings"]
+__all__ = ["InputError", "PreparedRun", "prepare_run", "default_inputs", "input_encodings", "input_bytes"]
 
 
 class InputError(TaskError):
@@ -46,6 +49,36 @@ class PreparedRun:
     values: dict[str, Any]
     params: dict[str, int] = field(default_factory=dict)
     text: str = ""  # the WDS as read and validated: what the run registers
+
+    @property
+    def input_bytes(self) -> int:
+        """The bytes of the run's inputs (``input_bytes``)."""
+        return input_bytes(self.values)
+
+
+def input_bytes(values: Mapping[str, Any]) -> int:
+    """The bytes of a run's inputs as their PUTs encode them: bytes as they are, text as UTF-8,
+    a file-like value as its bytes from where it stands to its end, anything else in the codec
+    ``put`` picks for it (JSON). What ``start_run(input_bytes=...)`` carries."""
+    from .._codecs import encode
+    from .._values import is_file_like
+
+    total = 0
+    for v in values.values():
+        if isinstance(v, (bytes, bytearray, memoryview)):
+            total += memoryview(v).nbytes
+        elif isinstance(v, str):
+            total += len(v.encode("utf-8"))
+        elif is_file_like(v):
+            try:
+                here = v.tell()
+                total += max(v.seek(0, os.SEEK_END) - here, 0)
+                v.seek(here)
+            except (OSError, AttributeError, ValueError):   # a pipe: its size is not known before it is read
+                continue
+        else:
+            total += len(encode(v)[0])
+    return total
 
 
 def prepare_run(wds_path: str | Path, *, inputs: Mapping[str, str] | None = None,

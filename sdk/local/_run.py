@@ -122,7 +122,8 @@ def run_workflow(wds_path: str | Path | PreparedRun, *, config: Config, stack: S
         run = client.start_run(key, policy=policy or config.policy, ttl_s=config.run_ttl_s,
                                max_concurrency=hints.max_concurrency or min(_widest_stage(prep.graph),
                                                                             executor.workers),
-                               capacity_bytes=hints.capacity_bytes, latency_sensitive=hints.latency_sensitive)
+                               capacity_bytes=hints.capacity_bytes, latency_sensitive=hints.latency_sensitive,
+                               input_bytes=prep.input_bytes)
         try:
             with DriverLock(config.state_dir, run.run_id):  # a stack that finds it free ends the run
                 report = _Driver(prep, config, run, key, stack, executor).execute(policy or config.policy, t0)

@@ -180,6 +180,7 @@ def test_wordcount_on_aws_reports_like_a_local_run(stack: Stack, tmp_path: Path,
     assert set(d.graph.intermediates) <= freed
     summary = _summary(stack, doc["run_id"])
     assert summary["state"] == "ended" and summary["outcome"] == "succeeded"
+    assert summary["input_bytes"] == len(text.encode())        # start_run carried the input's size (lifetime model)
     # the cost: task bills from the history's timings (moto keeps no REPORT lines), storage from the daemon
     assert doc["billing"]["source"] == HISTORY_SOURCE == doc["cost"]["sources"]["tasks"]
     assert doc["billing"]["invocations"] == len(d.graph.functions) + 1  # and the cleanup task

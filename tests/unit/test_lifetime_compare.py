@@ -128,8 +128,11 @@ def test_on_unseen_fan_outs_and_sizes_the_mlp_beats_the_lookup(shipped: list[Row
     g = generalisation(GENERALISATION_DATA, "analytics", [12, 32], [6, 16], epochs=600)
     for part in ("unseen", "unseen_fan_out", "unseen_size", "unseen_both"):
         u = g[part]
-        assert u["mlp"]["mae_ms"] < u["lookup"]["mae_ms"], (part, u)
+        assert u["mlp"]["mae_ms"] < u["lookup"]["mae_ms"] <= u["stage_lookup"]["mae_ms"], (part, u)
         assert u["mlp"]["strict_accuracy"] > u["lookup"]["strict_accuracy"], (part, u)
+    # issue 32's target, with the run's input size and width: an MAE at least 20% below the
+    # strongest simple baseline's (the per-stage and input-size lookup); measured 30.9%
+    assert g["unseen"]["mlp"]["mae_ms"] <= 0.8 * g["unseen"]["lookup"]["mae_ms"], g["unseen"]
 
 
 def test_collect_grid_runs_every_combination_of_fan_out_and_input_size() -> None:

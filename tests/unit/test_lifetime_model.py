@@ -36,7 +36,7 @@ def test_dataset_round_trip_with_a_documented_header(tmp_path: Path):
     assert append_rows(tmp_path, "analytics", rows[:5]) == 5
     assert append_rows(tmp_path, "analytics", rows[5:]) == len(rows) - 5
     text = (tmp_path / "analytics.csv").read_text()
-    assert text.startswith("# funcsion lifetime dataset v2")
+    assert text.startswith("# funcsion lifetime dataset v3")
     assert text.count(",".join(COLUMNS)) == 1                       # one header, however many appends
     assert (tmp_path / "analytics.csv").stat().st_mode & 0o077 == 0
     back = load_rows(tmp_path, "analytics")
@@ -48,8 +48,8 @@ def test_dataset_round_trip_with_a_documented_header(tmp_path: Path):
 def test_dataset_errors_name_the_line(tmp_path: Path):
     append_rows(tmp_path, "c", generated(runs=1)[:2])
     with open(tmp_path / "c.csv", "a") as fh:
-        fh.write("s/r-9,gen/1,o1,1,2,x,4,5,0,0.5,10,3.0\n")
-    with pytest.raises(DatasetError, match=r"c\.csv:9: features and lifetime_ms must be numbers"):
+        fh.write("s/r-9,gen/1,o1,1,2,x,4,5,0,0.5,0,0,10,3.0\n")
+    with pytest.raises(DatasetError, match=r"c\.csv:10: features and lifetime_ms must be numbers"):
         load_rows(tmp_path, "c")
     with pytest.raises(DatasetError, match="a row of 'o' has 5 features, the dataset 7"):
         append_rows(tmp_path, "c", [Row("s/r-1", "gen/1", "o", (1, 1, 1, 1, 1), 1, 1.0)])

@@ -552,6 +552,7 @@ class RunHints(object):
      - max_concurrency
      - capacity_bytes
      - latency_sensitive
+     - input_bytes
 
     """
 
@@ -559,13 +560,15 @@ class RunHints(object):
         'max_concurrency',
         'capacity_bytes',
         'latency_sensitive',
+        'input_bytes',
     )
 
 
-    def __init__(self, max_concurrency=None, capacity_bytes=None, latency_sensitive=True,):
+    def __init__(self, max_concurrency=None, capacity_bytes=None, latency_sensitive=True, input_bytes=None,):
         self.max_concurrency = max_concurrency
         self.capacity_bytes = capacity_bytes
         self.latency_sensitive = latency_sensitive
+        self.input_bytes = input_bytes
 
     def read(self, iprot):
         if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
@@ -591,6 +594,11 @@ class RunHints(object):
                     self.latency_sensitive = iprot.readBool()
                 else:
                     iprot.skip(ftype)
+            elif fid == 4:
+                if ftype == TType.I64:
+                    self.input_bytes = iprot.readI64()
+                else:
+                    iprot.skip(ftype)
             else:
                 iprot.skip(ftype)
             iprot.readFieldEnd()
@@ -612,6 +620,10 @@ class RunHints(object):
         if self.latency_sensitive is not None:
             oprot.writeFieldBegin('latency_sensitive', TType.BOOL, 3)
             oprot.writeBool(self.latency_sensitive)
+            oprot.writeFieldEnd()
+        if self.input_bytes is not None:
+            oprot.writeFieldBegin('input_bytes', TType.I64, 4)
+            oprot.writeI64(self.input_bytes)
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
         oprot.writeStructEnd()
@@ -2221,6 +2233,7 @@ RunHints.thrift_spec = (
     (1, TType.I32, 'max_concurrency', None, None, ),  # 1
     (2, TType.I64, 'capacity_bytes', None, None, ),  # 2
     (3, TType.BOOL, 'latency_sensitive', None, True, ),  # 3
+    (4, TType.I64, 'input_bytes', None, None, ),  # 4
 )
 all_structs.append(RunInfo)
 RunInfo.thrift_spec = (
