@@ -28,13 +28,18 @@ __all__ = [
     "Get", "GetMany", "Commit", "Delete", "RegisterCapacity", "UnregisterCapacity", "Tick", "AckInstructions", "Touch",
     "CosFallback", "EVENT_TYPES",
     "Instruction", "WorkflowRegistered", "RunStarted", "RunFinished", "Placed", "PutFinished",
-    "ReadRecorded", "Committed", "Freed", "CapacityChanged",
+    "ReadRecorded", "Committed", "Freed", "Released", "CapacityChanged",
+    "RELEASED_AT_READ",
     "StorageInstruction", "DropObject", "ScaleOut", "ReleaseFunction",
 ]
 
 ObjectStateName = Literal["pending", "allocated", "readable", "freed"]
 RunStateName = Literal["running", "ended", "expired"]
 Tier = Literal["memory", "cos", "empty"]
+#: The reason of a ``DropObject`` that releases an object's function memory at its last
+#: declared read and keeps its durable copy (the daemon's control loop matches it:
+#: ``storage_functions.daemon._control.RELEASED_AT_READ``, the same string)
+RELEASED_AT_READ = "released at last read"
 
 
 @dataclass(frozen=True, slots=True)
@@ -292,6 +297,16 @@ class Freed(Instruction):
     run_id: str
     object: str
     reason: str
+
+
+@dataclass(slots=True)
+class Released(Instruction):
+    """The read just recorded was the object's last declared one: its function memory is
+    released (the reader lets its chunks go once it has the bytes); the object stays
+    readable from its durable copy until its last reader commits."""
+
+    run_id: str
+    object: str
 
 
 @dataclass(slots=True)

@@ -49,7 +49,7 @@ from ._journal import Journal
 from ._snapshot import decode_snapshot, encode_snapshot, restore_into
 from ._lifetimes import expires_at_ms
 from ._records import RunRecord
-from ._replies import GetResultEncoder, read_columns, to_thrift_instruction, to_thrift_placement
+from ._replies import GetResultEncoder, freed_or_released, read_columns, to_thrift_instruction, to_thrift_placement
 from ._state import MetadataState
 from ._tokens import same_token, token_digest
 
@@ -467,9 +467,10 @@ class MetadataHandler:
         assert type(r) is _ReadRecorded
         p = r.placement
         hit = self._placements.get(id(p))     # self._placement(p), inline: the hottest path
+        freed, released = freed_or_released(out, r.object)   # oracle: the read freed it; funcstore: released
         return T.GetResult(r.object, r.size, r.checksum, hit[1] if hit is not None and hit[0] is p
-                           else self._placement(p), r.recorded, r.already_committed,
-                           (len(out) > 1 and r.object in _freed(out)) or None)  # oracle: the read freed it
+                           else self._placement(p), r.recorded, r.already_committed, freed or None,
+                           released or None)
 
     @_boundary
     def begin_put(self, token: str, run_id: str, function_name: str, request: T.PutRequest) -> T.PutGrant:
@@ -519,7 +520,7 @@ class MetadataHandler:
                               d["size"], d["checksum"], d["persist"], d["committed_by"],
                               to_thrift_placement(p) if p is not None else None, d.get("freed_reason", ""),
                               d.get("written_at", 0.0), d.get("readable_at", 0.0), d.get("freed_at", 0.0),
-                              bool(d.get("adhoc")), d.get("tier_reason") or None)
+                              bool(d.get("adhoc")), d.get("tier_reason") or None, d.get("released_at"))
 
     @_boundary
     def lookup(self, token: str, run_id: str, object_name: str) -> T.ObjectStatus:

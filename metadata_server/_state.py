@@ -22,6 +22,13 @@ Semantics (see DESIGN.md "Data path and invariants"):
 - What frees an object is the run's ``ReleasePolicy``; freeing returns memory
   to the allocator and queues a ``DropObject`` for the storage layer (chunks
   and COS copy; only chunks for workflow outputs and persisted objects).
+- Under ``funcstore`` the read that makes every declared reader have read an
+  object (a reader's repeats and retries count once: ``read_by``) *releases*
+  its function memory (``_release``: blocks back to the allocator, a
+  ``DropObject`` whose reason is ``RELEASED_AT_READ``, which the daemon carries
+  out by letting the chunks go and keeping the durable copy); the object stays
+  readable, a re-run reader's read served from that copy, until the last
+  reader's commit frees it (``funcstore:commit``: the memory too waits for it).
 - ``EndRun`` and an idle run's TTL (``Tick``) free everything left; workflow
   outputs and persisted objects stay ``kept`` in COS and in the summary.
 - Storage instructions stay pending until the storage layer acknowledges them
@@ -52,7 +59,8 @@ from ._allocator import MAX_FUNCTION_BLOCKS, MIB, Allocator
 from ._events import (AckInstructions, BeginPut, CapacityChanged, Commit, Committed, CosFallback, Delete,
                       DeregisterWorkflow,
                       DropObject, EndRun, Event, Freed, FinishPut, Get, GetMany, Instruction, Placed, Placement,
-                      PutFinished, ReadRecorded, RegisterCapacity, RegisterWorkflow, ReleaseFunction, RunFinished,
+                      PutFinished, ReadRecorded, RegisterCapacity, RegisterWorkflow, RELEASED_AT_READ, Released,
+                      ReleaseFunction, RunFinished,
                       RunStarted, ScaleOut, StartRun, StorageInstruction, Tick, Touch, UnregisterCapacity,
                       WorkflowRegistered)
 from ._invariants import validate
@@ -216,7 +224,7 @@ class MetadataState:
                 "remaining": rec.remaining, "size": rec.size, "checksum": rec.checksum, "persist": rec.persist,
                 "committed_by": list(rec.committed_by), "placement": rec.placement,
                 "freed_reason": rec.freed_reason, "written_at": rec.written_at, "readable_at": rec.readable_at,
-                "freed_at": rec.freed_at, "tier_reason": rec.tier_reason}
+                "freed_at": rec.freed_at, "tier_reason": rec.tier_reason, "released_at": rec.released_at}
 
     def describe_function(self, run_id: str, function: str) -> dict[str, Any]:
         run = self._run(run_id)
@@ -311,7 +319,7 @@ class MetadataState:
         if reason == "committed" and rec.state == "readable" and not rec.adhoc:   # a lifetime for the datasets
             run.measured[rec.name] = (self.now - rec.readable_at, rec.size)
         run.trace_freed(rec, self.now)
-        if rec.placement.tier == "memory":
+        if rec.placement.tier == "memory" and rec.released_at is None:
             run.live_bytes -= rec.size
             self.live_bytes -= rec.size
             if rec.state == "readable":
@@ -330,6 +338,26 @@ class MetadataState:
         if rec.placement.tier != "empty":
             self._emit(out, DropObject(run.run_id, rec.name, rec.placement.extents, keep, reason,
                                        tier=rec.placement.tier))
+
+    def _release(self, run: RunRecord, rec: ObjectRecord, out: list[Instruction]) -> None:
+        """The last declared read of a readable object in function memory (``releases_at_read``):
+        its memory goes now, the object stays readable until its last reader commits. Its
+        blocks go back to the allocator and its placement keeps no extents (what it held may
+        be handed out again); the daemon lets its chunks go (``DropObject`` with reason
+        ``RELEASED_AT_READ``, carried out once the reader has the bytes, or after a grace)
+        and serves later reads, a re-run reader's, from the durable copy (its persistent
+        buffer or COS); the commit that frees it drops that copy (``_free``)."""
+        run.live_bytes -= rec.size
+        self.live_bytes -= rec.size
+        run.written_bytes -= rec.size
+        self._free_memory(run, rec, out)
+        held = rec.placement
+        rec.placement = Placement(held.tier, held.kind, (), held.data_chunks, held.parity_chunks, held.chunk_size)
+        rec.released_at = self.now
+        run.bump("released_at_read")
+        self._bump("objects_released_at_read")
+        out.append(Released(run.run_id, rec.name))
+        self._emit(out, DropObject(run.run_id, rec.name, held.extents, True, RELEASED_AT_READ, tier="memory"))
 
     def _free_memory(self, run: RunRecord, rec: ObjectRecord, out: list[Instruction]) -> None:
         """Give an object's blocks back; a function left with none leaves the pool."""
@@ -571,7 +599,7 @@ class MetadataState:
         rec.written_at = ev.now
         rec.tier_reason = why
         rec.adhoc = info is None
-        if run.policy.frees_on_last_read:
+        if run.policy.counts_readers:
             rec.read_by = set()
         run.objects[ev.object] = rec
         if placement.tier == "memory":
@@ -699,9 +727,15 @@ class MetadataState:
                 run.bump("reads_deduplicated")
             if rec.read_by is not None and rec.state == "readable":
                 rec.read_by.add(ev.function)
-                if len(rec.read_by) == rec.declared:
+                if len(rec.read_by) == rec.declared and run.policy.frees_on_last_read:
                     out.append(ReadRecorded(ev.object, rec.size, rec.checksum, rec.placement, recorded))
                     self._free(run, rec, "last read (oracle)", out, keep=rec.persist)
+                    self._refresh(run)
+                    return out
+                if len(rec.read_by) == rec.declared and rec.released_at is None \
+                        and rec.placement.tier == "memory" and rec.placement.extents:
+                    out.append(ReadRecorded(ev.object, rec.size, rec.checksum, rec.placement, recorded))
+                    self._release(run, rec, out)
                     self._refresh(run)
                     return out
         else:

@@ -132,11 +132,15 @@ struct GetResult {
   // from function memory once it has them; a drop instruction after a grace period covers a
   // reader that dies first
   7: optional bool freed_by_read,
+  // this read was the object's last declared one and released its function memory (funcstore):
+  // the reader lets the chunks go once it has the bytes (the daemon keeps the durable copy,
+  // which serves a re-run reader until the last commit frees the object)
+  8: optional bool released_by_read,
 }
 
 // read_batch's reply: get_batch without the placements, one byte per object asked, in order
 // (what a task's get_many needs). tiers: m (memory), c (cos), e (empty); flags: 1 recorded,
-// 2 already_committed, 4 freed_by_read (funcsion_rpc.reads)
+// 2 already_committed, 4 freed_by_read, 8 released_by_read (funcsion_rpc.reads)
 struct ReadBatch {
   1: binary tiers,
   2: binary flags,
@@ -168,6 +172,8 @@ struct ObjectStatus {
   15: bool adhoc,
   // why the object lives in the COS tier instead of function memory ("" for memory objects)
   16: optional string tier_reason,
+  // when its last declared read released its function memory (funcstore); absent: not released
+  17: optional double released_at,
 }
 
 // what a task needs to know about itself: its declared objects, and whether it committed already

@@ -1,0 +1,128 @@
+"""funcstore releases an object's function memory at its last declared read and frees the
+object (its durable copy) at its last reader's commit; ``funcstore:commit`` keeps the memory
+until the commit, as the paper does. The pure core, on FuncStore's Fig. 9 workflow: ``a`` is
+read by F3 and F6."""
+
+from __future__ import annotations
+
+import pytest
+
+from funcsion_rpc import errors as E
+from metadata_server import DropObject, Freed, ReadRecorded, parse_policy, reply
+from metadata_server._events import RELEASED_AT_READ, Released
+from storage_functions.daemon._control import RELEASED_AT_READ as DAEMON_RELEASED_AT_READ
+
+
+def _drops(out) -> list[DropObject]:
+    return [i for i in out if isinstance(i, DropObject)]
+
+
+def _to_a(d, policy: str = "funcstore") -> str:
+    r = d.start(d.key, policy)
+    d.put(r, "", "in1", 10)
+    d.put(r, "", "in2", 10)
+    d.get(r, "F1", "in1")
+    d.put(r, "F1", "a", 900)                   # a slice of a block of 1000 B
+    return r
+
+
+def test_the_last_declared_read_releases_memory_and_the_last_commit_frees(d):
+    r = _to_a(d)
+    run = d.state.runs[r]
+    extents = d.state.lookup(r, "a")["placement"].extents
+    live, alloc = run.live_bytes, d.state.allocator.owner_bytes(r)
+    assert extents
+    out = d.get(r, "F3", "a")                  # one of two readers: nothing goes
+    assert not _drops(out) and run.live_bytes == live
+    d.advance(1.0)
+    for _ in range(2):                         # F3 crashed after reading and re-ran: still one reader
+        assert not _drops(d.get(r, "F3", "a"))
+    assert d.state.lookup(r, "a")["released_at"] is None
+    d.advance(1.0)
+    out = d.get(r, "F6", "a")                  # the last declared reader: its memory goes now
+    assert reply(out, ReadRecorded).placement.extents == extents      # the reader fetches from there
+    assert [(i.object, i.reason, i.keep_cos, i.extents) for i in _drops(out)] == [
+        ("a", RELEASED_AT_READ, True, extents)]
+    assert [i.object for i in out if isinstance(i, Released)] == ["a"]
+    assert not [i for i in out if isinstance(i, Freed)]
+    st = d.state.lookup(r, "a")
+    assert st["state"] == "readable" and st["released_at"] == d.now and st["remaining"] == 2
+    assert st["placement"].tier == "memory" and st["placement"].extents == ()   # what it held may be reused
+    assert run.live_bytes == live - 900 and d.state.allocator.owner_bytes(r) <= alloc
+    others = {(e.function, e.block) for o in run.objects.values() for e in o.placement.extents}
+    assert all((e.function, e.block) not in d.state.allocator.used for e in extents
+               if (e.function, e.block) not in others)             # its block went unless shared
+    d.state.validate_state()
+    d.advance(1.0)
+    again = reply(d.get(r, "F6", "a"), ReadRecorded)   # F6 crashed after its read and re-ran
+    assert not again.recorded and again.placement.extents == () and not _drops(d.get(r, "F3", "a"))
+    assert "a" not in {i.object for i in d.put(r, "F3", "c", 30) if isinstance(i, Freed)}   # F6 to come
+    assert d.state.lookup(r, "a")["remaining"] == 1
+    out = d.put(r, "F6", "result", 10)         # F6 commits: the object goes, its durable copy too
+    assert "a" in {i.object for i in out if isinstance(i, Freed)}
+    drop = next(i for i in _drops(out) if i.object == "a")
+    assert (drop.reason, drop.keep_cos, drop.extents, drop.tier) == ("committed", False, (), "memory")
+    assert d.state.lookup(r, "a")["state"] == "freed"
+    assert reply(d.get(r, "F6", "a"), ReadRecorded).already_committed   # a retry after the commit
+    d.end(r)
+    d.state.validate_state()
+
+
+def test_the_trace_oracle_and_the_model_agree_on_a_released_object(d):
+    r = _to_a(d)
+    run = d.state.runs[r]
+    d.advance(1.0)
+    d.get(r, "F3", "a")
+    d.advance(2.0)
+    d.get(r, "F6", "a")                        # a: readable for 3 s up to its last read
+    before = run.trace_oracle_byte_s()
+    d.advance(5.0)                              # readers compute: a holds no memory meanwhile
+    d.put(r, "F3", "c", 30)
+    assert run.written_bytes == sum(o.size for o in run.objects.values()
+                                    if o.state == "readable" and o.released_at is None)
+    assert run.trace_oracle_byte_s() - before == pytest.approx(0.0)    # nothing more of a's
+    d.end(r)
+
+
+def test_at_commit_keeps_the_memory_until_the_last_commit(d):
+    r = _to_a(d, "funcstore:commit")
+    run = d.state.runs[r]
+    live = run.live_bytes
+    extents = d.state.lookup(r, "a")["placement"].extents
+    d.get(r, "F3", "a")
+    out = d.get(r, "F6", "a")
+    assert not _drops(out) and run.live_bytes == live and d.state.lookup(r, "a")["released_at"] is None
+    d.put(r, "F3", "c", 30)
+    assert run.summary()["policy"] == "funcstore:commit" and run.live_bytes == live + 30
+    out = d.put(r, "F6", "result", 10)
+    drop = next(i for i in _drops(out) if i.object == "a")
+    assert (drop.reason, drop.extents) == ("committed", extents)
+    d.end(r)
+
+
+def test_a_released_object_left_at_the_run_end_goes_with_it(d):
+    r = _to_a(d)
+    d.get(r, "F3", "a")
+    d.get(r, "F6", "a")
+    out = d.end(r, "failed")
+    drop = next(i for i in _drops(out) if i.object == "a")
+    assert drop.extents == () and drop.tier == "memory" and not drop.keep_cos
+    d.state.validate_state()                    # nothing leaks
+
+
+@pytest.mark.parametrize("spec", ["funcstore:commit", "funcstore:nogroup:commit", "funcstore:expiry:300:commit",
+                                  "funcstore:lifetime:commit"])
+def test_commit_variants_parse_and_print(spec):
+    p = parse_policy(spec)
+    assert p.at_commit and not p.releases_at_read and parse_policy(p.spec) == p
+    assert parse_policy(spec.removesuffix(":commit")).releases_at_read
+
+
+@pytest.mark.parametrize("spec", ["funcstore:commit:commit", "pocket:commit", "oracle:commit", "jiffy:5:commit"])
+def test_commit_is_only_a_funcstore_variant(spec):
+    with pytest.raises(E.InvalidRequest, match="keep memory until the last commit"):
+        parse_policy(spec)
+
+
+def test_the_daemon_matches_the_servers_reason():
+    assert DAEMON_RELEASED_AT_READ == RELEASED_AT_READ
