@@ -25,10 +25,10 @@ __all__ = [
     "ObjectStateName", "RunStateName", "Tier",
     "Extent", "Placement",
     "Event", "RegisterWorkflow", "DeregisterWorkflow", "StartRun", "EndRun", "BeginPut", "FinishPut",
-    "Get", "GetMany", "Commit", "Delete", "RegisterCapacity", "UnregisterCapacity", "Tick", "AckInstructions", "Touch",
+    "Get", "GetMany", "ReadDone", "Commit", "Delete", "RegisterCapacity", "UnregisterCapacity", "Tick", "AckInstructions", "Touch",
     "CosFallback", "EVENT_TYPES",
     "Instruction", "WorkflowRegistered", "RunStarted", "RunFinished", "Placed", "PutFinished",
-    "ReadRecorded", "Committed", "Freed", "Released", "CapacityChanged",
+    "ReadRecorded", "Committed", "Freed", "LastRead", "Released", "CapacityChanged",
     "RELEASED_AT_READ",
     "StorageInstruction", "DropObject", "ScaleOut", "ReleaseFunction",
 ]
@@ -159,6 +159,16 @@ class GetMany(Event):
 
 
 @dataclass(slots=True)
+class ReadDone(Event):
+    """Reader ``function`` has the bytes of ``objects``, reads the metadata server answered as
+    their last declared ones (``LastRead``): their function memory is released now."""
+
+    run_id: str
+    function: str
+    objects: list[str]
+
+
+@dataclass(slots=True)
 class Commit(Event):
     run_id: str
     function: str
@@ -220,7 +230,8 @@ class CosFallback(Event):
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.__name__: cls
     for cls in (RegisterWorkflow, DeregisterWorkflow, StartRun, EndRun, BeginPut, FinishPut, Get, Commit,
-                Delete, RegisterCapacity, UnregisterCapacity, Tick, AckInstructions, Touch, CosFallback, GetMany)
+                Delete, RegisterCapacity, UnregisterCapacity, Tick, AckInstructions, Touch, CosFallback, GetMany,
+                ReadDone)
 }
 
 
@@ -300,10 +311,19 @@ class Freed(Instruction):
 
 
 @dataclass(slots=True)
+class LastRead(Instruction):
+    """The read just recorded was the object's last declared one (funcstore): once the reader
+    has the bytes it says so (``ReadDone``), which releases the object's function memory."""
+
+    run_id: str
+    object: str
+
+
+@dataclass(slots=True)
 class Released(Instruction):
-    """The read just recorded was the object's last declared one: its function memory is
-    released (the reader lets its chunks go once it has the bytes); the object stays
-    readable from its durable copy until its last reader commits."""
+    """Reply to ``ReadDone``: the object's function memory is released (the reader lets its
+    chunks go; the daemon's drop follows); it stays readable from its durable copy until its
+    last reader commits."""
 
     run_id: str
     object: str

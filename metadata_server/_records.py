@@ -57,6 +57,9 @@ class ObjectRecord:
     # funcstore: when its last declared read released its function memory (its placement then
     # has no extents; the durable copy serves reads until the last commit frees it); None: not
     released_at: float | None = None
+    # funcstore: readers answered "last read" that have not said they have the bytes yet (the
+    # memory goes when none is left: none still fetches from it)
+    fetching: set[str] | None = None
 
 
 def trace_byte_s(rec: ObjectRecord, freed_at: float) -> float:

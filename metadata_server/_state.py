@@ -23,12 +23,15 @@ Semantics (see DESIGN.md "Data path and invariants"):
   to the allocator and queues a ``DropObject`` for the storage layer (chunks
   and COS copy; only chunks for workflow outputs and persisted objects).
 - Under ``funcstore`` the read that makes every declared reader have read an
-  object (a reader's repeats and retries count once: ``read_by``) *releases*
-  its function memory (``_release``: blocks back to the allocator, a
-  ``DropObject`` whose reason is ``RELEASED_AT_READ``, which the daemon carries
-  out by letting the chunks go and keeping the durable copy); the object stays
-  readable, a re-run reader's read served from that copy, until the last
-  reader's commit frees it (``funcstore:commit``: the memory too waits for it).
+  object (a reader's repeats and retries count once: ``read_by``) is answered
+  as its last (``LastRead``); once that reader has the bytes it says so
+  (``ReadDone``), which *releases* the object's function memory (``_release``:
+  blocks back to the allocator, a ``DropObject`` whose reason is
+  ``RELEASED_AT_READ``, which the daemon carries out by letting the chunks go
+  and keeping the durable copy). A reader that dies before it reports leaves
+  the memory held; its re-run reports. The object stays readable, a re-run
+  reader's read served from the durable copy, until the last reader's commit
+  frees it (``funcstore:commit``: the memory too waits for it).
 - ``EndRun`` and an idle run's TTL (``Tick``) free everything left; workflow
   outputs and persisted objects stay ``kept`` in COS and in the summary.
 - Storage instructions stay pending until the storage layer acknowledges them
@@ -59,7 +62,8 @@ from ._allocator import MAX_FUNCTION_BLOCKS, MIB, Allocator
 from ._events import (AckInstructions, BeginPut, CapacityChanged, Commit, Committed, CosFallback, Delete,
                       DeregisterWorkflow,
                       DropObject, EndRun, Event, Freed, FinishPut, Get, GetMany, Instruction, Placed, Placement,
-                      PutFinished, ReadRecorded, RegisterCapacity, RegisterWorkflow, RELEASED_AT_READ, Released,
+                      LastRead, PutFinished, ReadDone, ReadRecorded, RegisterCapacity, RegisterWorkflow,
+                      RELEASED_AT_READ, Released,
                       ReleaseFunction, RunFinished,
                       RunStarted, ScaleOut, StartRun, StorageInstruction, Tick, Touch, UnregisterCapacity,
                       WorkflowRegistered)
@@ -118,7 +122,7 @@ class MetadataState:
             FinishPut: self._finish_put, Get: self._get, Commit: self._commit_event, Delete: self._delete,
             RegisterCapacity: self._register_capacity, UnregisterCapacity: self._unregister_capacity,
             Tick: self._tick, AckInstructions: self._ack, Touch: self._touch,
-            CosFallback: self._cos_fallback, GetMany: self._get_many,
+            CosFallback: self._cos_fallback, GetMany: self._get_many, ReadDone: self._read_done,
         }
 
     def check_run_owner(self, run_id: str) -> None:
@@ -339,6 +343,33 @@ class MetadataState:
             self._emit(out, DropObject(run.run_id, rec.name, rec.placement.extents, keep, reason,
                                        tier=rec.placement.tier))
 
+    @staticmethod
+    def _releasable(run: RunRecord, rec: ObjectRecord) -> bool:
+        """Whether ``rec``'s function memory may go before its last commit: funcstore's, held
+        in function memory, not released yet."""
+        return (run.policy.releases_at_read and rec.released_at is None and rec.state == "readable"
+                and rec.placement.tier == "memory" and bool(rec.placement.extents))
+
+    def _read_done(self, ev: ReadDone) -> list[Instruction]:
+        """The reader has the bytes of reads answered as last ones (``LastRead``): an object
+        releases its memory once every reader so answered said so (a re-run reader answered
+        again while another still fetches makes it wait for both; one that died is answered
+        again when it re-runs, and its commit frees the object anyway). Any other name
+        (released already, freed, not answered so to this reader) changes nothing: a repeat or
+        a late report is harmless."""
+        run = self._running(ev.run_id, ev.now)
+        out: list[Instruction] = []
+        for name in ev.objects:
+            rec = run.objects.get(name)
+            if rec is None or not rec.fetching or ev.function not in rec.fetching:
+                continue
+            rec.fetching.discard(ev.function)
+            if not rec.fetching and self._releasable(run, rec):
+                self._release(run, rec, out)
+        if out:
+            self._refresh(run)
+        return out
+
     def _release(self, run: RunRecord, rec: ObjectRecord, out: list[Instruction]) -> None:
         """The last declared read of a readable object in function memory (``releases_at_read``):
         its memory goes now, the object stays readable until its last reader commits. Its
@@ -354,6 +385,7 @@ class MetadataState:
         held = rec.placement
         rec.placement = Placement(held.tier, held.kind, (), held.data_chunks, held.parity_chunks, held.chunk_size)
         rec.released_at = self.now
+        rec.fetching = None
         run.bump("released_at_read")
         self._bump("objects_released_at_read")
         out.append(Released(run.run_id, rec.name))
@@ -732,12 +764,12 @@ class MetadataState:
                     self._free(run, rec, "last read (oracle)", out, keep=rec.persist)
                     self._refresh(run)
                     return out
-                if len(rec.read_by) == rec.declared and rec.released_at is None \
-                        and rec.placement.tier == "memory" and rec.placement.extents:
-                    out.append(ReadRecorded(ev.object, rec.size, rec.checksum, rec.placement, recorded))
-                    self._release(run, rec, out)
-                    self._refresh(run)
-                    return out
+                if len(rec.read_by) == rec.declared and self._releasable(run, rec):
+                    if rec.fetching is None:
+                        rec.fetching = set()
+                    rec.fetching.add(ev.function)
+                    return [ReadRecorded(ev.object, rec.size, rec.checksum, rec.placement, recorded),
+                            LastRead(run.run_id, rec.name)]
         else:
             run.bump("reads_undeclared")
         out.append(ReadRecorded(ev.object, rec.size, rec.checksum, rec.placement, recorded))

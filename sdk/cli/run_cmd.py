@@ -50,7 +50,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--crash-rate", type=float, default=None, metavar="P",
                    help="crash each task attempt with probability P at a random point (fault injection)")
     p.add_argument("--crash", action="append", default=[], metavar="FUNCTION[:POINT]",
-                   help="crash this task's first attempt at POINT (start, after_commit, end)")
+                   help="crash this task's first attempt at POINT (start, after_read, after_commit, end)")
     p.add_argument("--kill-rate", type=float, default=None, metavar="P",
                    help="SIGKILL task workers at random with probability P per invocation")
     p.add_argument("--kill-storage-rate", type=float, default=None, metavar="P",

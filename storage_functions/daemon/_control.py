@@ -18,9 +18,9 @@ What each instruction does:
   read, a client's ``get(delete=True)``: reasons in ``FREED_AT_READ``) wait
   ``oracle_grace_s`` (the reader may still be fetching; it frees the bytes
   itself once it has them); a drop whose reason is ``RELEASED_AT_READ``
-  (funcstore's last declared read) -> ``evict`` after the same grace: the
-  chunks leave function memory, the version stays readable from its durable
-  copy (persistent buffer or COS) until the drop that frees it;
+  (funcstore: the last declared reader has the bytes) -> ``evict``: the chunks
+  leave function memory, the version stays readable from its durable copy
+  (persistent buffer or COS) until the drop that frees it;
 - ``scale_out`` -> capacity for more whole function groups (enough for the
   blocks asked, at most ``max_functions`` in all) is registered at the source
   and those functions are warmed up;
@@ -77,10 +77,9 @@ ORACLE_GRACE_S = 2.0
 #: Drop reasons (substrings) of objects a read freed before its reader had the bytes: the
 #: ``oracle`` policy's last read, a client's ``get(delete=True)``; they wait ``ORACLE_GRACE_S``.
 FREED_AT_READ = ("oracle", "deleted at read")
-#: The reason of a drop that releases an object's function memory at its last declared read
-#: and keeps its durable copy (the metadata server's ``_events.RELEASED_AT_READ``, the same
-#: string): carried out as ``evict`` after ``ORACLE_GRACE_S`` (the reader evicts it itself once
-#: it has the bytes).
+#: The reason of a drop that releases an object's function memory once its last declared
+#: reader has the bytes and keeps its durable copy (the metadata server's
+#: ``_events.RELEASED_AT_READ``, the same string): carried out as ``evict``, at once.
 RELEASED_AT_READ = "released at last read"
 #: Reasons of the drops the metadata server sends when a run ends or its TTL expires.
 RUN_END_REASONS = ("run ended", "run expired")
@@ -255,7 +254,7 @@ class Follower:
                 ended.add(i.run_id)
             if i.reason == RELEASED_AT_READ:
                 d = ("release", i.run_id, i.object_name)
-            if i.reason == RELEASED_AT_READ or any(r in i.reason for r in FREED_AT_READ):
+            if any(r in i.reason for r in FREED_AT_READ):
                 deferred.append((now + self.oracle_grace_s, i.seq, d))
             else:
                 drops.append(d)

@@ -118,12 +118,15 @@ def test_encoded_replies_are_the_generated_bytes_for_every_kind_of_read():
     fast, slow = t.get_batch("oracle", "r2", names)
     assert fast == slow and all(r.recorded and r.freed_by_read for r in _decode(fast))
     t.run("release")                                                # funcstore: the last declared read
-    t.get_batch("release", "r1", names)                             # releases function memory
+    t.get_batch("release", "r1", names)                             # is answered as such
     fast, slow = t.get_batch("release", "r2", names)
-    assert fast == slow and {r.object_name for r in _decode(fast) if r.released_by_read} == set(names) - {"empty"}
+    assert fast == slow and {r.object_name for r in _decode(fast) if r.last_read} == set(names) - {"empty"}
     assert not any(r.freed_by_read for r in _decode(fast))
+    a, b = t.runs["release"]
+    assert sorted(t.fast.read_done(a.token, a.run_id, "r2", names)) == sorted(set(names) - {"empty"})
+    assert sorted(t.slow.read_done(b.token, b.run_id, "r2", names)) == sorted(set(names) - {"empty"})
     fast, slow = t.get_batch("release", "r2", names)                # a re-run reader: the released placement
-    assert fast == slow and not any(r.released_by_read or r.recorded for r in _decode(fast))
+    assert fast == slow and not any(r.last_read or r.recorded for r in _decode(fast))
     assert all(not r.placement.extents for r in _decode(fast))
 
 
@@ -156,7 +159,7 @@ def _columns(results: list[T.GetResult]) -> tuple[bytes, bytes]:
     return (bytes(reads.TIER_CODES[r.placement.tier] for r in results),
             bytes((reads.RECORDED if r.recorded else 0) | (reads.ALREADY_COMMITTED if r.already_committed else 0)
                   | (reads.FREED_BY_READ if r.freed_by_read else 0)
-                  | (reads.RELEASED_BY_READ if r.released_by_read else 0) for r in results))
+                  | (reads.LAST_READ if r.last_read else 0) for r in results))
 
 
 def test_read_batch_says_what_get_batch_says_a_byte_per_object():
@@ -180,7 +183,7 @@ def test_read_batch_says_what_get_batch_says_a_byte_per_object():
     assert both("oracle", "r2", names)[1] == bytes([reads.RECORDED | reads.FREED_BY_READ] * 4)
     t.run("release")
     both("release", "r1", names)
-    rel = reads.RECORDED | reads.RELEASED_BY_READ
+    rel = reads.RECORDED | reads.LAST_READ
     assert both("release", "r2", names)[1] == bytes([rel, rel, reads.RECORDED, rel])    # "empty" holds no memory
     a, _ = t.runs["memory"]
     with pytest.raises(T.MetadataFault):

@@ -1,7 +1,8 @@
-"""funcstore releases an object's function memory at its last declared read and frees the
-object (its durable copy) at its last reader's commit; ``funcstore:commit`` keeps the memory
-until the commit, as the paper does. The pure core, on FuncStore's Fig. 9 workflow: ``a`` is
-read by F3 and F6."""
+"""funcstore releases an object's function memory once its last declared reader has the bytes
+(the read answered as the last, then that reader's ``ReadDone``) and frees the object (its
+durable copy) at its last reader's commit; ``funcstore:commit`` keeps the memory until the
+commit, as the paper does. The pure core, on FuncStore's Fig. 9 workflow: ``a`` is read by F3
+and F6."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 
 from funcsion_rpc import errors as E
 from metadata_server import DropObject, Freed, ReadRecorded, parse_policy, reply
-from metadata_server._events import RELEASED_AT_READ, Released
+from metadata_server._events import RELEASED_AT_READ, LastRead, Released
 from storage_functions.daemon._control import RELEASED_AT_READ as DAEMON_RELEASED_AT_READ
 
 
@@ -39,8 +40,13 @@ def test_the_last_declared_read_releases_memory_and_the_last_commit_frees(d):
         assert not _drops(d.get(r, "F3", "a"))
     assert d.state.lookup(r, "a")["released_at"] is None
     d.advance(1.0)
-    out = d.get(r, "F6", "a")                  # the last declared reader: its memory goes now
+    out = d.get(r, "F6", "a")                  # the last declared reader: told so, nothing goes yet
     assert reply(out, ReadRecorded).placement.extents == extents      # the reader fetches from there
+    assert [i.object for i in out if isinstance(i, LastRead)] == ["a"] and not _drops(out)
+    assert run.live_bytes == live and d.state.lookup(r, "a")["released_at"] is None
+    assert not d.read_done(r, "F3", ["a"]) and not d.read_done(r, "F4", ["a", "nope"])   # not theirs
+    d.advance(0.5)
+    out = d.read_done(r, "F6", ["a"])          # F6 has the bytes: the memory goes now
     assert [(i.object, i.reason, i.keep_cos, i.extents) for i in _drops(out)] == [
         ("a", RELEASED_AT_READ, True, extents)]
     assert [i.object for i in out if isinstance(i, Released)] == ["a"]
@@ -53,9 +59,12 @@ def test_the_last_declared_read_releases_memory_and_the_last_commit_frees(d):
     assert all((e.function, e.block) not in d.state.allocator.used for e in extents
                if (e.function, e.block) not in others)             # its block went unless shared
     d.state.validate_state()
+    assert not d.read_done(r, "F6", ["a"])     # a repeat changes nothing
     d.advance(1.0)
-    again = reply(d.get(r, "F6", "a"), ReadRecorded)   # F6 crashed after its read and re-ran
-    assert not again.recorded and again.placement.extents == () and not _drops(d.get(r, "F3", "a"))
+    out = d.get(r, "F6", "a")                  # F6 crashed after its read and re-ran
+    again = reply(out, ReadRecorded)
+    assert not again.recorded and again.placement.extents == () and len(out) == 1   # from the durable copy
+    assert not _drops(d.get(r, "F3", "a"))
     assert "a" not in {i.object for i in d.put(r, "F3", "c", 30) if isinstance(i, Freed)}   # F6 to come
     assert d.state.lookup(r, "a")["remaining"] == 1
     out = d.put(r, "F6", "result", 10)         # F6 commits: the object goes, its durable copy too
@@ -75,6 +84,8 @@ def test_the_trace_oracle_and_the_model_agree_on_a_released_object(d):
     d.get(r, "F3", "a")
     d.advance(2.0)
     d.get(r, "F6", "a")                        # a: readable for 3 s up to its last read
+    d.advance(0.5)
+    d.read_done(r, "F6", ["a"])
     before = run.trace_oracle_byte_s()
     d.advance(5.0)                              # readers compute: a holds no memory meanwhile
     d.put(r, "F3", "c", 30)
@@ -90,8 +101,9 @@ def test_at_commit_keeps_the_memory_until_the_last_commit(d):
     live = run.live_bytes
     extents = d.state.lookup(r, "a")["placement"].extents
     d.get(r, "F3", "a")
-    out = d.get(r, "F6", "a")
-    assert not _drops(out) and run.live_bytes == live and d.state.lookup(r, "a")["released_at"] is None
+    out = d.get(r, "F6", "a") + d.read_done(r, "F6", ["a"])
+    assert not _drops(out) and not [i for i in out if isinstance(i, LastRead)]
+    assert run.live_bytes == live and d.state.lookup(r, "a")["released_at"] is None
     d.put(r, "F3", "c", 30)
     assert run.summary()["policy"] == "funcstore:commit" and run.live_bytes == live + 30
     out = d.put(r, "F6", "result", 10)
@@ -100,10 +112,23 @@ def test_at_commit_keeps_the_memory_until_the_last_commit(d):
     d.end(r)
 
 
+def test_a_reader_that_dies_before_it_has_the_bytes_leaves_the_memory_held(d):
+    r = _to_a(d)
+    run = d.state.runs[r]
+    d.get(r, "F3", "a")
+    d.get(r, "F6", "a")                        # F6's last read; it dies before reporting
+    live = run.live_bytes
+    out = d.get(r, "F6", "a")                  # its re-run is told again, reads the memory
+    assert [i.object for i in out if isinstance(i, LastRead)] == ["a"] and run.live_bytes == live
+    assert [i.object for i in d.read_done(r, "F6", ["a"]) if isinstance(i, Released)] == ["a"]
+    d.end(r)
+
+
 def test_a_released_object_left_at_the_run_end_goes_with_it(d):
     r = _to_a(d)
     d.get(r, "F3", "a")
     d.get(r, "F6", "a")
+    d.read_done(r, "F6", ["a"])
     out = d.end(r, "failed")
     drop = next(i for i in _drops(out) if i.object == "a")
     assert drop.extents == () and drop.tier == "memory" and not drop.keep_cos

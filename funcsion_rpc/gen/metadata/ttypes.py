@@ -1169,7 +1169,7 @@ class GetResult(object):
      - recorded
      - already_committed
      - freed_by_read
-     - released_by_read
+     - last_read
 
     """
 
@@ -1181,11 +1181,11 @@ class GetResult(object):
         'recorded',
         'already_committed',
         'freed_by_read',
-        'released_by_read',
+        'last_read',
     )
 
 
-    def __init__(self, object_name=None, size=None, checksum=None, placement=None, recorded=None, already_committed=None, freed_by_read=None, released_by_read=None,):
+    def __init__(self, object_name=None, size=None, checksum=None, placement=None, recorded=None, already_committed=None, freed_by_read=None, last_read=None,):
         self.object_name = object_name
         self.size = size
         self.checksum = checksum
@@ -1193,7 +1193,7 @@ class GetResult(object):
         self.recorded = recorded
         self.already_committed = already_committed
         self.freed_by_read = freed_by_read
-        self.released_by_read = released_by_read
+        self.last_read = last_read
 
     def read(self, iprot):
         if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
@@ -1242,7 +1242,7 @@ class GetResult(object):
                     iprot.skip(ftype)
             elif fid == 8:
                 if ftype == TType.BOOL:
-                    self.released_by_read = iprot.readBool()
+                    self.last_read = iprot.readBool()
                 else:
                     iprot.skip(ftype)
             else:
@@ -1283,9 +1283,9 @@ class GetResult(object):
             oprot.writeFieldBegin('freed_by_read', TType.BOOL, 7)
             oprot.writeBool(self.freed_by_read)
             oprot.writeFieldEnd()
-        if self.released_by_read is not None:
-            oprot.writeFieldBegin('released_by_read', TType.BOOL, 8)
-            oprot.writeBool(self.released_by_read)
+        if self.last_read is not None:
+            oprot.writeFieldBegin('last_read', TType.BOOL, 8)
+            oprot.writeBool(self.last_read)
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
         oprot.writeStructEnd()
@@ -2296,7 +2296,7 @@ GetResult.thrift_spec = (
     (5, TType.BOOL, 'recorded', None, None, ),  # 5
     (6, TType.BOOL, 'already_committed', None, None, ),  # 6
     (7, TType.BOOL, 'freed_by_read', None, None, ),  # 7
-    (8, TType.BOOL, 'released_by_read', None, None, ),  # 8
+    (8, TType.BOOL, 'last_read', None, None, ),  # 8
 )
 all_structs.append(ReadBatch)
 ReadBatch.thrift_spec = (
