@@ -305,7 +305,8 @@ class Daemon(PutPath, GetPath):
     def evict(self, keys: Iterable[str]) -> int:
         """Let the chunks of ``keys``' readable versions go from function memory, keeping
         each version readable from its durable copy (the persistent buffer's, or COS's) until
-        ``free`` (the metadata server released the objects at their last declared reads).
+        ``free`` (the metadata server released the objects once their last declared readers
+        had the bytes); a version still in its upload window goes up to COS at once.
         Returns the versions evicted; unknown keys, evicted ones and versions with no durable
         copy are left as they are."""
         ks = tuple(keys)
@@ -318,6 +319,9 @@ class Daemon(PutPath, GetPath):
             self.count("evict_kept_no_copy", got.kept)
         if got.versions:
             self.durable.evicted(ks)
+        for obj in got.objs:     # its buffer copy is the only one now: to COS at once, not after its delay
+            if not obj.uploaded:
+                self.buffer.expedite(obj)
         return got.versions
 
     def memory(self, run_id: str | None = None) -> dict[str, Any]:

@@ -21,11 +21,12 @@ Semantics:
 - ``Free`` drops every version of the keys, returns their blocks to the
   allocator and deletes their chunks; the buffer takes the version back
   (``Discard``) and a version freed while its PUT ran never becomes readable.
-- ``Evict`` (the metadata server released an object's function memory at its
-  last declared read): the chunks of every readable version of the keys that
-  has a durable copy (held by the buffer, or uploaded) lose their places, their
-  blocks and ledger entries (``Release``); the version stays in the table, its
-  GETs served from the buffer or COS (``_get``), until ``Free``.
+- ``Evict`` (the metadata server released an object's function memory once
+  its last declared reader had the bytes): the chunks of every readable version
+  of the keys that has a durable copy (held by the buffer, or uploaded) lose
+  their places, their blocks and ledger entries (``Release``); the version stays
+  in the table, its GETs served from the buffer or COS (``_get``), until
+  ``Free``; the daemon uploads one still in its upload window at once.
 - ``FunctionLost``: every chunk placed there loses its place; the ones the
   metadata server placed, of readable versions, are missing until recovery
   stores them there again (``Recover`` / ``ChunkRecovered``; ``Recover`` goes out
@@ -253,7 +254,8 @@ class StoreState:
 
     def _evict(self, ev: Event) -> list[Instruction]:
         assert isinstance(ev, Evict)
-        n = kept = 0
+        kept = 0
+        gone: list[ObjectVersion] = []
         per_fn: dict[int, list[str]] = {}
         for key in ev.keys:
             for obj in self.table.versions(key):
@@ -262,9 +264,9 @@ class StoreState:
                 if not (obj.uploaded or obj.held is not None):  # no durable copy: memory is the only one
                     kept += 1
                     continue
-                n += 1
+                gone.append(obj)
                 self._drop_places(ev.now, obj, per_fn)
-        return _releases(per_fn) + [Evicted(n, kept)]
+        return _releases(per_fn) + [Evicted(tuple(gone), kept)]
 
     # -- functions -------------------------------------------------------------------------
     def _function_lost(self, ev: Event) -> list[Instruction]:

@@ -265,10 +265,14 @@ class Freed(Instruction):
 
 @dataclass(frozen=True, slots=True)
 class Evicted(Instruction):
-    """Reply to ``Evict``: versions whose chunks went, and ones that kept them (no durable copy)."""
+    """Reply to ``Evict``: the versions whose chunks went, and how many kept them (no durable copy)."""
 
-    versions: int
+    objs: tuple[ObjectVersion, ...]
     kept: int = 0
+
+    @property
+    def versions(self) -> int:
+        return len(self.objs)
 
 
 @dataclass(frozen=True, slots=True)

@@ -84,7 +84,7 @@ def test_evict_lets_chunks_of_durable_versions_go_and_keeps_the_version(s: Store
     landed.uploaded = True                           # in COS
     only = put(s, "r/c")                             # neither (a restarted daemon found no copy)
     out = s.handle(Evict(keys=("r/a", "r/b", "r/c", "r/unknown"), now=2.0))
-    assert out[-1] == Evicted(2, 1)
+    assert out[-1] == Evicted((held, landed), 1)
     released = {k for x in out if isinstance(x, Release) for k in x.keys}
     assert released == {chunk_key(k, 1, 0, i) for k in ("r/a", "r/b") for i in range(3)}
     for obj in (held, landed):
@@ -92,7 +92,7 @@ def test_evict_lets_chunks_of_durable_versions_go_and_keeps_the_version(s: Store
         assert all(pl is None for pl in obj.stripes[0].places)
     assert all(pl is not None for pl in only.stripes[0].places)
     assert {k for _, k in s.ledger.entries} == {chunk_key("r/c", 1, 0, i) for i in range(3)}
-    assert s.handle(Evict(keys=("r/a",), now=3.0))[-1] == Evicted(0, 0)     # again: nothing more
+    assert s.handle(Evict(keys=("r/a",), now=3.0))[-1] == Evicted((), 0)     # again: nothing more
     out = s.handle(Free(keys=("r/a", "r/b", "r/c")))
     assert out[-1] == Freed(3) and not s.ledger.entries and not s.fn_chunks
 
