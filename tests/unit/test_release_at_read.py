@@ -151,3 +151,20 @@ def test_commit_is_only_a_funcstore_variant(spec):
 
 def test_the_daemon_matches_the_servers_reason():
     assert DAEMON_RELEASED_AT_READ == RELEASED_AT_READ
+
+
+def test_a_snapshot_from_before_the_release_restores_with_its_defaults(d):
+    """An older server's snapshot holds object records without ``released_at`` and
+    ``fetching``: restored, they read as not released (an upgrade carries on)."""
+    from metadata_server import MetadataState
+    from metadata_server._snapshot import decode_snapshot, encode_snapshot, restore_into
+
+    r = _to_a(d)
+    _, fields = decode_snapshot(encode_snapshot(d.state, 1))
+    for rec in fields["runs"][r].objects.values():   # as an older version pickled them
+        del rec.released_at
+        del rec.fetching
+    fresh = MetadataState(block_size=1000)
+    restore_into(fresh, fields)
+    assert fresh.lookup(r, "a")["released_at"] is None and fresh.runs[r].objects["a"].fetching is None
+    fresh.validate_state()
