@@ -168,3 +168,12 @@ def test_a_snapshot_from_before_the_release_restores_with_its_defaults(d):
     restore_into(fresh, fields)
     assert fresh.lookup(r, "a")["released_at"] is None and fresh.runs[r].objects["a"].fetching is None
     fresh.validate_state()
+
+
+def test_the_config_takes_the_commit_variants(tmp_path):
+    from sdk._config import Config, ConfigError
+
+    for spec in ("funcstore:commit", "funcstore:nogroup:commit", "funcstore:expiry:300:commit"):
+        assert Config.load(state_dir=str(tmp_path), env={}, policy=spec).policy == spec
+    with pytest.raises(ConfigError, match="with :commit"):
+        Config.load(state_dir=str(tmp_path), env={}, policy="pocket:commit")
