@@ -371,13 +371,13 @@ class MetadataState:
         return out
 
     def _release(self, run: RunRecord, rec: ObjectRecord, out: list[Instruction]) -> None:
-        """The last declared read of a readable object in function memory (``releases_at_read``):
-        its memory goes now, the object stays readable until its last reader commits. Its
-        blocks go back to the allocator and its placement keeps no extents (what it held may
-        be handed out again); the daemon lets its chunks go (``DropObject`` with reason
-        ``RELEASED_AT_READ``, carried out once the reader has the bytes, or after a grace)
-        and serves later reads, a re-run reader's, from the durable copy (its persistent
-        buffer or COS); the commit that frees it drops that copy (``_free``)."""
+        """Every reader answered as the last of a readable object in function memory has its
+        bytes (``releases_at_read``): its memory goes now, the object stays readable until its
+        last reader commits. Its blocks go back to the allocator and its placement keeps no
+        extents (what it held may be handed out again); the daemon lets its chunks go
+        (``DropObject`` with reason ``RELEASED_AT_READ``, carried out at once; the reader
+        evicts them itself too) and serves later reads, a re-run reader's, from the durable
+        copy (its persistent buffer or COS); the commit that frees it drops that copy (``_free``)."""
         run.live_bytes -= rec.size
         self.live_bytes -= rec.size
         run.written_bytes -= rec.size
