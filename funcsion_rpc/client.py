@@ -92,6 +92,7 @@ class MetadataClient:
         self._all: list[_Conn] = []
         self._lock = threading.Lock()
         self._no_read_batch = False       # the server predates read_batch: use get_batch
+        self._no_read_done = False        # the server predates read_done: memory goes at the last commit
 
     # -- connections ----------------------------------------------------------------
     def _conn(self) -> _Conn:
@@ -258,7 +259,22 @@ class MetadataClient:
             bytes(reads.TIER_CODES.get(r.placement.tier if r.placement else "memory", reads.TIER_MEMORY)
                   for r in results),
             bytes((reads.RECORDED if r.recorded else 0) | (reads.ALREADY_COMMITTED if r.already_committed else 0)
-                  | (reads.FREED_BY_READ if r.freed_by_read else 0) for r in results))
+                  | (reads.FREED_BY_READ if r.freed_by_read else 0)
+                  | (reads.LAST_READ if r.last_read else 0) for r in results))
+
+    def read_done(self, run_id: str, function: str, objects: Sequence[str]) -> list[str]:
+        """The reader has the bytes of reads answered as last ones (``last_read``): the server
+        releases their function memory; returns the objects released. A server that predates
+        the call releases nothing (the memory then goes at the last commit): []."""
+        if self._no_read_done:
+            return []
+        try:
+            return list(self._call(lambda c: c.read_done(self._run_token, run_id, function, list(objects))))
+        except TApplicationException as exc:
+            if exc.type != TApplicationException.UNKNOWN_METHOD:
+                raise
+            self._no_read_done = True
+            return []
 
     def begin_put_batch(self, run_id: str, function: str, requests: Sequence[T.PutRequest]) -> list[T.PutGrant]:
         return self._call(lambda c: c.begin_put_batch(self._run_token, run_id, function, list(requests)))

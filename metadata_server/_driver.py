@@ -11,7 +11,7 @@ import itertools
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ._events import (AckInstructions, BeginPut, Commit, Delete, EndRun, Event, FinishPut, Get, Instruction,
+from ._events import (AckInstructions, BeginPut, Commit, Delete, EndRun, Event, FinishPut, Get, Instruction, ReadDone,
                       RegisterCapacity, RegisterWorkflow, StartRun, Tick)
 from ._state import MetadataState
 from ._tokens import token_digest
@@ -82,6 +82,9 @@ class CoreDriver:
 
     def get(self, run: str, fn: str, obj: str, delete: bool = False) -> list[Instruction]:
         return self._ev(Get, run, fn, obj, delete)
+
+    def read_done(self, run: str, fn: str, objects: list[str]) -> list[Instruction]:
+        return self._ev(ReadDone, run, fn, list(objects))
 
     def commit(self, run: str, fn: str) -> list[Instruction]:
         return self._ev(Commit, run, fn)

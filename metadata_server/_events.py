@@ -25,16 +25,21 @@ __all__ = [
     "ObjectStateName", "RunStateName", "Tier",
     "Extent", "Placement",
     "Event", "RegisterWorkflow", "DeregisterWorkflow", "StartRun", "EndRun", "BeginPut", "FinishPut",
-    "Get", "GetMany", "Commit", "Delete", "RegisterCapacity", "UnregisterCapacity", "Tick", "AckInstructions", "Touch",
+    "Get", "GetMany", "ReadDone", "Commit", "Delete", "RegisterCapacity", "UnregisterCapacity", "Tick", "AckInstructions", "Touch",
     "CosFallback", "EVENT_TYPES",
     "Instruction", "WorkflowRegistered", "RunStarted", "RunFinished", "Placed", "PutFinished",
-    "ReadRecorded", "Committed", "Freed", "CapacityChanged",
+    "ReadRecorded", "Committed", "Freed", "LastRead", "Released", "CapacityChanged",
+    "RELEASED_AT_READ",
     "StorageInstruction", "DropObject", "ScaleOut", "ReleaseFunction",
 ]
 
 ObjectStateName = Literal["pending", "allocated", "readable", "freed"]
 RunStateName = Literal["running", "ended", "expired"]
 Tier = Literal["memory", "cos", "empty"]
+#: The reason of a ``DropObject`` that releases an object's function memory at its last
+#: declared read and keeps its durable copy (the daemon's control loop matches it:
+#: ``storage_functions.daemon._control.RELEASED_AT_READ``, the same string)
+RELEASED_AT_READ = "released at last read"
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +162,16 @@ class GetMany(Event):
 
 
 @dataclass(slots=True)
+class ReadDone(Event):
+    """Reader ``function`` has the bytes of ``objects``, reads the metadata server answered as
+    their last declared ones (``LastRead``): their function memory is released now."""
+
+    run_id: str
+    function: str
+    objects: list[str]
+
+
+@dataclass(slots=True)
 class Commit(Event):
     run_id: str
     function: str
@@ -218,7 +233,8 @@ class CosFallback(Event):
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.__name__: cls
     for cls in (RegisterWorkflow, DeregisterWorkflow, StartRun, EndRun, BeginPut, FinishPut, Get, Commit,
-                Delete, RegisterCapacity, UnregisterCapacity, Tick, AckInstructions, Touch, CosFallback, GetMany)
+                Delete, RegisterCapacity, UnregisterCapacity, Tick, AckInstructions, Touch, CosFallback, GetMany,
+                ReadDone)
 }
 
 
@@ -295,6 +311,25 @@ class Freed(Instruction):
     run_id: str
     object: str
     reason: str
+
+
+@dataclass(slots=True)
+class LastRead(Instruction):
+    """The read just recorded was the object's last declared one (funcstore): once the reader
+    has the bytes it says so (``ReadDone``), which releases the object's function memory."""
+
+    run_id: str
+    object: str
+
+
+@dataclass(slots=True)
+class Released(Instruction):
+    """Reply to ``ReadDone``: the object's function memory is released (the reader lets its
+    chunks go; the daemon's drop follows); it stays readable from its durable copy until its
+    last reader commits."""
+
+    run_id: str
+    object: str
 
 
 @dataclass(slots=True)

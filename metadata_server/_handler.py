@@ -49,7 +49,7 @@ from ._journal import Journal
 from ._snapshot import decode_snapshot, encode_snapshot, restore_into
 from ._lifetimes import expires_at_ms
 from ._records import RunRecord
-from ._replies import GetResultEncoder, read_columns, to_thrift_instruction, to_thrift_placement
+from ._replies import GetResultEncoder, freed_or_last, read_columns, to_thrift_instruction, to_thrift_placement
 from ._state import MetadataState
 from ._tokens import same_token, token_digest
 
@@ -62,7 +62,7 @@ _Get, _ReadRecorded = ev.Get, ev.ReadRecorded
 CONTROL_CALLS = frozenset({"register_workflow", "deregister_workflow", "start_run", "register_capacity",
                            "unregister_capacity", "stats", "fetch_instructions"})
 RUN_CALLS = frozenset({"end_run", "begin_put", "finish_put", "get", "commit", "delete_object", "lookup",
-                       "list_objects", "describe_function", "get_batch", "read_batch", "begin_put_batch", "finish_put_batch",
+                       "list_objects", "describe_function", "get_batch", "read_batch", "read_done", "begin_put_batch", "finish_put_batch",
                        "fallback_to_cos"})
 Listener = Callable[[ev.StorageInstruction], None]
 VERSION = "1"
@@ -468,9 +468,10 @@ class MetadataHandler:
         assert type(r) is _ReadRecorded
         p = r.placement
         hit = self._placements.get(id(p))     # self._placement(p), inline: the hottest path
+        freed, last = freed_or_last(out, r.object)   # oracle: the read freed it; funcstore: its last read
         return T.GetResult(r.object, r.size, r.checksum, hit[1] if hit is not None and hit[0] is p
-                           else self._placement(p), r.recorded, r.already_committed,
-                           (len(out) > 1 and r.object in _freed(out)) or None)  # oracle: the read freed it
+                           else self._placement(p), r.recorded, r.already_committed, freed or None,
+                           last or None)
 
     @_boundary
     def begin_put(self, token: str, run_id: str, function_name: str, request: T.PutRequest) -> T.PutGrant:
@@ -520,7 +521,7 @@ class MetadataHandler:
                               d["size"], d["checksum"], d["persist"], d["committed_by"],
                               to_thrift_placement(p) if p is not None else None, d.get("freed_reason", ""),
                               d.get("written_at", 0.0), d.get("readable_at", 0.0), d.get("freed_at", 0.0),
-                              bool(d.get("adhoc")), d.get("tier_reason") or None)
+                              bool(d.get("adhoc")), d.get("tier_reason") or None, d.get("released_at"))
 
     @_boundary
     def lookup(self, token: str, run_id: str, object_name: str) -> T.ObjectStatus:
@@ -601,6 +602,13 @@ class MetadataHandler:
     def read_batch(self, token: str, run_id: str, function_name: str, object_names: list[str]) -> T.ReadBatch:
         """``get_batch``'s reads, answered as one byte of tier and one of flags per object."""
         return read_columns(self._read_batch(token, run_id, function_name, object_names))
+
+    @_boundary
+    def read_done(self, token: str, run_id: str, function_name: str, object_names: list[str]) -> list[str]:
+        """The reader has the bytes of reads answered as last ones: their memory is released."""
+        self._run(token, run_id)
+        out = self._one(ev.ReadDone(self.clock(), self._rid_next(), run_id, function_name, list(object_names)))
+        return [i.object for i in out if isinstance(i, ev.Released)]
 
     @_boundary
     def begin_put_batch(self, token: str, run_id: str, function_name: str, requests: list[T.PutRequest]

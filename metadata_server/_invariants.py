@@ -44,10 +44,11 @@ def validate(state: StateView) -> None:
     recount = GrainCount(grains.block_size, grains.grain) if grains is not None else None
     total_live = 0
     for run in state.runs.values():
-        live = sum(r.size for r in run.objects.values()
-                   if r.state in ("allocated", "readable") and r.placement.tier == "memory")
+        live = sum(r.size for r in run.objects.values()   # a released object's memory went at its last read
+                   if r.state in ("allocated", "readable") and r.placement.tier == "memory" and r.released_at is None)
         assert run.live_bytes == live, (run.run_id, run.live_bytes, live)
-        written = sum(r.size for r in run.objects.values() if r.state == "readable" and r.placement.tier == "memory")
+        written = sum(r.size for r in run.objects.values()
+                      if r.state == "readable" and r.placement.tier == "memory" and r.released_at is None)
         assert run.written_bytes == written, (run.run_id, run.written_bytes, written)
         total_live += live
         for fn, buf in run.buffers.items():
@@ -69,6 +70,8 @@ def validate(state: StateView) -> None:
             if (run.policy.frees_on_commit and rec.state == "readable" and rec.declared > 0
                     and rec.remaining == 0):      # never late
                 raise AssertionError(f"{rec.name} of {run.run_id} should have been freed")
+            if rec.released_at is not None:       # released only at the last declared read, keeping no extents
+                assert rec.read_by is not None and len(rec.read_by) == rec.declared and not rec.placement.extents, rec
             if rec.state in ("allocated", "readable"):
                 for e in rec.placement.extents:
                     assert (e.function, e.block) in state.allocator.used

@@ -10,7 +10,15 @@ under each and the memory-time products compared:
   in windows of ``window_ms`` (default 250) since the run started, so objects
   that die together share blocks whatever their lifetimes (``group_key``);
   ``funcstore:nogroup`` puts every slice of a run in one pool (the baseline the
-  grouping is measured against).
+  grouping is measured against). An object's *function memory* goes at its last
+  declared read (the read that makes every declared reader have read it; a retried
+  reader's read counts once), while the object itself (its read counter, its durable
+  copy in the daemon's persistent buffer or COS) lives until the last reader commits:
+  a reader re-run after its read reads the durable copy, so deferred commit's
+  guarantee holds and memory is held no longer than the reads need
+  (``releases_at_read``). ``:commit`` after any funcstore spec (``funcstore:commit``,
+  ``funcstore:nogroup:commit``) keeps the memory until the commit, as FuncStore's
+  paper does (the baseline the release is measured against).
 - ``pocket``: keep everything until the run ends, one object per block (a
   ``Solo`` pool key: FuncStore Sec. V-A, "a block can store only one data
   object"), no prediction. Pocket reserves the job's peak for the whole job
@@ -37,6 +45,7 @@ seconds; ``HeuristicPredictor`` serves when no trained model does
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Protocol
@@ -59,16 +68,18 @@ class ReleasePolicy:
     lease_s: float = 0.0
     grouping: str = "lifetime"     # funcstore's pools: "lifetime" | "expiry" | "none"
     window_s: float = 0.0          # grouping "expiry": the window
+    at_commit: bool = False        # funcstore: keep function memory until the last commit (":commit")
 
     @property
     def spec(self) -> str:
         if self.name == "jiffy":
             return f"jiffy:{int(round(self.lease_s * 1000))}"
+        tail = ":commit" if self.at_commit else ""
         if self.name == "funcstore" and self.grouping == "expiry":
-            return f"funcstore:expiry:{int(round(self.window_s * 1000))}"
+            return f"funcstore:expiry:{int(round(self.window_s * 1000))}{tail}"
         if self.name == "funcstore" and self.grouping == "none":
-            return "funcstore:nogroup"
-        return self.name
+            return f"funcstore:nogroup{tail}"
+        return self.name + tail
 
     @property
     def frees_on_commit(self) -> bool:
@@ -77,6 +88,17 @@ class ReleasePolicy:
     @property
     def frees_on_last_read(self) -> bool:
         return self.name == "oracle"
+
+    @property
+    def releases_at_read(self) -> bool:
+        """Function memory goes at the last declared read, the object (its durable copy) at
+        the last commit: funcstore unless ``:commit``."""
+        return self.name == "funcstore" and not self.at_commit
+
+    @property
+    def counts_readers(self) -> bool:
+        """Objects remember which declared readers read them (``ObjectRecord.read_by``)."""
+        return self.frees_on_last_read or self.releases_at_read
 
     @property
     def fills_holes(self) -> bool:
@@ -103,9 +125,16 @@ class ReleasePolicy:
 
 
 def parse_policy(spec: str) -> ReleasePolicy:
-    """``funcstore[:expiry[:<window_ms>]|:nogroup]`` | ``pocket`` | ``oracle`` |
+    """``funcstore[:expiry[:<window_ms>]|:nogroup][:commit]`` | ``pocket`` | ``oracle`` |
     ``jiffy:<lease_ms>``; "" means funcstore."""
     text = (spec or "funcstore").strip().lower()
+    if text.startswith("funcstore") and text.endswith(":commit"):
+        head = text[:-len(":commit")]
+        if not head.endswith(":commit"):
+            try:
+                return dataclasses.replace(parse_policy(head), at_commit=True)
+            except InvalidRequest:
+                pass
     if text in ("funcstore", "pocket", "oracle"):
         return ReleasePolicy(text)
     name, sep, rest = text.partition(":")
@@ -121,7 +150,8 @@ def parse_policy(spec: str) -> ReleasePolicy:
             return ReleasePolicy("funcstore", grouping="expiry",
                                  window_s=(int(window) if sep2 else EXPIRY_WINDOW_MS) / 1000.0)
     raise InvalidRequest(f"unknown release policy {spec!r}: use funcstore (or funcstore:expiry[:<window_ms>], "
-                         "funcstore:nogroup), pocket, oracle or jiffy:<lease_ms> (e.g. jiffy:5000)")
+                         "funcstore:nogroup, each with :commit to keep memory until the last commit), pocket, "
+                         "oracle or jiffy:<lease_ms> (e.g. jiffy:5000)")
 
 
 class LifetimePredictor(Protocol):

@@ -51,13 +51,19 @@ class ObjectRecord:
     last_access: float
     state: ObjectState = "allocated"
     committed_by: list[str] = field(default_factory=list)
-    read_by: set[str] | None = None          # oracle only: distinct declared readers that read
+    read_by: set[str] | None = None          # oracle, funcstore: distinct declared readers that read
     freed_reason: str = ""
     written_at: float = 0.0                  # begin_put
     readable_at: float = 0.0                 # finish_put
     freed_at: float = 0.0                    # freed or kept
     adhoc: bool = False                      # not declared in the WDS: no read count, freed by delete
     tier_reason: str = ""                    # why it lives in the COS tier ("" in memory)
+    # funcstore: when its last declared read released its function memory (its placement then
+    # has no extents; the durable copy serves reads until the last commit frees it); None: not
+    released_at: float | None = None
+    # funcstore: readers answered "last read" that have not said they have the bytes yet (the
+    # memory goes when none is left: none still fetches from it)
+    fetching: set[str] | None = None
 
 
 def _restore_slots(obj: Any, state: list[Any]) -> None:

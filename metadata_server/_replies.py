@@ -10,8 +10,8 @@ writes the ``list<GetResult>`` of a batch's core replies directly:
   name, size, checksum, placement) is encoded once and kept, keyed by the
   placement object (the core builds one per write and never mutates it;
   ``Placement`` is frozen) and the object's name, since the COS tier shares one;
-- the per-read flags (fields 5-7: recorded, already_committed, freed_by_read) are
-  one of eight constant tails.
+- the per-read flags (fields 5-8: recorded, already_committed, freed_by_read,
+  last_read) are one of sixteen constant tails.
 
 The bytes are those the generated code writes for the same structs (TBinaryProtocol,
 fields in id order, absent optional fields left out): a client cannot tell.
@@ -34,11 +34,11 @@ from thrift.Thrift import TType
 from thrift.transport.TTransport import TMemoryBuffer
 
 from funcsion_rpc.gen.metadata import ttypes as T
-from funcsion_rpc.reads import ALREADY_COMMITTED, FREED_BY_READ, RECORDED, TIER_CODES
+from funcsion_rpc.reads import ALREADY_COMMITTED, FREED_BY_READ, RECORDED, LAST_READ, TIER_CODES
 
 from . import _events as ev
 
-__all__ = ["GetResultEncoder", "encode_struct", "read_columns", "to_thrift_instruction", "to_thrift_placement"]
+__all__ = ["GetResultEncoder", "encode_struct", "freed_or_last", "read_columns", "to_thrift_instruction", "to_thrift_placement"]
 
 _I32 = struct.Struct("!i")
 _I64 = struct.Struct("!q")
@@ -70,10 +70,21 @@ def _flag(fid: int, value: bool) -> bytes:
     return bytes([TType.BOOL, 0, fid, 1 if value else 0])
 
 
-# (recorded, already_committed, freed_by_read) -> fields 5-7 and the struct's STOP;
-# freed_by_read is optional and only ever sent as true (None otherwise)
-_TAILS = {(rec, done, freed): _flag(5, rec) + _flag(6, done) + (_flag(7, True) if freed else b"") + _STOP
-          for rec in (False, True) for done in (False, True) for freed in (False, True)}
+# (recorded, already_committed, freed_by_read, last_read) -> fields 5-8 and the struct's
+# STOP; freed_by_read and last_read are optional and only ever sent as true (None otherwise)
+_TAILS = {(rec, done, freed, rel): _flag(5, rec) + _flag(6, done) + (_flag(7, True) if freed else b"")
+          + (_flag(8, True) if rel else b"") + _STOP
+          for rec in (False, True) for done in (False, True) for freed in (False, True) for rel in (False, True)}
+
+
+def freed_or_last(out: list[ev.Instruction], name: str) -> tuple[bool, bool]:
+    """Whether the core's reply ``out`` to a read of ``name`` freed it (the oracle's last read)
+    and whether it was the last declared read (funcstore's: the reader's ``read_done`` releases
+    its function memory)."""
+    if len(out) < 2:
+        return False, False
+    return (any(type(i) is ev.Freed and i.object == name for i in out),
+            any(type(i) is ev.LastRead and i.object == name for i in out))
 
 
 def encode_struct(value: object) -> bytes:
@@ -141,8 +152,8 @@ class GetResultEncoder:
             hit = heads.get((id(p), r.object))
             add(hit[3] if hit is not None and hit[0] is p and hit[1] == r.size and hit[2] == r.checksum
                 else get_head(r))
-            freed = len(out) > 1 and any(type(i) is ev.Freed and i.object == r.object for i in out)
-            add(tails[(r.recorded, r.already_committed, freed)])
+            freed, rel = freed_or_last(out, r.object)
+            add(tails[(r.recorded, r.already_committed, freed, rel)])
         return b"".join(parts)
 
 
@@ -156,7 +167,7 @@ def read_columns(outs: list[list[ev.Instruction]]) -> T.ReadBatch:
         assert type(r) is ev.ReadRecorded
         tiers[i] = codes[r.placement.tier]
         f = (RECORDED if r.recorded else 0) | (ALREADY_COMMITTED if r.already_committed else 0)
-        if len(out) > 1 and any(type(i) is ev.Freed and i.object == r.object for i in out):
-            f |= FREED_BY_READ
+        freed, rel = freed_or_last(out, r.object)
+        f |= (FREED_BY_READ if freed else 0) | (LAST_READ if rel else 0)
         flags[i] = f
     return T.ReadBatch(bytes(tiers), bytes(flags))

@@ -19,11 +19,13 @@ or shipped (``_ship``).
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import pickle
 from typing import Any
 
 from ._journal_format import JournalCorrupt, frame_snapshot, unframe_snapshot
+from ._records import ObjectRecord
 from ._state import MetadataState
 
 __all__ = ["encode_snapshot", "decode_snapshot", "restore_into"]
@@ -73,3 +75,17 @@ def restore_into(state: MetadataState, fields: dict[str, Any]) -> None:
         raise JournalCorrupt(f"the snapshot has fields this version does not know: {', '.join(sorted(unknown))}")
     for k, v in fields.items():
         setattr(state, k, v)
+    _fill_new_fields(state)
+
+
+def _fill_new_fields(state: MetadataState) -> None:
+    """Records pickled by an older version lack the fields added since (a slotted dataclass
+    restores only the slots its pickle names): give those their defaults, so an upgraded
+    server carries on from an old snapshot."""
+    defaults = [(f.name, f.default) for f in dataclasses.fields(ObjectRecord)
+                if f.default is not dataclasses.MISSING]
+    for run in state.runs.values():
+        for rec in run.objects.values():
+            for name, value in defaults:
+                if not hasattr(rec, name):
+                    setattr(rec, name, value)

@@ -22,6 +22,16 @@ Semantics (see DESIGN.md "Data path and invariants"):
 - What frees an object is the run's ``ReleasePolicy``; freeing returns memory
   to the allocator and queues a ``DropObject`` for the storage layer (chunks
   and COS copy; only chunks for workflow outputs and persisted objects).
+- Under ``funcstore`` the read that makes every declared reader have read an
+  object (a reader's repeats and retries count once: ``read_by``) is answered
+  as its last (``LastRead``); once that reader has the bytes it says so
+  (``ReadDone``), which *releases* the object's function memory (``_release``:
+  blocks back to the allocator, a ``DropObject`` whose reason is
+  ``RELEASED_AT_READ``, which the daemon carries out by letting the chunks go
+  and keeping the durable copy). A reader that dies before it reports leaves
+  the memory held; its re-run reports. The object stays readable, a re-run
+  reader's read served from the durable copy, until the last reader's commit
+  frees it (``funcstore:commit``: the memory too waits for it).
 - ``EndRun`` and an idle run's TTL (``Tick``) free everything left; workflow
   outputs and persisted objects stay ``kept`` in COS and in the summary.
 - Storage instructions stay pending until the storage layer acknowledges them
@@ -52,7 +62,9 @@ from ._allocator import MAX_FUNCTION_BLOCKS, MIB, Allocator
 from ._events import (AckInstructions, BeginPut, CapacityChanged, Commit, Committed, CosFallback, Delete,
                       DeregisterWorkflow,
                       DropObject, EndRun, Event, Freed, FinishPut, Get, GetMany, Instruction, Placed, Placement,
-                      PutFinished, ReadRecorded, RegisterCapacity, RegisterWorkflow, ReleaseFunction, RunFinished,
+                      LastRead, PutFinished, ReadDone, ReadRecorded, RegisterCapacity, RegisterWorkflow,
+                      RELEASED_AT_READ, Released,
+                      ReleaseFunction, RunFinished,
                       RunStarted, ScaleOut, StartRun, StorageInstruction, Tick, Touch, UnregisterCapacity,
                       WorkflowRegistered)
 from ._invariants import validate
@@ -112,7 +124,7 @@ class MetadataState:
             FinishPut: self._finish_put, Get: self._get, Commit: self._commit_event, Delete: self._delete,
             RegisterCapacity: self._register_capacity, UnregisterCapacity: self._unregister_capacity,
             Tick: self._tick, AckInstructions: self._ack, Touch: self._touch,
-            CosFallback: self._cos_fallback, GetMany: self._get_many,
+            CosFallback: self._cos_fallback, GetMany: self._get_many, ReadDone: self._read_done,
         }
 
     def check_run_owner(self, run_id: str) -> None:
@@ -218,7 +230,7 @@ class MetadataState:
                 "remaining": rec.remaining, "size": rec.size, "checksum": rec.checksum, "persist": rec.persist,
                 "committed_by": list(rec.committed_by), "placement": rec.placement,
                 "freed_reason": rec.freed_reason, "written_at": rec.written_at, "readable_at": rec.readable_at,
-                "freed_at": rec.freed_at, "tier_reason": rec.tier_reason}
+                "freed_at": rec.freed_at, "tier_reason": rec.tier_reason, "released_at": rec.released_at}
 
     def describe_function(self, run_id: str, function: str) -> dict[str, Any]:
         run = self._run(run_id)
@@ -313,7 +325,7 @@ class MetadataState:
         if reason == "committed" and rec.state == "readable" and not rec.adhoc:   # a lifetime for the datasets
             run.measured[rec.name] = (self.now - rec.readable_at, rec.size)
         run.trace_freed(rec, self.now)
-        if rec.placement.tier == "memory":
+        if rec.placement.tier == "memory" and rec.released_at is None:
             run.live_bytes -= rec.size
             self.live_bytes -= rec.size
             if rec.state == "readable":
@@ -332,6 +344,54 @@ class MetadataState:
         if rec.placement.tier != "empty":
             self._emit(out, DropObject(run.run_id, rec.name, rec.placement.extents, keep, reason,
                                        tier=rec.placement.tier))
+
+    @staticmethod
+    def _releasable(run: RunRecord, rec: ObjectRecord) -> bool:
+        """Whether ``rec``'s function memory may go before its last commit: funcstore's, held
+        in function memory, not released yet."""
+        return (run.policy.releases_at_read and rec.released_at is None and rec.state == "readable"
+                and rec.placement.tier == "memory" and bool(rec.placement.extents))
+
+    def _read_done(self, ev: ReadDone) -> list[Instruction]:
+        """The reader has the bytes of reads answered as last ones (``LastRead``): an object
+        releases its memory once every reader so answered said so (a re-run reader answered
+        again while another still fetches makes it wait for both; one that died is answered
+        again when it re-runs, and its commit frees the object anyway). Any other name
+        (released already, freed, not answered so to this reader) changes nothing: a repeat or
+        a late report is harmless."""
+        run = self._running(ev.run_id, ev.now)
+        out: list[Instruction] = []
+        for name in ev.objects:
+            rec = run.objects.get(name)
+            if rec is None or not rec.fetching or ev.function not in rec.fetching:
+                continue
+            rec.fetching.discard(ev.function)
+            if not rec.fetching and self._releasable(run, rec):
+                self._release(run, rec, out)
+        if out:
+            self._refresh(run)
+        return out
+
+    def _release(self, run: RunRecord, rec: ObjectRecord, out: list[Instruction]) -> None:
+        """Every reader answered as the last of a readable object in function memory has its
+        bytes (``releases_at_read``): its memory goes now, the object stays readable until its
+        last reader commits. Its blocks go back to the allocator and its placement keeps no
+        extents (what it held may be handed out again); the daemon lets its chunks go
+        (``DropObject`` with reason ``RELEASED_AT_READ``, carried out at once; the reader
+        evicts them itself too) and serves later reads, a re-run reader's, from the durable
+        copy (its persistent buffer or COS); the commit that frees it drops that copy (``_free``)."""
+        run.live_bytes -= rec.size
+        self.live_bytes -= rec.size
+        run.written_bytes -= rec.size
+        self._free_memory(run, rec, out)
+        held = rec.placement
+        rec.placement = Placement(held.tier, held.kind, (), held.data_chunks, held.parity_chunks, held.chunk_size)
+        rec.released_at = self.now
+        rec.fetching = None
+        run.bump("released_at_read")
+        self._bump("objects_released_at_read")
+        out.append(Released(run.run_id, rec.name))
+        self._emit(out, DropObject(run.run_id, rec.name, held.extents, True, RELEASED_AT_READ, tier="memory"))
 
     def _free_memory(self, run: RunRecord, rec: ObjectRecord, out: list[Instruction]) -> None:
         """Give an object's blocks back; a function left with none leaves the pool."""
@@ -582,7 +642,7 @@ class MetadataState:
         rec.written_at = ev.now
         rec.tier_reason = why
         rec.adhoc = info is None
-        if run.policy.frees_on_last_read:
+        if run.policy.counts_readers:
             rec.read_by = set()
         run.objects[ev.object] = rec
         if placement.tier == "memory":
@@ -710,11 +770,17 @@ class MetadataState:
                 run.bump("reads_deduplicated")
             if rec.read_by is not None and rec.state == "readable":
                 rec.read_by.add(ev.function)
-                if len(rec.read_by) == rec.declared:
+                if len(rec.read_by) == rec.declared and run.policy.frees_on_last_read:
                     out.append(ReadRecorded(ev.object, rec.size, rec.checksum, rec.placement, recorded))
                     self._free(run, rec, "last read (oracle)", out, keep=rec.persist)
                     self._refresh(run)
                     return out
+                if len(rec.read_by) == rec.declared and self._releasable(run, rec):
+                    if rec.fetching is None:
+                        rec.fetching = set()
+                    rec.fetching.add(ev.function)
+                    return [ReadRecorded(ev.object, rec.size, rec.checksum, rec.placement, recorded),
+                            LastRead(run.run_id, rec.name)]
         else:
             run.bump("reads_undeclared")
         out.append(ReadRecorded(ev.object, rec.size, rec.checksum, rec.placement, recorded))

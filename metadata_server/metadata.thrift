@@ -135,11 +135,15 @@ struct GetResult {
   // from function memory once it has them; a drop instruction after a grace period covers a
   // reader that dies first
   7: optional bool freed_by_read,
+  // this read was the object's last declared one (funcstore): once the reader has the bytes it
+  // calls read_done, which releases the object's function memory (the daemon keeps the durable
+  // copy, which serves a re-run reader until the last commit frees the object)
+  8: optional bool last_read,
 }
 
 // read_batch's reply: get_batch without the placements, one byte per object asked, in order
 // (what a task's get_many needs). tiers: m (memory), c (cos), e (empty); flags: 1 recorded,
-// 2 already_committed, 4 freed_by_read (funcsion_rpc.reads)
+// 2 already_committed, 4 freed_by_read, 8 last_read (funcsion_rpc.reads)
 struct ReadBatch {
   1: binary tiers,
   2: binary flags,
@@ -171,6 +175,8 @@ struct ObjectStatus {
   15: bool adhoc,
   // why the object lives in the COS tier instead of function memory ("" for memory objects)
   16: optional string tier_reason,
+  // when its last declared read released its function memory (funcstore); absent: not released
+  17: optional double released_at,
 }
 
 // what a task needs to know about itself: its declared objects, and whether it committed already
@@ -256,6 +262,11 @@ service Metadata {
   // get_batch's reads (recorded and journaled alike), answered as columns: no struct per object
   ReadBatch read_batch(1: string token, 2: string run_id, 3: string function_name,
                        4: list<string> object_names) throws (1: MetadataFault fault),
+  // the reader has the bytes of reads answered as last ones (GetResult.last_read): their function
+  // memory is released now (funcstore); returns the objects released (others: already, or not
+  // this reader's to release)
+  list<string> read_done(1: string token, 2: string run_id, 3: string function_name,
+                         4: list<string> object_names) throws (1: MetadataFault fault),
   list<PutGrant> begin_put_batch(1: string token, 2: string run_id, 3: string function_name,
                                  4: list<PutRequest> requests) throws (1: MetadataFault fault),
   list<PutResult> finish_put_batch(1: string token, 2: string run_id, 3: string function_name,

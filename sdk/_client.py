@@ -36,7 +36,7 @@ from typing import Any
 from funcsion_rpc import routing
 from funcsion_rpc.client import MetadataClient, PutRequest
 from funcsion_rpc.errors import MetadataError, UnknownObject
-from funcsion_rpc.reads import ALREADY_COMMITTED, FREED_BY_READ, TIER_COS, TIER_MEMORY
+from funcsion_rpc.reads import ALREADY_COMMITTED, FREED_BY_READ, LAST_READ, TIER_COS, TIER_MEMORY
 from storage_functions.auth import RUN_TOKEN_PREFIX, mint_run_token
 from storage_functions.exceptions import COSNotFound, NoRoom, StorageError
 
@@ -395,9 +395,31 @@ class Client:
     def _free_read(self, results: Iterable[Any]) -> None:
         """Objects these reads freed (the oracle policy frees at the last declared read) leave
         function memory now that their bytes are here; best effort: the metadata server's drop
-        instruction follows after a grace period anyway."""
+        instruction follows after a grace period anyway. Reads answered as an object's last
+        (funcstore) release its function memory now (``_read_done``)."""
+        results = list(results)
         self._free_keys([self._key(r.object_name) for r in results
                          if r.freed_by_read and r.placement is not None and r.placement.tier == "memory"])
+        self._read_done([r.object_name for r in results
+                         if r.last_read and r.placement is not None and r.placement.tier == "memory"])
+
+    def _read_done(self, names: list[str]) -> None:
+        """This reader has the bytes of ``names``, reads the metadata server answered as their
+        last declared ones: it releases their function memory (``read_done``) and the chunks
+        leave it (the daemon keeps each object's durable copy for a re-run reader until the
+        last commit; the control loop's eviction follows anyway, an eviction is idempotent).
+        Best effort: if either call fails, the memory goes at the last reader's commit."""
+        if not names:
+            return
+        try:
+            released = self._md.read_done(self.run_id, self.function, names)
+        except MetadataError:
+            return
+        if released:
+            try:
+                self._store.evict([self._key(n) for n in released])
+            except StorageError:
+                pass
 
     def _free_keys(self, keys: list[str]) -> None:
         """Objects the metadata server freed (a commit's, an oracle's read) leave function
@@ -446,6 +468,7 @@ class Client:
             values[n] = self._unframe(data)
         self._free_keys([self._key(n) for n, tier, f in zip(names, reads.tiers, reads.flags)
                          if f & FREED_BY_READ and tier == TIER_MEMORY])
+        self._read_done([n for n, tier, f in zip(names, reads.tiers, reads.flags) if f & LAST_READ and tier == TIER_MEMORY])
         return values
 
     def _fetch_frame(self, name: str, placement: Any) -> bytes | bytearray:

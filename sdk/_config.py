@@ -34,8 +34,10 @@ _WDS = Limits()  # the defaults of the wds_max_* fields
 #: storage functions (one group, each holding a block of it), so the group is the code's width;
 #: SION and InfiniCache use 10 + 2. (pyeclib's isa_l_rs_vand refuses more than 256 outright.)
 MAX_EC_CHUNKS = 32
-POLICIES = ("funcstore", "funcstore:expiry[:<window_ms>]", "funcstore:nogroup", "pocket", "oracle", "jiffy:<lease_ms>")
-_POLICY = re.compile(r"^(funcstore(:expiry(:[1-9][0-9]*)?|:nogroup|:lifetime)?|pocket|oracle|jiffy:[1-9][0-9]*)$")
+POLICIES = ("funcstore", "funcstore:expiry[:<window_ms>]", "funcstore:nogroup", "funcstore[...]:commit", "pocket",
+            "oracle", "jiffy:<lease_ms>")
+_POLICY = re.compile(r"^(funcstore(:expiry(:[1-9][0-9]*)?|:nogroup|:lifetime)?(:commit)?|pocket|oracle|"
+                     r"jiffy:[1-9][0-9]*)$")
 
 
 _STATE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
@@ -52,8 +54,8 @@ def _check(name: str, value: Any, where: str) -> None:
     if name.endswith("_port") and not 0 <= value <= 65535:
         raise bad("a port is 0..65535 (0 picks a free one)")
     if name == "policy" and not _POLICY.match(value):
-        raise bad("use funcstore (or funcstore:expiry[:<window_ms>], funcstore:nogroup), pocket, oracle or "
-                  "jiffy:<lease_ms>, e.g. jiffy:5000")
+        raise bad("use funcstore (or funcstore:expiry[:<window_ms>], funcstore:nogroup, each with :commit to "
+                  "keep memory until the last commit), pocket, oracle or jiffy:<lease_ms>, e.g. jiffy:5000")
     if name in ("block_size", "ec_data", "max_object_size", "memory_budget_mb", "storage_functions",
                 "function_memory_mb", "task_memory_mb", "max_attempts", "task_timeout_s") and value < 1:
         raise bad("must be at least 1")

@@ -453,6 +453,17 @@ class StoreClient:
             return int(self._reply(sock).meta.get("freed", 0))
         return self._call(op)  # type: ignore[no-any-return]
 
+    def evict(self, keys: Iterable[str]) -> int:
+        """Let the chunks of each key leave function memory, the daemon keeping the object
+        readable from its durable copy (the metadata server released it at its last declared
+        read); returns the versions evicted."""
+        ks = list(keys)
+
+        def op(sock: socket.socket) -> int:
+            send_frame(sock, Op.EVICT, meta={"keys": ks})
+            return int(self._reply(sock).meta.get("evicted", 0))
+        return self._call(op)  # type: ignore[no-any-return]
+
     # -- the SDK's COS objects, through the daemon (which checks the token's scope) ----------
     def cos_put(self, key: str, data: bytes | bytearray | memoryview, *, meta: dict[str, Any] | None = None) -> None:
         """Write COS object ``key`` (``tier/``, ``persisted/`` or ``outputs/``

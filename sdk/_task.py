@@ -84,10 +84,12 @@ class RunContext:
 
 
 #: Event key of the executor's fault injection: ``{"crash": POINT}`` ends the task's
-#: process abruptly (as a reclaimed container would) at ``start``, ``after_commit``
-#: (right after the write that committed its reads) or ``end`` (after the handler returned).
+#: process abruptly (as a reclaimed container would) at ``start``, ``after_read`` (right
+#: after its first read returned the bytes: the read is recorded, nothing committed),
+#: ``after_commit`` (right after the write that committed its reads) or ``end`` (after the
+#: handler returned).
 FAULT_KEY = "funcsion_fault"
-CRASH_POINTS = ("start", "after_commit", "end")
+CRASH_POINTS = ("start", "after_read", "after_commit", "end")
 
 
 def _maybe_crash(fault: Mapping[str, Any] | None, point: str) -> None:
@@ -135,11 +137,14 @@ class TaskSession:
             return False
 
     def get(self, name: str, **kw: Any) -> Any:
-        return self._read([name], lambda: self.client.get(name, **kw))
+        got = self._read([name], lambda: self.client.get(name, **kw))
+        _maybe_crash(self.fault, "after_read")
+        return got
 
     def get_many(self, names: Iterable[str]) -> dict[str, Any]:
         names = list(names)
         got: dict[str, Any] = self._read(names, lambda: self.client.get_many(names))
+        _maybe_crash(self.fault, "after_read")
         return got
 
     def put_many(self, values: Mapping[str, Any], **kw: Any) -> bool:

@@ -101,6 +101,7 @@ class Op:
     COS_GET = 18
     COS_DEL = 19
     RECOVER = 20  # a storage or recovery function downloads one chunk from COS (SION Sec. 5.5)
+    EVICT = 21  # a client lets objects' chunks leave function memory, their durable copies kept
 
 
 class Status:

@@ -359,8 +359,9 @@ def _figures(wfs: dict[str, Path], policies: dict[str, str], alone: dict[str, di
         "without_video": ({u: {k: v for k, v in col.items() if k != "charged_as"} for u, col in units(rest).items()}
                           if rest and len(rest) < len(wfs) else None),
         "pocket_alloc_mb_s": round(sum(alone["pocket"][n]["memory"].get("alloc_mb_s", 0.0) for n in wfs), 6),
-        "charged_as": {"funcstore": "blocks held (physical), freed at the last reader's commit; slices and chunks "
-                                    "of every lifetime pool packed into shared blocks",
+        "charged_as": {"funcstore": "grains held (physical), released once the last declared reader has the "
+                                    "bytes (the object, in the buffer or COS, freed at the last reader's commit); "
+                                    "slices and chunks of every lifetime pool packed into shared blocks",
                        "pocket": "one object per block, nothing freed before the end; the job's physical peak "
                                  "reserved from the run's start to its end (peak x wall time)",
                        "jiffy": "one object per block, allocated at write, freed after the lease with no access "

@@ -45,12 +45,13 @@ def add_parser(sub: Any) -> None:
                    "(several: concurrent jobs on one stack, each its own run; see sdk.cli.run_jobs)")
     p.add_argument("--input", "-i", action="append", default=[], metavar="NAME=PATH",
                    help="a workflow input from a file (repeatable); defaults come from inputs.py beside the WDS")
-    p.add_argument("--policy", help="release policy: funcstore (default), pocket, oracle, jiffy:<lease_ms>")
+    p.add_argument("--policy", help="release policy: funcstore (default; funcstore:commit keeps memory until the last "
+                                        "reader commits), pocket, oracle, jiffy:<lease_ms>")
     p.add_argument("--json", action="store_true", help="print the run report as one JSON object on the last line")
     p.add_argument("--crash-rate", type=float, default=None, metavar="P",
                    help="crash each task attempt with probability P at a random point (fault injection)")
     p.add_argument("--crash", action="append", default=[], metavar="FUNCTION[:POINT]",
-                   help="crash this task's first attempt at POINT (start, after_commit, end)")
+                   help="crash this task's first attempt at POINT (start, after_read, after_commit, end)")
     p.add_argument("--kill-rate", type=float, default=None, metavar="P",
                    help="SIGKILL task workers at random with probability P per invocation")
     p.add_argument("--kill-storage-rate", type=float, default=None, metavar="P",

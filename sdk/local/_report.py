@@ -96,6 +96,7 @@ def task_rows(graph: hdag.HDAG, tasks: Mapping[str, Any], st: Mapping[str, Any],
 def object_rows(st: Mapping[str, Any], t0: float) -> dict[str, Any]:
     return {n: {"size": s.size, "state": s.state, "producer": s.producer or None,
                 "written_at": _rel(s.readable_at, t0), "freed_at": _rel(s.freed_at, t0),
+                "released_at": _rel(getattr(s, "released_at", None) or 0, t0),
                 "reads": list(s.committed_by), "declared_reads": s.declared_reads,
                 "freed_reason": s.freed_reason or None,
                 "tier": s.placement.tier if s.placement is not None else None,

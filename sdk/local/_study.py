@@ -6,8 +6,8 @@ allocated-memory series of several runs summed over time. The runs themselves ar
 ``sdk.cli.bench_utilization``; nothing here does I/O.
 
 How each policy's memory-time is counted (physical: what the storage functions held, the
-daemon's ledger): ``funcstore`` the grains held over the run (``memory_grain``; freed at the
-last reader's commit), ``jiffy`` the whole blocks held (on the baselines' stack, whose
+daemon's ledger): ``funcstore`` the grains held over the run (``memory_grain``; released once
+the last declared reader has the bytes, the object itself freed at the last reader's commit), ``jiffy`` the whole blocks held (on the baselines' stack, whose
 functions hold whole blocks as Jiffy's block store does; allocated at write, freed after the
 lease with no access); ``oracle``
 the bytes held, write to last read; ``pocket`` its *reservation*: Pocket sizes a job's
@@ -110,8 +110,7 @@ def decompose(funcstore: Sequence[Mapping[str, Any]], oracle: Sequence[Mapping[s
     """funcstore's memory-time over the oracle's, as the product of two physical factors:
     ``blocks`` (blocks held / bytes held by the storage functions, funcstore's rounding and
     fragmentation) times ``held`` (funcstore's bytes held / the oracle's, both physical:
-    deferred commit, which frees at the last reader's commit instead of its read, and the
-    runs' own timing), so ``blocks * held - 1 == over_oracle``; ``held_objects`` is the
+    parity, the last reader's fetch, which the memory outlasts, and the runs' own timing), so ``blocks * held - 1 == over_oracle``; ``held_objects`` is the
     ``held`` factor from the reports' object tables (logical bytes, written to freed).
     ``funcstore`` and ``oracle``: the run reports (dicts) summed over, e.g. one per workflow."""
     f_alloc = sum(float(d["memory"]["mb_s"]) for d in funcstore)
@@ -135,9 +134,10 @@ def trace_oracle_mb_s(reports: Iterable[Mapping[str, Any]]) -> float:
 
 def decompose_trace(funcstore: Sequence[Mapping[str, Any]]) -> dict[str, float | None]:
     """funcstore's memory-time over the oracle of its own runs' traces, as two factors:
-    ``blocks`` (grains held / bytes held by the storage functions: rounding, fragmentation
-    and parity) times ``held`` (bytes held / the trace oracle: deferred commit, which frees
-    at the last reader's commit instead of its read, the store's latencies), so
+    ``blocks`` (grains held / bytes held by the storage functions: rounding and
+    fragmentation) times ``held`` (bytes held / the trace oracle: the parity chunks of coded
+    objects, which the oracle's logical bytes leave out, the last reader's fetch, which the
+    memory outlasts since the oracle ends at the read's start, and the store's latencies), so
     ``blocks * held - 1 == over_oracle``."""
     f_alloc = sum(float(d["memory"]["mb_s"]) for d in funcstore)
     f_live = sum(float(d["memory"]["live_mb_s"]) for d in funcstore)

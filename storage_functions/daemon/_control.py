@@ -17,7 +17,10 @@ What each instruction does:
   daemon process's); drops a read itself caused (the ``oracle`` policy's last
   read, a client's ``get(delete=True)``: reasons in ``FREED_AT_READ``) wait
   ``oracle_grace_s`` (the reader may still be fetching; it frees the bytes
-  itself once it has them);
+  itself once it has them); a drop whose reason is ``RELEASED_AT_READ``
+  (funcstore: the last declared reader has the bytes) -> ``evict``: the chunks
+  leave function memory, the version stays readable from its durable copy
+  (persistent buffer or COS) until the drop that frees it;
 - ``scale_out`` -> capacity for more whole function groups (enough for the
   blocks asked, at most ``max_functions`` in all) is registered at the source
   and those functions are warmed up;
@@ -64,7 +67,7 @@ from ..auth import tier_key
 from ..exceptions import ControlError
 
 __all__ = ["ControlTarget", "ControlError", "Follower", "Instruction", "InstructionSource", "SourceView",
-           "ORACLE_GRACE_S", "RUN_END_REASONS", "FREED_AT_READ"]
+           "ORACLE_GRACE_S", "RUN_END_REASONS", "FREED_AT_READ", "RELEASED_AT_READ"]
 
 log = logging.getLogger("storage_functions.control")
 
@@ -74,6 +77,10 @@ ORACLE_GRACE_S = 2.0
 #: Drop reasons (substrings) of objects a read freed before its reader had the bytes: the
 #: ``oracle`` policy's last read, a client's ``get(delete=True)``; they wait ``ORACLE_GRACE_S``.
 FREED_AT_READ = ("oracle", "deleted at read")
+#: The reason of a drop that releases an object's function memory once its last declared
+#: reader has the bytes and keeps its durable copy (the metadata server's
+#: ``_events.RELEASED_AT_READ``, the same string): carried out as ``evict``, at once.
+RELEASED_AT_READ = "released at last read"
 #: Reasons of the drops the metadata server sends when a run ends or its TTL expires.
 RUN_END_REASONS = ("run ended", "run expired")
 
@@ -125,6 +132,8 @@ class ControlTarget(Protocol):
     counters: dict[str, int]
 
     def free(self, keys: Iterable[str]) -> int: ...
+
+    def evict(self, keys: Iterable[str]) -> int: ...
 
     def drop_run(self, run_id: str) -> int: ...
 
@@ -243,6 +252,8 @@ class Follower:
             d = (i.tier or "memory", i.run_id, i.object_name)
             if i.reason in RUN_END_REASONS:
                 ended.add(i.run_id)
+            if i.reason == RELEASED_AT_READ:
+                d = ("release", i.run_id, i.object_name)
             if any(r in i.reason for r in FREED_AT_READ):
                 deferred.append((now + self.oracle_grace_s, i.seq, d))
             else:
@@ -270,9 +281,13 @@ class Follower:
         return len(batch) + due
 
     def _drop(self, drops: Sequence[tuple[str, str, str]]) -> None:
+        """Carry out drops, (tier, run, object) each; tier ``release``: evict its chunks only."""
         if not drops:
             return
-        self.target.free([f"{run_id}/{name}" for tier, run_id, name in drops if tier != "cos"])
+        released = [f"{run_id}/{name}" for tier, run_id, name in drops if tier == "release"]
+        if released:
+            self.target.evict(released)
+        self.target.free([f"{run_id}/{name}" for tier, run_id, name in drops if tier not in ("cos", "release")])
         cos = self.target.cos
         for tier, run_id, name in drops:
             if tier == "cos" and cos is not None:

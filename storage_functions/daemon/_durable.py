@@ -12,6 +12,8 @@ Records (JSON), each framed as ``u32 length | u32 crc32 | payload``:
 - ``{"o": "pk", "c": cos_key, "kv": [[key, version, offset], ...]}``: the COS copies of a
   batch of small versions landed as one COS object (a pack), each at its offset;
 - ``{"o": "free", "k": [keys]}``: every version of these keys was freed;
+- ``{"o": "ev", "k": [keys]}``: the chunks of these keys' versions left function memory
+  (evicted at the object's last read): their places are gone, the versions stay;
 - ``{"o": "dq", "c": [cos keys]}``: COS objects to delete (a freed version's copy, a pack
   whose versions were all freed, or a pack about to go up: deleted after a kill unless its
   ``pk`` record came first); ``{"o": "dd", "c": [cos keys]}``: those deletes were done;
@@ -126,6 +128,12 @@ class LogImage:
         elif op == "free":
             for k in rec.get("k") or []:
                 self._n -= len(self.live.pop(str(k), {}))
+        elif op == "ev":
+            for k in rec.get("k") or []:
+                for meta in self.live.get(str(k), {}).values():
+                    for st in meta.get("stripes") or []:
+                        if isinstance(st, dict) and isinstance(st.get("places"), list):
+                            st["places"] = [None] * len(st["places"])
         elif op == "start":
             self.starts = max(self.starts + 1, int(rec.get("n", 0)))
 

@@ -152,6 +152,11 @@ class ObjectTable:
             if not vs:
                 self._versions.pop(obj.key, None)
 
+    def versions(self, key: str) -> list[ObjectVersion]:
+        """Every version of ``key``, oldest first (a copy of the list)."""
+        with self._lock:
+            return list(self._versions.get(key, []))
+
     def pop(self, key: str) -> list[ObjectVersion]:
         with self._lock:
             return self._versions.pop(key, [])

@@ -134,6 +134,15 @@ class DurableTable:
             self.log.append({"o": "free", "k": held})
             self._ship_now()
 
+    def evicted(self, keys: Iterable[str]) -> None:
+        """The chunks of ``keys``' versions left function memory (``Daemon.evict``): a restart
+        restores them without places (read from the buffer or COS), not into memory again."""
+        live = self.log.image.live
+        held = [k for k in keys if k in live]
+        if held:
+            self.log.append({"o": "ev", "k": held})
+            self._ship_now()
+
     def close(self) -> None:
         if self.shipper is not None:
             self.shipper.stop()             # ships what is left

@@ -45,8 +45,8 @@ from ._persisted_io import PersistedLifetimes
 from ._runs import drop_run_files, held_by_run, run_of, sweep_files
 from ._session import admit, serve_connection
 from ._state import StoreState
-from ._store_events import (ChunkRecovered, Discard, Event, Free, Freed, FunctionLost, Instruction, Place, PutReady, Recover,
-                            Release, Tick, Upload, Warm)
+from ._store_events import (ChunkRecovered, Discard, Event, Evict, Evicted, Free, Freed, FunctionLost, Instruction, Place,
+                            PutReady, Recover, Release, Tick, Upload, Warm)
 from ._upload_plan import UploadPolicy
 
 __all__ = ["Daemon"]
@@ -301,6 +301,28 @@ class Daemon(PutPath, GetPath):
         versions freed; unknown keys are ignored."""
         out = self._do(Free(keys=tuple(keys), now=time.monotonic()))
         return sum(x.versions for x in out if isinstance(x, Freed))
+
+    def evict(self, keys: Iterable[str]) -> int:
+        """Let the chunks of ``keys``' readable versions go from function memory, keeping
+        each version readable from its durable copy (the persistent buffer's, or COS's) until
+        ``free`` (the metadata server released the objects once their last declared readers
+        had the bytes); a version still in its upload window goes up to COS at once.
+        Returns the versions evicted; unknown keys, evicted ones and versions with no durable
+        copy are left as they are."""
+        ks = tuple(keys)
+        out = self._do(Evict(keys=ks, now=time.monotonic()))
+        got = next((x for x in out if isinstance(x, Evicted)), None)
+        if got is None:
+            return 0
+        self.count("evicted_versions", got.versions)
+        if got.kept:
+            self.count("evict_kept_no_copy", got.kept)
+        if got.versions:
+            self.durable.evicted(ks)
+        for obj in got.objs:     # its buffer copy is the only one now: to COS at once, not after its delay
+            if not obj.uploaded:
+                self.buffer.expedite(obj)
+        return got.versions
 
     def memory(self, run_id: str | None = None) -> dict[str, Any]:
         """Physically held memory: one run's figures (``MemoryLedger.run_summary``), or per

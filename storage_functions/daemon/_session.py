@@ -8,7 +8,7 @@ an error reply and the connection closes. ``admit`` authenticates it there, and
 only then is the connection given a thread (``serve_connection``). A client's
 token decides what it may touch (``storage_functions.auth``): the store
 token every key (the driver and admin side), a run token only keys under
-``<run_id>/`` and that run's COS objects (GET, PUT, DEL, FREE and the COS
+``<run_id>/`` and that run's COS objects (GET, PUT, DEL, FREE, EVICT and the COS
 proxy); STAT is the store token's only. A client may pipeline GETs (the
 replies come in request order, ``_lanes``); any other request is answered
 once every GET before it was. Every declared length is bounded by
@@ -64,7 +64,7 @@ _SMALL = (1 << 16) + 4096  # any key a u16 length can declare, and a few meta fi
 CLIENT_META_LIMITS: dict[int, int] = {
     Op.PUT: 8 << 20,  # the metadata server's allocation: per stripe, per chunk
     Op.GET: _SMALL, Op.DEL: _SMALL, Op.STAT: _SMALL, Op.PING: _SMALL,
-    Op.FREE: META_LIMIT,  # a list of keys
+    Op.FREE: META_LIMIT, Op.EVICT: META_LIMIT,  # a list of keys
     Op.COS_PUT: _SMALL, Op.COS_GET: _SMALL, Op.COS_DEL: _SMALL,
 }
 _SCRATCH = 1 << 20
@@ -106,6 +106,8 @@ class SessionHost(Protocol):
     def _get(self, sock: socket.socket, lanes: Lanes, f: Frame) -> None: ...
 
     def free(self, keys: Iterable[str]) -> int: ...
+
+    def evict(self, keys: Iterable[str]) -> int: ...
 
     def stats(self) -> dict[str, Any]: ...
 
@@ -271,6 +273,11 @@ class ClientSession:
             for k in keys:
                 self._own(k, "FREE")
             send_frame(sock, Op.REPLY, reqid=f.reqid, meta={"freed": d.free(keys)})
+        elif f.op == Op.EVICT:
+            keys = meta_keys(f.meta, "EVICT")
+            for k in keys:
+                self._own(k, "EVICT")
+            send_frame(sock, Op.REPLY, reqid=f.reqid, meta={"evicted": d.evict(keys)})
         elif f.op == Op.STAT:
             if self.scope:
                 raise AuthError(f"STAT needs the store token; this client's run token reaches only "

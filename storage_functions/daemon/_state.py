@@ -21,6 +21,12 @@ Semantics:
 - ``Free`` drops every version of the keys, returns their blocks to the
   allocator and deletes their chunks; the buffer takes the version back
   (``Discard``) and a version freed while its PUT ran never becomes readable.
+- ``Evict`` (the metadata server released an object's function memory once
+  its last declared reader had the bytes): the chunks of every readable version
+  of the keys that has a durable copy (held by the buffer, or uploaded) lose
+  their places, their blocks and ledger entries (``Release``); the version stays
+  in the table, its GETs served from the buffer or COS (``_get``), until
+  ``Free``; the daemon uploads one still in its upload window at once.
 - ``FunctionLost``: every chunk placed there loses its place; the ones the
   metadata server placed, of readable versions, are missing until recovery
   stores them there again (``Recover`` / ``ChunkRecovered``; ``Recover`` goes out
@@ -52,7 +58,8 @@ from ._gc import GcWindow
 from ._gc_core import GcCore
 from ._placement import BadPlacement, PlaceChunk, PoolExhausted
 from ._store_invariants import validate
-from ._store_events import (Begun, ChunkFailed, ChunkRecovered, ChunkStored, Degraded, Discard, Event, Free, Freed,
+from ._store_events import (Begun, ChunkFailed, ChunkRecovered, ChunkStored, Degraded, Discard, Event, Evict, Evicted,
+                            Free, Freed,
                             FunctionLost, Instruction, Migrated, Place, PutAbandoned, PutBegun, PutReady, PutRetry,
                             Recover, Release, Restored, SendChunk, StripeBegun, Tick, Upload, Warm)
 
@@ -81,7 +88,8 @@ class StoreState:
         self._handlers: dict[type, Callable[[Event], list[Instruction]]] = {
             PutBegun: self._put_begun, StripeBegun: self._stripe_begun, ChunkStored: self._chunk_stored,
             ChunkFailed: self._chunk_failed, PutRetry: self._put_retry, PutReady: self._put_ready,
-            PutAbandoned: self._put_abandoned, Free: self._free, FunctionLost: self._function_lost,
+            PutAbandoned: self._put_abandoned, Free: self._free, Evict: self._evict,
+            FunctionLost: self._function_lost,
             ChunkRecovered: self._chunk_recovered, Restored: self._restored, Tick: self._tick,
             Migrated: self._migrated,
         }
@@ -90,7 +98,7 @@ class StoreState:
         out = self._handlers[type(ev)](ev)
         # functions emptied by this event (or an earlier one) retire with a free, a tick or a
         # move: the replies the PUT path unpacks (PutRetry, ChunkFailed, ...) stay as they are
-        if self.gc is not None and self.gc.emptied and isinstance(ev, (Free, Tick, Migrated)):
+        if self.gc is not None and self.gc.emptied and isinstance(ev, (Free, Evict, Tick, Migrated)):
             out += self.gc.retire_emptied()
         return out
 
@@ -243,6 +251,22 @@ class StoreState:
                 discards.append(Discard(obj))
                 self._drop_places(ev.now, obj, per_fn)
         return discards + _releases(per_fn) + [Freed(n)]
+
+    def _evict(self, ev: Event) -> list[Instruction]:
+        assert isinstance(ev, Evict)
+        kept = 0
+        gone: list[ObjectVersion] = []
+        per_fn: dict[int, list[str]] = {}
+        for key in ev.keys:
+            for obj in self.table.versions(key):
+                if obj.state != "ready" or not any(pl is not None for st in obj.stripes for pl in st.places):
+                    continue
+                if not (obj.uploaded or obj.held is not None):  # no durable copy: memory is the only one
+                    kept += 1
+                    continue
+                gone.append(obj)
+                self._drop_places(ev.now, obj, per_fn)
+        return _releases(per_fn) + [Evicted(tuple(gone), kept)]
 
     # -- functions -------------------------------------------------------------------------
     def _function_lost(self, ev: Event) -> list[Instruction]:

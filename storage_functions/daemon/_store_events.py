@@ -24,8 +24,8 @@ from ._objects import ObjectVersion
 __all__ = [
     "Place",
     "Event", "PutBegun", "StripeBegun", "ChunkStored", "ChunkFailed", "PutRetry", "PutReady", "PutAbandoned",
-    "Free", "FunctionLost", "ChunkRecovered", "Restored", "Tick", "Migrated",
-    "Instruction", "Begun", "SendChunk", "Release", "Recover", "Upload", "Discard", "Warm", "Freed", "Degraded",
+    "Free", "Evict", "FunctionLost", "ChunkRecovered", "Restored", "Tick", "Migrated",
+    "Instruction", "Begun", "SendChunk", "Release", "Recover", "Upload", "Discard", "Warm", "Freed", "Evicted", "Degraded",
     "Retire", "Migrate",
 ]
 
@@ -112,6 +112,16 @@ class PutAbandoned(Event):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Free(Event):
     """Every version of ``keys`` goes (the metadata server expired them)."""
+
+    keys: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Evict(Event):
+    """The chunks of ``keys``' readable versions leave function memory (the metadata server
+    released it at the object's last declared read); each version stays readable from its
+    durable copy, the persistent buffer's or COS's, until a ``Free``. A version without one
+    (a restarted daemon found neither) keeps its chunks."""
 
     keys: tuple[str, ...]
 
@@ -251,6 +261,18 @@ class Freed(Instruction):
     """Reply to ``Free``: how many versions went."""
 
     versions: int
+
+
+@dataclass(frozen=True, slots=True)
+class Evicted(Instruction):
+    """Reply to ``Evict``: the versions whose chunks went, and how many kept them (no durable copy)."""
+
+    objs: tuple[ObjectVersion, ...]
+    kept: int = 0
+
+    @property
+    def versions(self) -> int:
+        return len(self.objs)
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,9 +48,11 @@ def test_read_batch_records_reads_like_get_batch(server, old_server):
         run, c = _run(admin)
         got = c.read_batch(run, "r", OUTS + ["o1"])
         assert got.tiers == b"emmmmm"                # o0 has 0 bytes
-        assert got.flags == bytes([reads.RECORDED] * 5 + [0])
+        last = reads.RECORDED | reads.LAST_READ       # r is their only reader (funcstore: memory goes at read_done)
+        assert got.flags == bytes([reads.RECORDED] + [last] * 4 + [reads.LAST_READ])
         assert c._no_read_batch is old_server
         assert admin.lookup(run, "o3").remaining == 1
+        assert sorted(c.read_done(run, "r", OUTS)) == OUTS[1:] and not admin.lookup(run, "o3").placement.extents
         with pytest.raises(E.UnknownObject):
             c.read_batch(run, "r", ["o2", "nope"])
         c.commit(run, "r")

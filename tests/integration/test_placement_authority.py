@@ -192,7 +192,7 @@ def text_18mb(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("policy", ["funcstore", "pocket", "jiffy:5000", "oracle"])
+@pytest.mark.parametrize("policy", ["funcstore", "funcstore:commit", "pocket", "jiffy:5000", "oracle"])
 def test_physical_and_model_memory_agree_on_word_count(stack: Stack, text_18mb: Path, policy: str) -> None:
     """With an 18 MB input the report's physical MB-s (the daemon's ledger) is at least the
     metadata server's model and at most 10% above it under every block policy: the model counts
@@ -202,14 +202,20 @@ def test_physical_and_model_memory_agree_on_word_count(stack: Stack, text_18mb: 
     two lags: 1.01-1.05x measured, the lags growing with the machine's load. Under ``oracle`` the model is the
     ideal (the bytes from the end of their write to their last read, the trace oracle) and the
     physical figure holds every coded chunk (parity included) until the drop, so it is at least
-    the model, never below."""
+    the model, never below. Under ``funcstore`` an object's memory goes once its last reader
+    has the bytes (the model at that reader's ``read_done``, the ledger at its eviction, one
+    round trip later): the same lags, about the same MB-s (3.7 against ``funcstore:commit``'s
+    3.1 on a machine at load 35), over a model 2.4x smaller (30 MB-s against 73), so a larger
+    share of it: 1.10-1.12x measured, bounded at 1.20 (``funcstore:commit``, which frees at the
+    commit as before, keeps the 10% bound)."""
     m = _word_count_memory(stack, policy, text_18mb)
     assert m["series"] and m["series"][-1][1] == 0     # the physical series ends with nothing held
     if policy == "oracle":
         assert m["mb_s"] >= m["model_mb_s"], m
         assert m["model_mb_s"] >= m["trace_oracle_mb_s"] * (1 - 1e-4), m
         return
-    assert m["model_mb_s"] * 0.99 <= m["mb_s"] <= m["model_mb_s"] * 1.10, {k: m[k] for k in ("mb_s", "model_mb_s")}
+    over = 1.20 if policy == "funcstore" else 1.10
+    assert m["model_mb_s"] * 0.99 <= m["mb_s"] <= m["model_mb_s"] * over, {k: m[k] for k in ("mb_s", "model_mb_s")}
     assert m["block_mb_s"] >= m["mb_s"] >= m["trace_oracle_mb_s"] > 0
 
 

@@ -79,8 +79,14 @@ class Recorder:
     released: list[str] = field(default_factory=list)
     swept: int = 0
 
+    evicted: list[str] = field(default_factory=list)
+
     def free(self, keys: Iterable[str]) -> int:
         self.freed += list(keys)
+        return 0
+
+    def evict(self, keys: Iterable[str]) -> int:
+        self.evicted += list(keys)
         return 0
 
     def drop_run(self, run_id: str) -> int:
@@ -269,6 +275,26 @@ def test_oracle_drops_wait_their_grace_then_are_freed(world: World) -> None:
     world.clock.t += 2.0
     f.step()
     assert d.freed == [f"{run}/in1"] and f.deferred == 0
+
+
+def test_funcstore_releases_evict_at_once_and_the_commit_frees(world: World) -> None:
+    # in1's last declared reader has the bytes (read_done): its memory is released, the chunks
+    # evicted at once (the reader had them before it said so); the durable copy goes only with
+    # the free the commit sends
+    core, d = world.core, world.daemon
+    f = world.follower(oracle_grace_s=2.0)
+    f.hello()
+    run = core.start(core.key)
+    _inputs(core, run)
+    core.get(run, "F1", "in1")                     # its only declared read
+    f.step()
+    assert d.evicted == [] and d.freed == []       # the reader may still be fetching
+    core.read_done(run, "F1", ["in1"])
+    f.step()
+    assert d.evicted == [f"{run}/in1"] and d.freed == [] and f.deferred == 0
+    core.put(run, "F1", "a", 10)                   # F1 commits: in1 goes
+    f.step()
+    assert d.freed == [f"{run}/in1"] and d.evicted == [f"{run}/in1"]
 
 
 def test_a_client_get_with_delete_drops_after_the_grace_not_before_its_fetch(world: World) -> None:

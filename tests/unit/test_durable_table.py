@@ -24,6 +24,19 @@ def test_replay_follows_puts_uploads_and_frees() -> None:
     assert img.starts == 1
 
 
+def test_an_eviction_record_takes_the_places_and_keeps_the_version() -> None:
+    placed = {"o": "put", "k": "a", "v": 1, "m": {"size": 600, "cos_key": "sion/a/1", "alloc": [[0, 0, 0, 300]],
+                                                   "stripes": [{"d": 2, "p": 1, "fs": 300, "ol": 600, "cl": 300,
+                                                                "crcs": [1, 2, 3],
+                                                                "places": [[0, 0, 0], [1, 0, 0], [2, 0, 0]]}]}}
+    img = replay([placed, _put("b"), {"o": "ev", "k": ["a", "gone"]}])
+    meta = img.live["a"][1]
+    assert meta["stripes"][0]["places"] == [None, None, None] and img.count() == 2
+    obj = version_from_record("a", 1, meta)                     # restored readable, holding no memory
+    assert obj.state == "ready" and obj.stripes[0].places == [None, None, None]
+    assert replay(list(img.records())).live["a"][1]["stripes"][0]["places"] == [None, None, None]   # compacted
+
+
 def test_a_batch_upload_record_and_the_live_count() -> None:
     img = replay([_put("a"), _put("a", 2), _put("b"), _put("c"), _put("a", 2),
                   {"o": "ups", "kv": [["a", 2], ["c", 1], ["gone", 1], "bad"]}, {"o": "free", "k": ["b"]}])

@@ -274,7 +274,7 @@ def test_stats_and_summaries(d):
     r = d.start(d.key)
     run_fig9_inputs(d, r)
     d.advance(1.0)
-    d.get(r, "F1", "in1")
+    d.get(r, "F1", "in1")       # its last declared read: its memory goes once F1 says it has the bytes
     st = d.state.stats()
     assert st["live_bytes"] == 20 and st["allocated_bytes"] >= 1000
     assert st["running_runs"] == 1 and st["samples"]

@@ -117,6 +117,17 @@ def test_encoded_replies_are_the_generated_bytes_for_every_kind_of_read():
     assert fast == slow and not any(r.freed_by_read for r in _decode(fast))
     fast, slow = t.get_batch("oracle", "r2", names)
     assert fast == slow and all(r.recorded and r.freed_by_read for r in _decode(fast))
+    t.run("release")                                                # funcstore: the last declared read
+    t.get_batch("release", "r1", names)                             # is answered as such
+    fast, slow = t.get_batch("release", "r2", names)
+    assert fast == slow and {r.object_name for r in _decode(fast) if r.last_read} == set(names) - {"empty"}
+    assert not any(r.freed_by_read for r in _decode(fast))
+    a, b = t.runs["release"]
+    assert sorted(t.fast.read_done(a.token, a.run_id, "r2", names)) == sorted(set(names) - {"empty"})
+    assert sorted(t.slow.read_done(b.token, b.run_id, "r2", names)) == sorted(set(names) - {"empty"})
+    fast, slow = t.get_batch("release", "r2", names)                # a re-run reader: the released placement
+    assert fast == slow and not any(r.last_read or r.recorded for r in _decode(fast))
+    assert all(not r.placement.extents for r in _decode(fast))
 
 
 def test_a_refused_batch_gets_the_generated_fault(handler):
@@ -147,7 +158,8 @@ def _columns(results: list[T.GetResult]) -> tuple[bytes, bytes]:
     """get_batch's results as read_batch's columns (funcsion_rpc.reads)."""
     return (bytes(reads.TIER_CODES[r.placement.tier] for r in results),
             bytes((reads.RECORDED if r.recorded else 0) | (reads.ALREADY_COMMITTED if r.already_committed else 0)
-                  | (reads.FREED_BY_READ if r.freed_by_read else 0) for r in results))
+                  | (reads.FREED_BY_READ if r.freed_by_read else 0)
+                  | (reads.LAST_READ if r.last_read else 0) for r in results))
 
 
 def test_read_batch_says_what_get_batch_says_a_byte_per_object():
@@ -169,6 +181,10 @@ def test_read_batch_says_what_get_batch_says_a_byte_per_object():
     t.run("oracle", policy="oracle")
     both("oracle", "r1", names)
     assert both("oracle", "r2", names)[1] == bytes([reads.RECORDED | reads.FREED_BY_READ] * 4)
+    t.run("release")
+    both("release", "r1", names)
+    rel = reads.RECORDED | reads.LAST_READ
+    assert both("release", "r2", names)[1] == bytes([rel, rel, reads.RECORDED, rel])    # "empty" holds no memory
     a, _ = t.runs["memory"]
     with pytest.raises(T.MetadataFault):
         t.fast.read_batch(a.token, a.run_id, "r2", ["small", "nope"])

@@ -8,11 +8,12 @@ from collections.abc import Iterator
 import pytest
 
 from storage_functions.daemon._checks import StripeShape
-from storage_functions.daemon._objects import ObjectVersion, chunk_key
+from storage_functions.daemon._objects import Held, ObjectVersion, chunk_key
 from storage_functions.daemon._placement import PlaceChunk
 from storage_functions.daemon._state import StoreState
 from storage_functions.daemon._store_events import (Begun, ChunkFailed, ChunkRecovered, ChunkStored, Degraded,
-                                                    Discard, Free, Freed, FunctionLost, PutAbandoned, PutBegun,
+                                                    Discard, Evict, Evicted, Free, Freed, FunctionLost, PutAbandoned,
+                                                    PutBegun,
                                                     PutReady, PutRetry, Recover, Release, SendChunk, StripeBegun,
                                                     Tick, Upload, Warm)
 from storage_functions.exceptions import NoRoom, StoreError
@@ -74,6 +75,26 @@ def test_free_releases_blocks_chunks_and_the_buffer(s: StoreState) -> None:
     assert released == {chunk_key("r/a", 1, 0, i) for i in range(3)}
     assert obj.state == "freed" and not s.fn_chunks and not s.ledger.entries
     assert all(slot.alloc.refs == {} for slot in s.placement.slots)
+
+
+def test_evict_lets_chunks_of_durable_versions_go_and_keeps_the_version(s: StoreState) -> None:
+    held = put(s, "r/a", alloc=[(0, 0, 0), (1, 0, 0), (2, 0, 0)])
+    held.held = Held(held, 900)                      # in the persistent buffer
+    landed = put(s, "r/b")
+    landed.uploaded = True                           # in COS
+    only = put(s, "r/c")                             # neither (a restarted daemon found no copy)
+    out = s.handle(Evict(keys=("r/a", "r/b", "r/c", "r/unknown"), now=2.0))
+    assert out[-1] == Evicted((held, landed), 1)
+    released = {k for x in out if isinstance(x, Release) for k in x.keys}
+    assert released == {chunk_key(k, 1, 0, i) for k in ("r/a", "r/b") for i in range(3)}
+    for obj in (held, landed):
+        assert obj.state == "ready" and s.table.latest(obj.key) is obj       # readable, from its copy
+        assert all(pl is None for pl in obj.stripes[0].places)
+    assert all(pl is not None for pl in only.stripes[0].places)
+    assert {k for _, k in s.ledger.entries} == {chunk_key("r/c", 1, 0, i) for i in range(3)}
+    assert s.handle(Evict(keys=("r/a",), now=3.0))[-1] == Evicted((), 0)     # again: nothing more
+    out = s.handle(Free(keys=("r/a", "r/b", "r/c")))
+    assert out[-1] == Freed(3) and not s.ledger.entries and not s.fn_chunks
 
 
 def test_a_late_acknowledgement_after_free_deletes_the_chunk_again(s: StoreState) -> None:

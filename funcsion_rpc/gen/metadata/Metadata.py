@@ -219,6 +219,17 @@ class Iface(object):
         """
         pass
 
+    def read_done(self, token, run_id, function_name, object_names):
+        """
+        Parameters:
+         - token
+         - run_id
+         - function_name
+         - object_names
+
+        """
+        pass
+
     def begin_put_batch(self, token, run_id, function_name, requests):
         """
         Parameters:
@@ -1007,6 +1018,46 @@ class Client(Iface):
             raise result.fault
         raise TApplicationException(TApplicationException.MISSING_RESULT, "read_batch failed: unknown result")
 
+    def read_done(self, token, run_id, function_name, object_names):
+        """
+        Parameters:
+         - token
+         - run_id
+         - function_name
+         - object_names
+
+        """
+        self.send_read_done(token, run_id, function_name, object_names)
+        return self.recv_read_done()
+
+    def send_read_done(self, token, run_id, function_name, object_names):
+        self._oprot.writeMessageBegin('read_done', TMessageType.CALL, self._seqid)
+        args = read_done_args()
+        args.token = token
+        args.run_id = run_id
+        args.function_name = function_name
+        args.object_names = object_names
+        args.write(self._oprot)
+        self._oprot.writeMessageEnd()
+        self._oprot.trans.flush()
+
+    def recv_read_done(self):
+        iprot = self._iprot
+        (fname, mtype, rseqid) = iprot.readMessageBegin()
+        if mtype == TMessageType.EXCEPTION:
+            x = TApplicationException()
+            x.read(iprot)
+            iprot.readMessageEnd()
+            raise x
+        result = read_done_result()
+        result.read(iprot)
+        iprot.readMessageEnd()
+        if result.success is not None:
+            return result.success
+        if result.fault is not None:
+            raise result.fault
+        raise TApplicationException(TApplicationException.MISSING_RESULT, "read_done failed: unknown result")
+
     def begin_put_batch(self, token, run_id, function_name, requests):
         """
         Parameters:
@@ -1112,6 +1163,7 @@ class Processor(Iface, TProcessor):
         self._processMap["describe_function"] = Processor.process_describe_function
         self._processMap["get_batch"] = Processor.process_get_batch
         self._processMap["read_batch"] = Processor.process_read_batch
+        self._processMap["read_done"] = Processor.process_read_done
         self._processMap["begin_put_batch"] = Processor.process_begin_put_batch
         self._processMap["finish_put_batch"] = Processor.process_finish_put_batch
         self._on_message_begin = None
@@ -1649,6 +1701,32 @@ class Processor(Iface, TProcessor):
             msg_type = TMessageType.EXCEPTION
             result = TApplicationException(TApplicationException.INTERNAL_ERROR, 'Internal error')
         oprot.writeMessageBegin("read_batch", msg_type, seqid)
+        result.write(oprot)
+        oprot.writeMessageEnd()
+        oprot.trans.flush()
+
+    def process_read_done(self, seqid, iprot, oprot):
+        args = read_done_args()
+        args.read(iprot)
+        iprot.readMessageEnd()
+        result = read_done_result()
+        try:
+            result.success = self._handler.read_done(args.token, args.run_id, args.function_name, args.object_names)
+            msg_type = TMessageType.REPLY
+        except TTransport.TTransportException:
+            raise
+        except MetadataFault as fault:
+            msg_type = TMessageType.REPLY
+            result.fault = fault
+        except TApplicationException as ex:
+            logging.exception('TApplication exception in handler')
+            msg_type = TMessageType.EXCEPTION
+            result = ex
+        except Exception:
+            logging.exception('Unexpected exception in handler')
+            msg_type = TMessageType.EXCEPTION
+            result = TApplicationException(TApplicationException.INTERNAL_ERROR, 'Internal error')
+        oprot.writeMessageBegin("read_done", msg_type, seqid)
         result.write(oprot)
         oprot.writeMessageEnd()
         oprot.trans.flush()
@@ -5462,6 +5540,219 @@ read_batch_result.thrift_spec = (
 )
 
 
+class read_done_args(object):
+    """
+    Attributes:
+     - token
+     - run_id
+     - function_name
+     - object_names
+
+    """
+
+    __slots__ = (
+        'token',
+        'run_id',
+        'function_name',
+        'object_names',
+    )
+
+
+    def __init__(self, token=None, run_id=None, function_name=None, object_names=None,):
+        self.token = token
+        self.run_id = run_id
+        self.function_name = function_name
+        self.object_names = object_names
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 1:
+                if ftype == TType.STRING:
+                    self.token = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 2:
+                if ftype == TType.STRING:
+                    self.run_id = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 3:
+                if ftype == TType.STRING:
+                    self.function_name = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 4:
+                if ftype == TType.LIST:
+                    self.object_names = []
+                    (_etype96, _size93) = iprot.readListBegin()
+                    for _i97 in range(_size93):
+                        _elem98 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                        self.object_names.append(_elem98)
+                    iprot.readListEnd()
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('read_done_args')
+        if self.token is not None:
+            oprot.writeFieldBegin('token', TType.STRING, 1)
+            oprot.writeString(self.token.encode('utf-8') if sys.version_info[0] == 2 else self.token)
+            oprot.writeFieldEnd()
+        if self.run_id is not None:
+            oprot.writeFieldBegin('run_id', TType.STRING, 2)
+            oprot.writeString(self.run_id.encode('utf-8') if sys.version_info[0] == 2 else self.run_id)
+            oprot.writeFieldEnd()
+        if self.function_name is not None:
+            oprot.writeFieldBegin('function_name', TType.STRING, 3)
+            oprot.writeString(self.function_name.encode('utf-8') if sys.version_info[0] == 2 else self.function_name)
+            oprot.writeFieldEnd()
+        if self.object_names is not None:
+            oprot.writeFieldBegin('object_names', TType.LIST, 4)
+            oprot.writeListBegin(TType.STRING, len(self.object_names))
+            for iter99 in self.object_names:
+                oprot.writeString(iter99.encode('utf-8') if sys.version_info[0] == 2 else iter99)
+            oprot.writeListEnd()
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, getattr(self, key))
+             for key in self.__slots__]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        if not isinstance(other, self.__class__):
+            return False
+        for attr in self.__slots__:
+            my_val = getattr(self, attr)
+            other_val = getattr(other, attr)
+            if my_val != other_val:
+                return False
+        return True
+
+    def __ne__(self, other):
+        return not (self == other)
+all_structs.append(read_done_args)
+read_done_args.thrift_spec = (
+    None,  # 0
+    (1, TType.STRING, 'token', 'UTF8', None, ),  # 1
+    (2, TType.STRING, 'run_id', 'UTF8', None, ),  # 2
+    (3, TType.STRING, 'function_name', 'UTF8', None, ),  # 3
+    (4, TType.LIST, 'object_names', (TType.STRING, 'UTF8', False), None, ),  # 4
+)
+
+
+class read_done_result(object):
+    """
+    Attributes:
+     - success
+     - fault
+
+    """
+
+    __slots__ = (
+        'success',
+        'fault',
+    )
+
+
+    def __init__(self, success=None, fault=None,):
+        self.success = success
+        self.fault = fault
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 0:
+                if ftype == TType.LIST:
+                    self.success = []
+                    (_etype103, _size100) = iprot.readListBegin()
+                    for _i104 in range(_size100):
+                        _elem105 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                        self.success.append(_elem105)
+                    iprot.readListEnd()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 1:
+                if ftype == TType.STRUCT:
+                    self.fault = MetadataFault.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('read_done_result')
+        if self.success is not None:
+            oprot.writeFieldBegin('success', TType.LIST, 0)
+            oprot.writeListBegin(TType.STRING, len(self.success))
+            for iter106 in self.success:
+                oprot.writeString(iter106.encode('utf-8') if sys.version_info[0] == 2 else iter106)
+            oprot.writeListEnd()
+            oprot.writeFieldEnd()
+        if self.fault is not None:
+            oprot.writeFieldBegin('fault', TType.STRUCT, 1)
+            self.fault.write(oprot)
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, getattr(self, key))
+             for key in self.__slots__]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        if not isinstance(other, self.__class__):
+            return False
+        for attr in self.__slots__:
+            my_val = getattr(self, attr)
+            other_val = getattr(other, attr)
+            if my_val != other_val:
+                return False
+        return True
+
+    def __ne__(self, other):
+        return not (self == other)
+all_structs.append(read_done_result)
+read_done_result.thrift_spec = (
+    (0, TType.LIST, 'success', (TType.STRING, 'UTF8', False), None, ),  # 0
+    (1, TType.STRUCT, 'fault', [MetadataFault, None], None, ),  # 1
+)
+
+
 class begin_put_batch_args(object):
     """
     Attributes:
@@ -5513,11 +5804,11 @@ class begin_put_batch_args(object):
             elif fid == 4:
                 if ftype == TType.LIST:
                     self.requests = []
-                    (_etype96, _size93) = iprot.readListBegin()
-                    for _i97 in range(_size93):
-                        _elem98 = PutRequest()
-                        _elem98.read(iprot)
-                        self.requests.append(_elem98)
+                    (_etype110, _size107) = iprot.readListBegin()
+                    for _i111 in range(_size107):
+                        _elem112 = PutRequest()
+                        _elem112.read(iprot)
+                        self.requests.append(_elem112)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -5546,8 +5837,8 @@ class begin_put_batch_args(object):
         if self.requests is not None:
             oprot.writeFieldBegin('requests', TType.LIST, 4)
             oprot.writeListBegin(TType.STRUCT, len(self.requests))
-            for iter99 in self.requests:
-                iter99.write(oprot)
+            for iter113 in self.requests:
+                iter113.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
@@ -5613,11 +5904,11 @@ class begin_put_batch_result(object):
             if fid == 0:
                 if ftype == TType.LIST:
                     self.success = []
-                    (_etype103, _size100) = iprot.readListBegin()
-                    for _i104 in range(_size100):
-                        _elem105 = PutGrant()
-                        _elem105.read(iprot)
-                        self.success.append(_elem105)
+                    (_etype117, _size114) = iprot.readListBegin()
+                    for _i118 in range(_size114):
+                        _elem119 = PutGrant()
+                        _elem119.read(iprot)
+                        self.success.append(_elem119)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -5639,8 +5930,8 @@ class begin_put_batch_result(object):
         if self.success is not None:
             oprot.writeFieldBegin('success', TType.LIST, 0)
             oprot.writeListBegin(TType.STRUCT, len(self.success))
-            for iter106 in self.success:
-                iter106.write(oprot)
+            for iter120 in self.success:
+                iter120.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.fault is not None:
@@ -5728,10 +6019,10 @@ class finish_put_batch_args(object):
             elif fid == 4:
                 if ftype == TType.LIST:
                     self.object_names = []
-                    (_etype110, _size107) = iprot.readListBegin()
-                    for _i111 in range(_size107):
-                        _elem112 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
-                        self.object_names.append(_elem112)
+                    (_etype124, _size121) = iprot.readListBegin()
+                    for _i125 in range(_size121):
+                        _elem126 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                        self.object_names.append(_elem126)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -5760,8 +6051,8 @@ class finish_put_batch_args(object):
         if self.object_names is not None:
             oprot.writeFieldBegin('object_names', TType.LIST, 4)
             oprot.writeListBegin(TType.STRING, len(self.object_names))
-            for iter113 in self.object_names:
-                oprot.writeString(iter113.encode('utf-8') if sys.version_info[0] == 2 else iter113)
+            for iter127 in self.object_names:
+                oprot.writeString(iter127.encode('utf-8') if sys.version_info[0] == 2 else iter127)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
@@ -5827,11 +6118,11 @@ class finish_put_batch_result(object):
             if fid == 0:
                 if ftype == TType.LIST:
                     self.success = []
-                    (_etype117, _size114) = iprot.readListBegin()
-                    for _i118 in range(_size114):
-                        _elem119 = PutResult()
-                        _elem119.read(iprot)
-                        self.success.append(_elem119)
+                    (_etype131, _size128) = iprot.readListBegin()
+                    for _i132 in range(_size128):
+                        _elem133 = PutResult()
+                        _elem133.read(iprot)
+                        self.success.append(_elem133)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -5853,8 +6144,8 @@ class finish_put_batch_result(object):
         if self.success is not None:
             oprot.writeFieldBegin('success', TType.LIST, 0)
             oprot.writeListBegin(TType.STRUCT, len(self.success))
-            for iter120 in self.success:
-                iter120.write(oprot)
+            for iter134 in self.success:
+                iter134.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.fault is not None:

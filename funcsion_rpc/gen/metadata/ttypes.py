@@ -1181,6 +1181,7 @@ class GetResult(object):
      - recorded
      - already_committed
      - freed_by_read
+     - last_read
 
     """
 
@@ -1192,10 +1193,11 @@ class GetResult(object):
         'recorded',
         'already_committed',
         'freed_by_read',
+        'last_read',
     )
 
 
-    def __init__(self, object_name=None, size=None, checksum=None, placement=None, recorded=None, already_committed=None, freed_by_read=None,):
+    def __init__(self, object_name=None, size=None, checksum=None, placement=None, recorded=None, already_committed=None, freed_by_read=None, last_read=None,):
         self.object_name = object_name
         self.size = size
         self.checksum = checksum
@@ -1203,6 +1205,7 @@ class GetResult(object):
         self.recorded = recorded
         self.already_committed = already_committed
         self.freed_by_read = freed_by_read
+        self.last_read = last_read
 
     def read(self, iprot):
         if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
@@ -1249,6 +1252,11 @@ class GetResult(object):
                     self.freed_by_read = iprot.readBool()
                 else:
                     iprot.skip(ftype)
+            elif fid == 8:
+                if ftype == TType.BOOL:
+                    self.last_read = iprot.readBool()
+                else:
+                    iprot.skip(ftype)
             else:
                 iprot.skip(ftype)
             iprot.readFieldEnd()
@@ -1286,6 +1294,10 @@ class GetResult(object):
         if self.freed_by_read is not None:
             oprot.writeFieldBegin('freed_by_read', TType.BOOL, 7)
             oprot.writeBool(self.freed_by_read)
+            oprot.writeFieldEnd()
+        if self.last_read is not None:
+            oprot.writeFieldBegin('last_read', TType.BOOL, 8)
+            oprot.writeBool(self.last_read)
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
         oprot.writeStructEnd()
@@ -1523,6 +1535,7 @@ class ObjectStatus(object):
      - freed_at
      - adhoc
      - tier_reason
+     - released_at
 
     """
 
@@ -1543,10 +1556,11 @@ class ObjectStatus(object):
         'freed_at',
         'adhoc',
         'tier_reason',
+        'released_at',
     )
 
 
-    def __init__(self, object_name=None, state=None, producer=None, declared_reads=None, remaining=None, size=None, checksum=None, persist=None, committed_by=None, placement=None, freed_reason=None, written_at=None, readable_at=None, freed_at=None, adhoc=None, tier_reason=None,):
+    def __init__(self, object_name=None, state=None, producer=None, declared_reads=None, remaining=None, size=None, checksum=None, persist=None, committed_by=None, placement=None, freed_reason=None, written_at=None, readable_at=None, freed_at=None, adhoc=None, tier_reason=None, released_at=None,):
         self.object_name = object_name
         self.state = state
         self.producer = producer
@@ -1563,6 +1577,7 @@ class ObjectStatus(object):
         self.freed_at = freed_at
         self.adhoc = adhoc
         self.tier_reason = tier_reason
+        self.released_at = released_at
 
     def read(self, iprot):
         if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
@@ -1659,6 +1674,11 @@ class ObjectStatus(object):
                     self.tier_reason = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
                 else:
                     iprot.skip(ftype)
+            elif fid == 17:
+                if ftype == TType.DOUBLE:
+                    self.released_at = iprot.readDouble()
+                else:
+                    iprot.skip(ftype)
             else:
                 iprot.skip(ftype)
             iprot.readFieldEnd()
@@ -1735,6 +1755,10 @@ class ObjectStatus(object):
         if self.tier_reason is not None:
             oprot.writeFieldBegin('tier_reason', TType.STRING, 16)
             oprot.writeString(self.tier_reason.encode('utf-8') if sys.version_info[0] == 2 else self.tier_reason)
+            oprot.writeFieldEnd()
+        if self.released_at is not None:
+            oprot.writeFieldBegin('released_at', TType.DOUBLE, 17)
+            oprot.writeDouble(self.released_at)
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
         oprot.writeStructEnd()
@@ -2285,6 +2309,7 @@ GetResult.thrift_spec = (
     (5, TType.BOOL, 'recorded', None, None, ),  # 5
     (6, TType.BOOL, 'already_committed', None, None, ),  # 6
     (7, TType.BOOL, 'freed_by_read', None, None, ),  # 7
+    (8, TType.BOOL, 'last_read', None, None, ),  # 8
 )
 all_structs.append(ReadBatch)
 ReadBatch.thrift_spec = (
@@ -2319,6 +2344,7 @@ ObjectStatus.thrift_spec = (
     (14, TType.DOUBLE, 'freed_at', None, None, ),  # 14
     (15, TType.BOOL, 'adhoc', None, None, ),  # 15
     (16, TType.STRING, 'tier_reason', 'UTF8', None, ),  # 16
+    (17, TType.DOUBLE, 'released_at', None, None, ),  # 17
 )
 all_structs.append(FunctionStatus)
 FunctionStatus.thrift_spec = (
