@@ -34,8 +34,6 @@ def test_one_pool_interleaves_lifetimes_and_frees_no_function_until_the_end() ->
     assert sorted(fn for p in long_ for fn in a.free(p)) == ["s0", "s1", "s2", "s3"]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 32 item 3: the allocator takes a pool's new block from the oldest "
-                   "function with one free, so lifetime groups interleave on the same functions")
 def test_lifetime_groups_fill_functions_of_their_own_and_free_them_whole() -> None:
     a = Allocator(block_size=100)
     functions(a, 4, 2)
