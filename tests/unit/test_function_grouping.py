@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from metadata_server import Allocator
+from metadata_server._allocator import Solo, by_lifetime
 from sdk.cli._bench_grouping import occupancy, replay, saving
 
 
@@ -40,6 +41,48 @@ def test_lifetime_groups_fill_functions_of_their_own_and_free_them_whole() -> No
     short, long_ = stage(a, (1, 5))
     assert {p.extents[0].function for p in short}.isdisjoint({p.extents[0].function for p in long_})
     assert sorted(fn for p in short for fn in a.free(p)) == ["s0", "s2"]
+
+
+def test_coded_objects_choose_their_functions_by_lifetime_too() -> None:
+    """Chunk ``i`` still probes the functions ``i, i+n, ...`` (no two chunks share one), but
+    in lifetime order: a long-lived object's chunks go to empty functions, not beside a
+    short-lived object's, so the short one's functions empty when it goes."""
+    a = Allocator(block_size=100, data_chunks=2, parity_chunks=1)
+    functions(a, 6, 2)
+    short = a.allocate(120, "run", 1)                # 3 chunks of 60 bytes
+    long_ = a.allocate(120, "run", 5)
+    assert {e.function for e in short.extents} == {"s0", "s1", "s2"}
+    assert {e.function for e in long_.extents} == {"s3", "s4", "s5"}
+    again = a.allocate(120, "run", 5)                # its own group's functions first
+    assert {e.function for e in again.extents} == {"s3", "s4", "s5"}
+    assert sorted(a.free(short)) == ["s0", "s1", "s2"]
+    a.validate()
+
+
+def test_by_lifetime_orders_any_candidate_list_own_group_then_empty_then_nearest() -> None:
+    a = Allocator(block_size=100)
+    functions(a, 5, 2)
+    for key in (9, 3, 7, 1):
+        a.allocate(90, "run", key)                   # a block each: a new group takes an empty function
+    held = {f.name: set(f.held.get("run", {})) for f in a.functions.values()}
+    assert held == {"s0": {9}, "s1": {3}, "s2": {7}, "s3": {1}, "s4": set()}
+    names = [f.name for f in by_lifetime(a.functions.values(), "run", 3)]
+    assert names == ["s1", "s4", "s2", "s0", "s3"]   # own, empty, longer (nearest first), shorter
+    # an ordering only: a filter (busy, one daemon's) before it leaves the rest in the same order
+    assert [f.name for f in by_lifetime((f for f in a.functions.values() if f.name != "s4"), "run", 3)] == [
+        "s1", "s2", "s0", "s3"]
+    assert [f.name for f in by_lifetime(a.functions.values(), "other run", 3)][0] == "s4"   # not another run's
+    assert [f.name for f in by_lifetime(a.functions.values(), "run", Solo("x"))] == ["s0", "s1", "s2", "s3", "s4"]
+
+
+def test_a_function_freed_by_its_group_takes_the_next_group_before_a_never_used_one() -> None:
+    a = Allocator(block_size=100)
+    functions(a, 3, 1)
+    first = a.allocate(90, "run", 1)
+    a.allocate(90, "run", 4)
+    assert a.free(first) == ["s0"]                    # it leaves the pool (the daemon ends its invocation)
+    assert a.allocate(90, "run", 2).extents[0].function == "s0"   # empty again: the oldest empty one
+    a.validate()
 
 
 def test_replay_places_a_trace_and_counts_what_freed_during_it() -> None:
