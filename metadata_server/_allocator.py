@@ -2,11 +2,19 @@
 III-C1, SION Fig. 5). Pure: takes sizes, names and pool keys; no clock, no I/O.
 
 - Capacity arrives as fixed-size blocks (default 1 MiB) registered per storage
-  function; functions are kept in registration order (oldest first), the order
-  SION's greedy ``PlaceChunk`` probes them in. ``register`` *sets* a
+  function; functions are kept in registration order (oldest first). ``register`` *sets* a
   function's capacity (blocks ``0..blocks-1``): the same call again changes
   nothing, a larger one adds blocks, a smaller one withdraws the free blocks
   past the new end at once and the ones in use when they are freed.
+- Function choice (``by_lifetime``, FuncStore III-C, SION's GC buckets): a new block of
+  pool key ``k`` comes from the functions whose longest-lived group of the owner is ``k``,
+  then from empty ones, then from the rest nearest in lifetime (longer-lived first), each
+  tier in registration order; ``Solo`` keys keep registration order. So each lifetime
+  group fills functions of its own and a function empties, and leaves the pool, when its
+  group dies (before, every pool took the oldest function with room, so each function
+  ended up holding some long-lived block). Each function counts the groups its blocks
+  hold (``_Function.held``: the keys of the entries carved in them). The ordering is a
+  separate step over a candidate list: filters (room, busy, one daemon's) compose with it.
 - Slice allocator (object <= one block): one ``_Pool`` per key (the caller
   keys pools by owner and predicted lifetime). A pool has an active block,
   frozen blocks and takes free blocks from the functions. Each block has an
@@ -43,7 +51,9 @@ III-C1, SION Fig. 5). Pure: takes sizes, names and pool keys; no clock, no I/O.
 - Coded objects (object > one block): d+p erasure-coded chunks of
   ``chunk_bytes`` bytes each (the client's stripes' chunks end to end; by
   default ``ceil(size / d)``); chunk ``i`` probes functions ``i, i+n, i+2n,
-  ...`` (n = d+p), so no two chunks share a function. All-or-nothing.
+  ...`` (n = d+p; SION's ``PlaceChunk``), in ``by_lifetime`` order, so no two
+  chunks share a function and a coded object's chunks join their group's
+  functions or empty ones. All-or-nothing.
   A chunk of at most one block is *packed* like a slice: carved from the
   active block of a per-function chunk pool keyed like the object's slice
   pool (``("chunks", key, function)``), so the chunks of objects with the
