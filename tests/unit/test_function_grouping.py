@@ -9,7 +9,7 @@ import pytest
 
 from metadata_server import Allocator
 from metadata_server._allocator import Solo, by_lifetime
-from sdk.cli._bench_grouping import occupancy, replay, saving
+from sdk.cli._bench_grouping import bound_saving, function_bound, occupancy, replay, saving
 
 
 def stage(a: Allocator, keys: tuple[int, int]) -> tuple[list, list]:
@@ -109,3 +109,15 @@ def test_saving_is_the_better_grouped_policy_against_nogroup() -> None:
                         "funcstore:nogroup": {"function_gb_s": 10.0}}}
     assert saving(per) == 0.4
     assert saving({}) is None
+
+
+def test_function_bound_counts_the_functions_live_bytes_fill_at_each_moment() -> None:
+    objects = {"a": {"tier": "memory", "size": 90, "written_at": 0.0, "freed_at": 1.0},
+               "b": {"tier": "memory", "size": 90, "written_at": 0.5, "freed_at": 3.0},
+               "cos": {"tier": "cos", "size": 900, "written_at": 0.0, "freed_at": 3.0},
+               "open": {"tier": "memory", "size": 90, "written_at": 0.0, "freed_at": None}}
+    assert function_bound(objects, 100, 100, 3) == pytest.approx(0.5 + 2 * 0.5 + 2.0)
+    coded = {"c": {"tier": "memory", "size": 150, "written_at": 0.0, "freed_at": 1.0}}   # 3 chunks, 3 functions
+    assert function_bound(coded, 1000, 100, 3) == pytest.approx(3.0)
+    per = {"features": {"funcstore:nogroup": {"function_gb_s": 10.0}}}
+    assert bound_saving(per, {"features": 7.5}) == 0.25 and bound_saving({}, {}) is None
