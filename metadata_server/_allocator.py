@@ -7,12 +7,17 @@ III-C1, SION Fig. 5). Pure: takes sizes, names and pool keys; no clock, no I/O.
   nothing, a larger one adds blocks, a smaller one withdraws the free blocks
   past the new end at once and the ones in use when they are freed.
 - Function choice (``by_lifetime``, FuncStore III-C, SION's GC buckets): a new block of
-  pool key ``k`` comes from the functions whose longest-lived group of the owner is ``k``,
-  then from empty ones, then from the rest nearest in lifetime (longer-lived first), each
-  tier in registration order; ``Solo`` keys keep registration order. So each lifetime
-  group fills functions of its own and a function empties, and leaves the pool, when its
-  group dies (before, every pool took the oldest function with room, so each function
-  ended up holding some long-lived block). Each function counts the groups its blocks
+  pool key ``k`` comes from the functions holding the owner's group ``k``, then from those
+  holding a longer-lived group (nearest first), then from empty ones, then from those
+  holding only shorter-lived groups (nearest first), each tier in registration order;
+  ``Solo`` keys keep registration order. So a function holding short-lived data is not
+  given a longer-lived block while an empty one has room: each lifetime group fills
+  functions of its own, and a function empties, and leaves the pool, when its group dies
+  (before, every pool took the oldest function with room, so each function ended up
+  holding some long-lived block). A block on a function holding longer-lived data costs
+  no function time (it is held anyway) where an empty function would be held for the
+  block's whole life: on the feature pipeline's traces taking empty functions first held
+  12-39% more function-seconds than one pool, this order 1-5% fewer. Each function counts the groups its blocks
   hold (``_Function.held``: the keys of the entries carved in them). The ordering is a
   separate step over a candidate list: filters (room, busy, one daemon's) compose with it.
 - Slice allocator (object <= one block): one ``_Pool`` per key (the caller
@@ -635,10 +640,11 @@ def by_lifetime(functions: Iterable[_Function], owner: Hashable, key: Hashable) 
     """The candidate ``functions`` for a new block of ``owner``'s pool key ``key``, best first
     (FuncStore III-C, SION's GC buckets: a lifetime group fills functions of its own, so a
     function empties, and leaves the pool, when its group dies): the functions already
-    holding that group, then empty ones, then the rest nearest in lifetime (the longer-lived
-    first: a block there keeps no function longer than it stays anyway), each tier in
-    registration order. A ``Solo`` key keeps registration order. Only orders: the caller
-    filters (room, retired, busy, one daemon's) before or after."""
+    holding that group, then those holding a longer-lived one of the owner (nearest first: a
+    block there keeps no function longer than it stays anyway), then empty ones, then those
+    holding only shorter-lived groups (nearest first: a block there keeps them longer),
+    each tier in registration order. A ``Solo`` key keeps registration order. Only orders:
+    the caller filters (room, retired, busy, one daemon's) before or after."""
     fns = list(functions)
     if not _shareable(key):
         return fns
@@ -646,14 +652,15 @@ def by_lifetime(functions: Iterable[_Function], owner: Hashable, key: Hashable) 
 
 
 def _function_rank(f: _Function, owner: Hashable, key: Hashable) -> tuple[int, int, float]:
-    """0: ``f``'s longest-lived group of ``owner`` is ``key`` (a block there keeps it no
-    longer); 1: ``f`` is empty; 2: the rest, by ``_affinity``."""
+    """0: ``f`` holds ``owner``'s group ``key`` or a longer-lived one (a block there keeps it
+    no longer), by ``_affinity``; 1: ``f`` is empty; 2: the rest, by ``_affinity``."""
     mine = f.held.get(owner, {})
-    if key in mine and not (isinstance(key, int) and any(isinstance(k, int) and k > key for k in mine)):
-        return (0, 0, 0.0)
+    near = _affinity(mine, key)
+    if mine and near[0] <= 1:
+        return (0, *near)
     if f.used == 0:
         return (1, 0, 0.0)
-    return (2, *_affinity(mine, key))
+    return (2, *near)
 
 
 def _unindex(index: dict[Hashable, dict[str, dict[int, _Block]]], b: _Block) -> None:

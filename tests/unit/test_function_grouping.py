@@ -59,18 +59,18 @@ def test_coded_objects_choose_their_functions_by_lifetime_too() -> None:
     a.validate()
 
 
-def test_by_lifetime_orders_any_candidate_list_own_group_then_empty_then_nearest() -> None:
+def test_by_lifetime_orders_any_candidate_list_own_longer_empty_shorter() -> None:
     a = Allocator(block_size=100)
-    functions(a, 5, 2)
+    functions(a, 5, 1)
     for key in (9, 3, 7, 1):
-        a.allocate(90, "run", key)                   # a block each: a new group takes an empty function
+        a.allocate(90, "run", key)                   # a block each, no room left beside it: the next empty function
     held = {f.name: set(f.held.get("run", {})) for f in a.functions.values()}
     assert held == {"s0": {9}, "s1": {3}, "s2": {7}, "s3": {1}, "s4": set()}
     names = [f.name for f in by_lifetime(a.functions.values(), "run", 3)]
-    assert names == ["s1", "s4", "s2", "s0", "s3"]   # own, empty, longer (nearest first), shorter
+    assert names == ["s1", "s2", "s0", "s4", "s3"]   # own, longer (nearest first), empty, shorter
     # an ordering only: a filter (busy, one daemon's) before it leaves the rest in the same order
-    assert [f.name for f in by_lifetime((f for f in a.functions.values() if f.name != "s4"), "run", 3)] == [
-        "s1", "s2", "s0", "s3"]
+    assert [f.name for f in by_lifetime((f for f in a.functions.values() if f.name != "s2"), "run", 3)] == [
+        "s1", "s0", "s4", "s3"]
     assert [f.name for f in by_lifetime(a.functions.values(), "other run", 3)][0] == "s4"   # not another run's
     assert [f.name for f in by_lifetime(a.functions.values(), "run", Solo("x"))] == ["s0", "s1", "s2", "s3", "s4"]
 
