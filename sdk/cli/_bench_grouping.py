@@ -30,6 +30,11 @@ predictor is measured alone: ``model`` (the served models, the heuristic where a
 category has none) and ``lookup`` (the median measured lifetime per feature vector of
 a training run of the same workflow, on the same stack, before the measured runs).
 
+``grouping_bound`` (per predictor, workflow: function GB-s) is ``function_bound`` of the
+same traces: the least any placement could hold them in, even one moving data between
+functions; ``grouping_bound_saving`` is ``1 - grouping_bound / funcstore:nogroup`` on
+``features``, the most grouping could save there.
+
 The storage functions are sized so that a run spans several of them
 (``FUNCTION_MEMORY_MB``, of which ``DATA_MB`` hold blocks): at the default 1 GiB a run of the examples fits on one
 function and no policy can release any during it. Not covered: the model accuracy
@@ -44,8 +49,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["DATA_MB", "FUNCTION_MEMORY_MB", "GROUPING_POLICIES", "LookupPredictor", "bench_keys", "grouping",
-           "grouping_stack", "occupancy", "print_grouping", "replay", "run_functions", "saving"]
+__all__ = ["DATA_MB", "FUNCTION_MEMORY_MB", "GROUPING_POLICIES", "LookupPredictor", "bench_keys", "bound_saving",
+           "function_bound", "grouping", "grouping_stack", "occupancy", "print_grouping", "replay", "run_functions",
+           "saving"]
 
 #: storage-function memory (Lambda's least) and the part of it that holds data in the measure:
 #: 8 MiB, 1/128 of a 1 GiB function's, so the examples' runs (up to ~40 MB live) span several
@@ -141,6 +147,25 @@ def replay(objects: Mapping[str, Mapping[str, Any]], predicted: Mapping[str, flo
     return {"function_s": sum(held.values()), "functions_released": released, "functions_used": len(held)}
 
 
+def function_bound(objects: Mapping[str, Mapping[str, Any]], function_bytes: int, block_size: int,
+                   group: int) -> float:
+    """The least function-seconds any placement could hold one run's trace in, even one
+    that moved data between functions at will: at each moment the functions its live
+    memory-tier bytes fill (``ceil(live / function_bytes)``), at least ``group`` while a
+    coded object (over ``block_size``) lives. What grouping can save is at most
+    ``1 - function_bound / nogroup``; a placement that never moves data saves less."""
+    live = [(float(o["written_at"]), float(o["freed_at"]), int(o["size"])) for o in objects.values()
+            if o.get("tier") == "memory" and o.get("size") and o.get("freed_at") is not None]
+    edges = sorted({t for w, f, _ in live for t in (w, f)})
+    total = 0.0
+    for a, b in zip(edges, edges[1:]):
+        here = [size for w, f, size in live if w <= a < f]
+        if here:
+            need = -(-sum(here) // function_bytes)
+            total += (max(need, group) if max(here) > block_size else need) * (b - a)
+    return total
+
+
 @dataclass
 class LookupPredictor:
     """The median measured lifetime per HDAG feature vector (seconds), from the runs it was
@@ -190,6 +215,7 @@ def grouping(predictors: Mapping[str, Any], names: Sequence[str], repeat: int,
     sums: dict[str, dict[str, dict[str, dict[str, float]]]] = {}
     report_usd: dict[str, dict[str, dict[str, float]]] = {}
     live: dict[str, dict[str, dict[str, dict[str, float]]]] = {}
+    bounds: dict[str, dict[str, float]] = {}
     block_size = stack.config.block_size
     blocks = data_mb * (1 << 20) // block_size
     ec = (stack.config.ec_data, stack.config.ec_parity, stack.config.ec_data + stack.config.ec_parity)
@@ -225,6 +251,10 @@ def grouping(predictors: Mapping[str, Any], names: Sequence[str], repeat: int,
                                          ("functions_used", r["functions_used"]),
                                          ("usd", gb_s * LAMBDA_GB_SECOND_USD)):
                                 acc[k] = acc.get(k, 0.0) + v * per_trace
+                        bound = function_bound(d["objects"], data_mb << 20, block_size, ec[2])
+                        per_run = bounds.setdefault(which, {})
+                        per_run[n] = per_run.get(n, 0.0) + bound * function_memory_mb / 1024.0 / (
+                            repeat * len(GROUPING_POLICIES))
                         usd = report_usd.setdefault(which, {}).setdefault(n, {})
                         usd[policy] = usd.get(policy, 0.0) + float(d["cost"]["storage_usd"]) / repeat
     def rounded(f: Mapping[str, float]) -> dict[str, float]:
@@ -238,7 +268,8 @@ def grouping(predictors: Mapping[str, Any], names: Sequence[str], repeat: int,
                           for p, f in pols.items()} for n, pols in per.items()}
     return {"function_memory_mb": function_memory_mb, "function_data_mb": data_mb,
             "block_size": stack.config.block_size, "repeat": repeat,
-            "by_predictor": out}
+            "by_predictor": out,
+            "bound": {w: {n: round(v, 6) for n, v in per.items()} for w, per in bounds.items()}}
 
 
 def saving(per_workflow: Mapping[str, Mapping[str, Mapping[str, float]]],
@@ -259,8 +290,21 @@ def bench_keys(model: Any, names: Sequence[str], repeat: int) -> dict[str, Any]:
 
     g = grouping({"model": model, "lookup": LookupPredictor(HeuristicPredictor())}, names, repeat)
     by = g.pop("by_predictor")
+    bound = g.pop("bound")
     return {"grouping": by["model"], "grouping_saving": saving(by["model"]), "grouping_by_predictor": by,
-            "grouping_saving_by_predictor": {w: saving(per) for w, per in by.items()}, "grouping_setting": g}
+            "grouping_saving_by_predictor": {w: saving(per) for w, per in by.items()},
+            "grouping_bound": bound,
+            "grouping_bound_saving": {w: bound_saving(by[w], bound[w]) for w in by}, "grouping_setting": g}
+
+
+def bound_saving(per_workflow: Mapping[str, Mapping[str, Mapping[str, float]]], bound: Mapping[str, float],
+                 workflow: str = SAVING_WORKFLOW) -> float | None:
+    """``1 - function_bound / funcstore:nogroup`` of function GB-s: the most any placement
+    could save on ``workflow``'s traces (``function_bound``)."""
+    pols = per_workflow.get(workflow)
+    if not pols or workflow not in bound or not pols["funcstore:nogroup"]["function_gb_s"]:
+        return None
+    return round(1.0 - bound[workflow] / pols["funcstore:nogroup"]["function_gb_s"], 4)
 
 
 def print_grouping(r: Mapping[str, Any]) -> None:
@@ -273,4 +317,6 @@ def print_grouping(r: Mapping[str, Any]) -> None:
                             for p, f in pols.items())
             print(f"  {which:<9} {n:<11} {row}")
         s = saving(per)
-        print(f"  {which:<9} grouping_saving ({SAVING_WORKFLOW}): {'n/a' if s is None else f'{s:.3f}'}")
+        b = r.get("grouping_bound_saving", {}).get(which)
+        print(f"  {which:<9} grouping_saving ({SAVING_WORKFLOW}): {'n/a' if s is None else f'{s:.3f}'}; "
+              f"at most {'n/a' if b is None else f'{b:.3f}'} by any placement (grouping_bound_saving)")
