@@ -130,9 +130,14 @@ def main(argv: list[str]) -> int:
     os.set_blocking(wake_r, False)
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
-    signal.signal(signal.SIGCHLD, lambda *_: None)  # wakes the select below through wake_w
+    signal.signal(signal.SIGCHLD, lambda *_: None)  # wakes the poll below through wake_w
+    # poll, not select: CTRL_FD keeps the parent's number, past FD_SETSIZE (1024) in a parent
+    # holding many sockets (select raised "filedescriptor out of range" in a long bench)
+    poller = select.poll()
+    poller.register(ctrl.fileno(), select.POLLIN)
+    poller.register(wake_r, select.POLLIN)
     while True:
-        ready, _, _ = select.select([ctrl.fileno(), wake_r], [], [])
+        ready = {fd for fd, _ in poller.poll()}
         if wake_r in ready:
             try:
                 while os.read(wake_r, 512):
