@@ -26,7 +26,7 @@ __all__ = [
     "Extent", "Placement",
     "Event", "RegisterWorkflow", "DeregisterWorkflow", "StartRun", "EndRun", "BeginPut", "FinishPut",
     "Get", "GetMany", "Commit", "Delete", "RegisterCapacity", "UnregisterCapacity", "Tick", "AckInstructions", "Touch",
-    "CosFallback", "EVENT_TYPES",
+    "CosFallback", "ReportLoad", "EVENT_TYPES",
     "Instruction", "WorkflowRegistered", "RunStarted", "RunFinished", "Placed", "PutFinished",
     "ReadRecorded", "Committed", "Freed", "CapacityChanged",
     "StorageInstruction", "DropObject", "ScaleOut", "ReleaseFunction",
@@ -212,10 +212,21 @@ class CosFallback(Event):
     reason: str = ""
 
 
+@dataclass(slots=True)
+class ReportLoad(Event):
+    """The daemon's storage functions with requests queued or in flight when it fetched
+    instructions: ``loads`` maps a function to ``[queued, inflight_bytes]`` (every function
+    not named is idle). The handler journals one only when it changes the busy set
+    (``_busy.BusyFunctions.changes``)."""
+
+    loads: dict[str, list[int]]
+
+
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.__name__: cls
     for cls in (RegisterWorkflow, DeregisterWorkflow, StartRun, EndRun, BeginPut, FinishPut, Get, Commit,
-                Delete, RegisterCapacity, UnregisterCapacity, Tick, AckInstructions, Touch, CosFallback, GetMany)
+                Delete, RegisterCapacity, UnregisterCapacity, Tick, AckInstructions, Touch, CosFallback, GetMany,
+                ReportLoad)
 }
 
 

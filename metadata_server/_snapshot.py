@@ -73,3 +73,4 @@ def restore_into(state: MetadataState, fields: dict[str, Any]) -> None:
         raise JournalCorrupt(f"the snapshot has fields this version does not know: {', '.join(sorted(unknown))}")
     for k, v in fields.items():
         setattr(state, k, v)
+    state.link_filters()

@@ -3,7 +3,7 @@ address the storage functions dial back to (``advertise``)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 __all__ = ["DaemonConfig", "split_address", "CHECK_STATE_ENV"]
 
@@ -151,6 +151,11 @@ class DaemonConfig:
     # the modelled network bandwidth of an instance's GET replies (0 = unlimited; the
     # elasticity benchmark sets it, like function_bandwidth_mbps for downloads)
     function_send_mbps: float = 0.0
+    # the modelled inbound bandwidth of an instance for the chunks PUTs send it (0 = unlimited),
+    # and per function name an override of it: one straggler among fast functions (the
+    # busy-aware placement's test and benchmark)
+    function_recv_mbps: float = 0.0
+    recv_mbps_overrides: dict[str, float] = field(default_factory=dict)
     # persisted copies (``put(..., persist=...)``, Pocket's PERSIST with a timeout): the
     # lifetime after its run ends of a copy put with persist=True (0 = until Client.delete),
     # and how often the sweep deletes the expired ones (``_persisted_io``)
@@ -165,6 +170,9 @@ class DaemonConfig:
             v = getattr(self, f.name)
             if isinstance(v, (int, float)) and not isinstance(v, bool) and v < 0:
                 raise ValueError(f"DaemonConfig.{f.name} must be >= 0, got {v!r}")
+        bad = {k: v for k, v in self.recv_mbps_overrides.items() if not isinstance(v, (int, float)) or v < 0}
+        if bad:
+            raise ValueError(f"DaemonConfig.recv_mbps_overrides must map function names to MB/s >= 0, got {bad!r}")
         if self.block_size < 4096:
             raise ValueError(f"DaemonConfig.block_size must be >= 4096, got {self.block_size}")
         if self.memory_grain and self.memory_grain < self.block_size and (

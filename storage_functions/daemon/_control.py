@@ -24,6 +24,12 @@ What each instruction does:
 - ``release_function`` -> ``release_function`` (a function none of whose blocks
   is in use leaves the pool at once).
 
+Load reports: each fetch carries the daemon's storage functions with requests queued or in
+flight (``function_loads``: name -> (requests, PUT bytes among them); a target without it
+reports nothing), so the metadata server's placement skips busy functions as the daemon's
+own ``PlaceChunk`` does with its queue test (SION Fig. 5 ``TestAndPlace``). One report per
+round: its lag is the poll interval.
+
 Delivery is at least once: the source keeps an instruction until it is
 acknowledged, and ``fetch(after_seq)`` acknowledges everything up to
 ``after_seq``; the follower passes the last seq it carried out, so a follower
@@ -107,8 +113,10 @@ class SourceView:
 
 
 class InstructionSource(Protocol):
-    def fetch(self, after_seq: int, limit: int) -> Sequence[Instruction]:
-        """Instructions with seq > ``after_seq``, oldest first; acknowledges up to ``after_seq``."""
+    def fetch(self, after_seq: int, limit: int,
+              loads: Mapping[str, tuple[int, int]] | None = None) -> Sequence[Instruction]:
+        """Instructions with seq > ``after_seq``, oldest first; acknowledges up to ``after_seq``;
+        ``loads``: the daemon's busy report (None: none; only passed when there is one)."""
 
     def view(self) -> SourceView: ...
 
@@ -231,7 +239,9 @@ class Follower:
 
     def _round(self) -> int:
         now = self.clock()
-        batch = [i for i in self.source.fetch(self.done, self.batch)]
+        loads = self._loads()
+        batch = [i for i in (self.source.fetch(self.done, self.batch) if loads is None
+                             else self.source.fetch(self.done, self.batch, loads))]
         fresh = [i for i in batch if i.seq > self.done]
         self.duplicates += len(batch) - len(fresh)
         drops: list[tuple[str, str, str]] = []        # (tier, run_id, object)
@@ -268,6 +278,14 @@ class Follower:
             self.done = fresh[-1].seq
             self.carried_out += len(fresh)
         return len(batch) + due
+
+    def _loads(self) -> Mapping[str, tuple[int, int]] | None:
+        """The target's function loads to report with this fetch, or None."""
+        report = getattr(self.target, "function_loads", None)
+        if not callable(report):
+            return None
+        loads: Mapping[str, tuple[int, int]] = report()
+        return loads
 
     def _drop(self, drops: Sequence[tuple[str, str, str]]) -> None:
         if not drops:

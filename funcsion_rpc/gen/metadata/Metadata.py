@@ -81,12 +81,13 @@ class Iface(object):
         """
         pass
 
-    def fetch_instructions(self, admin_token, after_seq, max_items):
+    def fetch_instructions(self, admin_token, after_seq, max_items, loads):
         """
         Parameters:
          - admin_token
          - after_seq
          - max_items
+         - loads
 
         """
         pass
@@ -499,23 +500,25 @@ class Client(Iface):
             raise result.fault
         raise TApplicationException(TApplicationException.MISSING_RESULT, "stats failed: unknown result")
 
-    def fetch_instructions(self, admin_token, after_seq, max_items):
+    def fetch_instructions(self, admin_token, after_seq, max_items, loads):
         """
         Parameters:
          - admin_token
          - after_seq
          - max_items
+         - loads
 
         """
-        self.send_fetch_instructions(admin_token, after_seq, max_items)
+        self.send_fetch_instructions(admin_token, after_seq, max_items, loads)
         return self.recv_fetch_instructions()
 
-    def send_fetch_instructions(self, admin_token, after_seq, max_items):
+    def send_fetch_instructions(self, admin_token, after_seq, max_items, loads):
         self._oprot.writeMessageBegin('fetch_instructions', TMessageType.CALL, self._seqid)
         args = fetch_instructions_args()
         args.admin_token = admin_token
         args.after_seq = after_seq
         args.max_items = max_items
+        args.loads = loads
         args.write(self._oprot)
         self._oprot.writeMessageEnd()
         self._oprot.trans.flush()
@@ -1321,7 +1324,7 @@ class Processor(Iface, TProcessor):
         iprot.readMessageEnd()
         result = fetch_instructions_result()
         try:
-            result.success = self._handler.fetch_instructions(args.admin_token, args.after_seq, args.max_items)
+            result.success = self._handler.fetch_instructions(args.admin_token, args.after_seq, args.max_items, args.loads)
             msg_type = TMessageType.REPLY
         except TTransport.TTransportException:
             raise
@@ -2932,6 +2935,7 @@ class fetch_instructions_args(object):
      - admin_token
      - after_seq
      - max_items
+     - loads
 
     """
 
@@ -2939,13 +2943,15 @@ class fetch_instructions_args(object):
         'admin_token',
         'after_seq',
         'max_items',
+        'loads',
     )
 
 
-    def __init__(self, admin_token=None, after_seq=None, max_items=None,):
+    def __init__(self, admin_token=None, after_seq=None, max_items=None, loads=None,):
         self.admin_token = admin_token
         self.after_seq = after_seq
         self.max_items = max_items
+        self.loads = loads
 
     def read(self, iprot):
         if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
@@ -2971,6 +2977,18 @@ class fetch_instructions_args(object):
                     self.max_items = iprot.readI32()
                 else:
                     iprot.skip(ftype)
+            elif fid == 4:
+                if ftype == TType.MAP:
+                    self.loads = {}
+                    (_ktype59, _vtype60, _size58) = iprot.readMapBegin()
+                    for _i62 in range(_size58):
+                        _key63 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                        _val64 = FunctionLoad()
+                        _val64.read(iprot)
+                        self.loads[_key63] = _val64
+                    iprot.readMapEnd()
+                else:
+                    iprot.skip(ftype)
             else:
                 iprot.skip(ftype)
             iprot.readFieldEnd()
@@ -2992,6 +3010,14 @@ class fetch_instructions_args(object):
         if self.max_items is not None:
             oprot.writeFieldBegin('max_items', TType.I32, 3)
             oprot.writeI32(self.max_items)
+            oprot.writeFieldEnd()
+        if self.loads is not None:
+            oprot.writeFieldBegin('loads', TType.MAP, 4)
+            oprot.writeMapBegin(TType.STRING, TType.STRUCT, len(self.loads))
+            for kiter65, viter66 in self.loads.items():
+                oprot.writeString(kiter65.encode('utf-8') if sys.version_info[0] == 2 else kiter65)
+                viter66.write(oprot)
+            oprot.writeMapEnd()
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
         oprot.writeStructEnd()
@@ -3022,6 +3048,7 @@ fetch_instructions_args.thrift_spec = (
     (1, TType.STRING, 'admin_token', 'UTF8', None, ),  # 1
     (2, TType.I64, 'after_seq', None, None, ),  # 2
     (3, TType.I32, 'max_items', None, None, ),  # 3
+    (4, TType.MAP, 'loads', (TType.STRING, 'UTF8', TType.STRUCT, [FunctionLoad, None], False), None, ),  # 4
 )
 
 
@@ -3055,11 +3082,11 @@ class fetch_instructions_result(object):
             if fid == 0:
                 if ftype == TType.LIST:
                     self.success = []
-                    (_etype61, _size58) = iprot.readListBegin()
-                    for _i62 in range(_size58):
-                        _elem63 = Instruction()
-                        _elem63.read(iprot)
-                        self.success.append(_elem63)
+                    (_etype70, _size67) = iprot.readListBegin()
+                    for _i71 in range(_size67):
+                        _elem72 = Instruction()
+                        _elem72.read(iprot)
+                        self.success.append(_elem72)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -3081,8 +3108,8 @@ class fetch_instructions_result(object):
         if self.success is not None:
             oprot.writeFieldBegin('success', TType.LIST, 0)
             oprot.writeListBegin(TType.STRUCT, len(self.success))
-            for iter64 in self.success:
-                iter64.write(oprot)
+            for iter73 in self.success:
+                iter73.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.fault is not None:
@@ -4793,11 +4820,11 @@ class list_objects_result(object):
             if fid == 0:
                 if ftype == TType.LIST:
                     self.success = []
-                    (_etype68, _size65) = iprot.readListBegin()
-                    for _i69 in range(_size65):
-                        _elem70 = ObjectStatus()
-                        _elem70.read(iprot)
-                        self.success.append(_elem70)
+                    (_etype77, _size74) = iprot.readListBegin()
+                    for _i78 in range(_size74):
+                        _elem79 = ObjectStatus()
+                        _elem79.read(iprot)
+                        self.success.append(_elem79)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -4819,8 +4846,8 @@ class list_objects_result(object):
         if self.success is not None:
             oprot.writeFieldBegin('success', TType.LIST, 0)
             oprot.writeListBegin(TType.STRUCT, len(self.success))
-            for iter71 in self.success:
-                iter71.write(oprot)
+            for iter80 in self.success:
+                iter80.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.fault is not None:
@@ -5093,10 +5120,10 @@ class get_batch_args(object):
             elif fid == 4:
                 if ftype == TType.LIST:
                     self.object_names = []
-                    (_etype75, _size72) = iprot.readListBegin()
-                    for _i76 in range(_size72):
-                        _elem77 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
-                        self.object_names.append(_elem77)
+                    (_etype84, _size81) = iprot.readListBegin()
+                    for _i85 in range(_size81):
+                        _elem86 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                        self.object_names.append(_elem86)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -5125,8 +5152,8 @@ class get_batch_args(object):
         if self.object_names is not None:
             oprot.writeFieldBegin('object_names', TType.LIST, 4)
             oprot.writeListBegin(TType.STRING, len(self.object_names))
-            for iter78 in self.object_names:
-                oprot.writeString(iter78.encode('utf-8') if sys.version_info[0] == 2 else iter78)
+            for iter87 in self.object_names:
+                oprot.writeString(iter87.encode('utf-8') if sys.version_info[0] == 2 else iter87)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
@@ -5192,11 +5219,11 @@ class get_batch_result(object):
             if fid == 0:
                 if ftype == TType.LIST:
                     self.success = []
-                    (_etype82, _size79) = iprot.readListBegin()
-                    for _i83 in range(_size79):
-                        _elem84 = GetResult()
-                        _elem84.read(iprot)
-                        self.success.append(_elem84)
+                    (_etype91, _size88) = iprot.readListBegin()
+                    for _i92 in range(_size88):
+                        _elem93 = GetResult()
+                        _elem93.read(iprot)
+                        self.success.append(_elem93)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -5218,8 +5245,8 @@ class get_batch_result(object):
         if self.success is not None:
             oprot.writeFieldBegin('success', TType.LIST, 0)
             oprot.writeListBegin(TType.STRUCT, len(self.success))
-            for iter85 in self.success:
-                iter85.write(oprot)
+            for iter94 in self.success:
+                iter94.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.fault is not None:
@@ -5307,10 +5334,10 @@ class read_batch_args(object):
             elif fid == 4:
                 if ftype == TType.LIST:
                     self.object_names = []
-                    (_etype89, _size86) = iprot.readListBegin()
-                    for _i90 in range(_size86):
-                        _elem91 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
-                        self.object_names.append(_elem91)
+                    (_etype98, _size95) = iprot.readListBegin()
+                    for _i99 in range(_size95):
+                        _elem100 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                        self.object_names.append(_elem100)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -5339,8 +5366,8 @@ class read_batch_args(object):
         if self.object_names is not None:
             oprot.writeFieldBegin('object_names', TType.LIST, 4)
             oprot.writeListBegin(TType.STRING, len(self.object_names))
-            for iter92 in self.object_names:
-                oprot.writeString(iter92.encode('utf-8') if sys.version_info[0] == 2 else iter92)
+            for iter101 in self.object_names:
+                oprot.writeString(iter101.encode('utf-8') if sys.version_info[0] == 2 else iter101)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
@@ -5513,11 +5540,11 @@ class begin_put_batch_args(object):
             elif fid == 4:
                 if ftype == TType.LIST:
                     self.requests = []
-                    (_etype96, _size93) = iprot.readListBegin()
-                    for _i97 in range(_size93):
-                        _elem98 = PutRequest()
-                        _elem98.read(iprot)
-                        self.requests.append(_elem98)
+                    (_etype105, _size102) = iprot.readListBegin()
+                    for _i106 in range(_size102):
+                        _elem107 = PutRequest()
+                        _elem107.read(iprot)
+                        self.requests.append(_elem107)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -5546,8 +5573,8 @@ class begin_put_batch_args(object):
         if self.requests is not None:
             oprot.writeFieldBegin('requests', TType.LIST, 4)
             oprot.writeListBegin(TType.STRUCT, len(self.requests))
-            for iter99 in self.requests:
-                iter99.write(oprot)
+            for iter108 in self.requests:
+                iter108.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
@@ -5613,11 +5640,11 @@ class begin_put_batch_result(object):
             if fid == 0:
                 if ftype == TType.LIST:
                     self.success = []
-                    (_etype103, _size100) = iprot.readListBegin()
-                    for _i104 in range(_size100):
-                        _elem105 = PutGrant()
-                        _elem105.read(iprot)
-                        self.success.append(_elem105)
+                    (_etype112, _size109) = iprot.readListBegin()
+                    for _i113 in range(_size109):
+                        _elem114 = PutGrant()
+                        _elem114.read(iprot)
+                        self.success.append(_elem114)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -5639,8 +5666,8 @@ class begin_put_batch_result(object):
         if self.success is not None:
             oprot.writeFieldBegin('success', TType.LIST, 0)
             oprot.writeListBegin(TType.STRUCT, len(self.success))
-            for iter106 in self.success:
-                iter106.write(oprot)
+            for iter115 in self.success:
+                iter115.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.fault is not None:
@@ -5728,10 +5755,10 @@ class finish_put_batch_args(object):
             elif fid == 4:
                 if ftype == TType.LIST:
                     self.object_names = []
-                    (_etype110, _size107) = iprot.readListBegin()
-                    for _i111 in range(_size107):
-                        _elem112 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
-                        self.object_names.append(_elem112)
+                    (_etype119, _size116) = iprot.readListBegin()
+                    for _i120 in range(_size116):
+                        _elem121 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                        self.object_names.append(_elem121)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -5760,8 +5787,8 @@ class finish_put_batch_args(object):
         if self.object_names is not None:
             oprot.writeFieldBegin('object_names', TType.LIST, 4)
             oprot.writeListBegin(TType.STRING, len(self.object_names))
-            for iter113 in self.object_names:
-                oprot.writeString(iter113.encode('utf-8') if sys.version_info[0] == 2 else iter113)
+            for iter122 in self.object_names:
+                oprot.writeString(iter122.encode('utf-8') if sys.version_info[0] == 2 else iter122)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
@@ -5827,11 +5854,11 @@ class finish_put_batch_result(object):
             if fid == 0:
                 if ftype == TType.LIST:
                     self.success = []
-                    (_etype117, _size114) = iprot.readListBegin()
-                    for _i118 in range(_size114):
-                        _elem119 = PutResult()
-                        _elem119.read(iprot)
-                        self.success.append(_elem119)
+                    (_etype126, _size123) = iprot.readListBegin()
+                    for _i127 in range(_size123):
+                        _elem128 = PutResult()
+                        _elem128.read(iprot)
+                        self.success.append(_elem128)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -5853,8 +5880,8 @@ class finish_put_batch_result(object):
         if self.success is not None:
             oprot.writeFieldBegin('success', TType.LIST, 0)
             oprot.writeListBegin(TType.STRUCT, len(self.success))
-            for iter120 in self.success:
-                iter120.write(oprot)
+            for iter129 in self.success:
+                iter129.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.fault is not None:

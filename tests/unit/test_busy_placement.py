@@ -1,0 +1,96 @@
+"""Busy-aware placement on the metadata-placed path (SION Fig. 5 ``TestAndPlace``'s queue
+test): the daemon's load reports make a short-lived busy set (``_busy``), coded placement
+skips busy functions as it skips full ones (chunk i goes on along its stride) unless its
+whole stride is busy, and the journal keeps the reports that changed the set, so a replay
+places as the live server did."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from funcsion_rpc.gen.metadata import ttypes as T
+from metadata_server import Allocator
+from metadata_server._busy import BusyFunctions
+from metadata_server._events import BeginPut, RegisterCapacity, RegisterWorkflow
+from metadata_server._handler import MetadataHandler
+from metadata_server._journal import Journal
+from metadata_server._state import MetadataState
+
+MIB = 1 << 20
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_the_busy_set_follows_reports_and_runs_out_on_its_own() -> None:
+    b = BusyFunctions(queue_depth=3, busy_bytes=8 * MIB, hold_s=1.0)
+    assert b.changes(0.0, {"f0": (3, 0)}) and not b.changes(0.0, {"f0": (2, MIB)})
+    b.report(0.0, {"f0": (3, 0), "f1": (1, 8 * MIB), "f2": (2, MIB)})
+    b.advance(0.2)
+    assert not b.admits("f0") and not b.admits("f1") and b.admits("f2")
+    assert not b.changes(0.2, {"f0": (5, 0), "f1": (0, 9 * MIB)})  # the same set, marks still fresh
+    assert b.changes(0.6, {"f0": (5, 0), "f1": (0, 9 * MIB)})      # past half the hold: renew
+    assert b.changes(0.2, {"f0": (5, 0)})                           # f1 reported idle: it goes at once
+    b.report(0.2, {"f0": (5, 0)})
+    assert b.admits("f1") and not b.admits("f0")
+    b.advance(1.2)                                                   # no report since: the mark ran out
+    assert b.admits("f0") and b.until == {}
+    with pytest.raises(ValueError, match="hold_s > 0"):
+        BusyFunctions(hold_s=0)
+
+
+def test_a_busy_function_is_skipped_along_its_stride_unless_the_whole_stride_is_busy() -> None:
+    a = Allocator(block_size=100, data_chunks=2, parity_chunks=1)
+    for i in range(6):                                   # two groups of 3: strides s0,s3 / s1,s4 / s2,s5
+        a.register(f"s{i}", 10)
+    busy = BusyFunctions()
+    a.add_filter(busy, strict=False)
+    p = a.allocate(200, "r", 0)
+    assert p is not None and [e.function for e in p.extents] == ["s0", "s1", "s2"]
+    busy.report(0.0, {"s1": (9, 0)})
+    p = a.allocate(200, "r", 0)
+    assert p is not None and [e.function for e in p.extents] == ["s0", "s4", "s2"]   # chunk 1: s1's next
+    assert a.new_blocks(200, "r", 0) == 3               # what allocate would take, with the filter too
+    busy.report(0.0, {"s1": (9, 0), "s4": (9, 0)})
+    p = a.allocate(200, "r", 0)
+    assert p is not None and [e.function for e in p.extents][1] in ("s1", "s4")  # busy, not full: placed
+    assert a.admits("s1", soft=False) and not a.admits("s1")
+    a.validate()
+
+
+def test_load_reports_steer_placement_and_replay_places_alike(tmp_path: Path, fig9_path: Path) -> None:
+    clock = Clock()
+    j = Journal(tmp_path / "j.log")
+    h = MetadataHandler(MetadataState(block_size=MIB, data_chunks=2, parity_chunks=1), journal=j,
+                        admin_token="a", clock=clock)
+    h.apply([RegisterWorkflow(clock(), "1", fig9_path.read_text(), {}, "fig9")]
+            + [RegisterCapacity(clock(), str(i + 2), f"sion-{i}", 8) for i in range(6)])
+    run = h.start_run("a", "fig9/9", "funcstore", 0).run_id
+    h.fetch_instructions("a", 0, 100, {"sion-0": T.FunctionLoad(4, 3 * MIB), "sion-1": T.FunctionLoad(1, MIB)})
+    seq = j.seq
+    h.fetch_instructions("a", 0, 100, {"sion-0": T.FunctionLoad(5, 3 * MIB)})   # no change: not journaled
+    assert j.seq == seq and h.state.stats()["busy"] == ["sion-0"]
+    out = h.apply([BeginPut(clock(), "9", run, "", "in1", 3 * MIB, "x", False)])[0]
+    first = [e.function for e in out[0].placement.extents]  # type: ignore[attr-defined]
+    assert first[0] == "sion-3" and "sion-0" not in first
+    clock.t += 5.0                                           # the mark ran out: sion-0 takes chunks again
+    h.fetch_instructions("a", 0, 100, {})                   # an idle report of a set already empty by time
+    out = h.apply([BeginPut(clock(), "10", run, "", "in2", 3 * MIB, "y", False)])[0]
+    assert out[0].placement.extents[0].function == "sion-0"  # type: ignore[attr-defined]
+    assert h.state.counters["busy_marks"] == 1
+    want = sorted(h.state.allocator.used)
+    j.close()
+    j2 = Journal(tmp_path / "j.log")
+    h2 = MetadataHandler(MetadataState(block_size=MIB, data_chunks=2, parity_chunks=1), journal=j2,
+                         admin_token="a", clock=clock)
+    assert sorted(h2.state.allocator.used) == want
+    assert [e.function for e in h2.state.runs[run].objects["in1"].placement.extents] == first
+    h2.state.validate_state()
+    j2.close()
