@@ -70,8 +70,9 @@ functions may take new data (``_busy``: functions the daemon reports busy; ``_bu
 the GC window's newest bucket). Each is a ``CandidateFilter`` (``admits(function)``); the
 probing above stays as it is and skips a function a filter refuses, as it skips a full one.
 A *strict* filter refuses a function for slices and chunks alike (new blocks, open blocks,
-holes); a *soft* one only steers coded placement: when a chunk's stride has no function the
-soft filters admit, the object is placed as if they were not there.
+holes); a *soft* one steers coded placement (when a chunk's stride has no function the soft
+filters admit, the object is placed as if they were not there) and which function a slice
+pool's new block comes from, but not the open blocks and holes slices share.
 
 ``allocate`` returns ``None`` when capacity is short; the caller decides
 between scaling out and the COS tier. Not covered: which policy frees what
@@ -308,7 +309,8 @@ class Allocator:
                     state: Literal["active", "frozen"], function: _Function | None = None,
                     index: int | None = None) -> _Block | None:
         if function is None:
-            function = next((f for f in self.functions.values() if f.free and self._strict_admits(f.name)), None)
+            function = next((f for f in self.functions.values() if f.free and self.admits(f.name)), None) or next(
+                (f for f in self.functions.values() if f.free and self._strict_admits(f.name)), None)
             if function is None:
                 return None
         if index is None:

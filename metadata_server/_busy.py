@@ -5,10 +5,12 @@ metadata-placed path). Pure: loads and times in, a short-lived set out; no clock
 The daemon reports, with each ``fetch_instructions``, the storage functions it has
 requests queued or in flight to (``queued``) and the bytes of PUT chunks among them not
 yet stored (``inflight_bytes``); a function it does not name is idle. A function is
-*busy* while its latest report said ``queued >= queue_depth`` or ``inflight_bytes >=
-busy_bytes``, and for ``hold_s`` after the last report that said so: a report of it idle
-ends it at once, silence (a daemon that stopped reporting) ends it when the hold runs out,
-so a lost daemon never leaves functions shunned.
+*busy* for ``hold_s`` after the last report that said ``queued >= queue_depth`` or
+``inflight_bytes >= busy_bytes``. Reports of it idle do not end the mark early: its queue
+drains *because* placement goes around it, and a mark that ended with the first short
+queue would send the next PUTs straight back (the set would flicker with every report).
+Silence (a daemon that stopped reporting) ends every mark when its hold runs out, so a
+lost daemon never leaves functions shunned.
 
 :class:`BusyFunctions` is a *soft* filter: the allocator skips a busy function as it skips
 a full one (chunk ``i`` goes to the next function of its stride ``i, i+n, ...``), but when
@@ -68,19 +70,16 @@ class BusyFunctions:
 
     def changes(self, now: float, loads: Mapping[str, tuple[int, int]]) -> bool:
         """Whether ``report(now, loads)`` would change the set beyond what time does by itself:
-        a function becomes busy or idle, or a busy one's mark is past half its hold."""
-        busy = self.busy_in(loads)
-        live = {fn for fn, t in self.until.items() if t > now}
-        if busy != live:
-            return True
-        return any(self.until[fn] - now < self.hold_s / 2 for fn in busy)
+        a function becomes busy, or a busy one's mark is past half its hold."""
+        return any(self.until.get(fn, now) - now < self.hold_s / 2 for fn in self.busy_in(loads))
 
     def report(self, now: float, loads: Mapping[str, tuple[int, int]]) -> None:
         """A load report at ``now``: the busy functions in it are busy until ``now + hold_s``;
-        every other function is not."""
+        the marks of the others run on."""
+        self.advance(now)
         busy = self.busy_in(loads)
-        self.until = {fn: now + self.hold_s for fn in sorted(busy)}
-        for fn in busy:
+        for fn in sorted(busy):
+            self.until[fn] = now + self.hold_s
             self.marked[fn] = self.marked.get(fn, 0) + 1
 
     def advance(self, now: float) -> None:

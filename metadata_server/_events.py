@@ -26,7 +26,7 @@ __all__ = [
     "Extent", "Placement",
     "Event", "RegisterWorkflow", "DeregisterWorkflow", "StartRun", "EndRun", "BeginPut", "FinishPut",
     "Get", "GetMany", "Commit", "Delete", "RegisterCapacity", "UnregisterCapacity", "Tick", "AckInstructions", "Touch",
-    "CosFallback", "ReportLoad", "EVENT_TYPES",
+    "CosFallback", "ReportLoad", "ReportBuckets", "EVENT_TYPES",
     "Instruction", "WorkflowRegistered", "RunStarted", "RunFinished", "Placed", "PutFinished",
     "ReadRecorded", "Committed", "Freed", "CapacityChanged",
     "StorageInstruction", "DropObject", "ScaleOut", "ReleaseFunction",
@@ -222,11 +222,20 @@ class ReportLoad(Event):
     loads: dict[str, list[int]]
 
 
+@dataclass(slots=True)
+class ReportBuckets(Event):
+    """The daemon's GC window when it fetched instructions: ``buckets`` maps each function
+    that must not take new data to ``active`` (an older bucket), ``degraded`` or
+    ``released``; the report replaces the last one. Journaled only when it changed."""
+
+    buckets: dict[str, str]
+
+
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.__name__: cls
     for cls in (RegisterWorkflow, DeregisterWorkflow, StartRun, EndRun, BeginPut, FinishPut, Get, Commit,
                 Delete, RegisterCapacity, UnregisterCapacity, Tick, AckInstructions, Touch, CosFallback, GetMany,
-                ReportLoad)
+                ReportLoad, ReportBuckets)
 }
 
 

@@ -45,6 +45,7 @@ from funcsion_rpc.gen.metadata import ttypes as T
 from funcsion_rpc.limits import MAX_WDS_BYTES
 
 from . import _events as ev
+from ._buckets import GcBuckets
 from ._journal import Journal
 from ._snapshot import decode_snapshot, encode_snapshot, restore_into
 from ._lifetimes import expires_at_ms
@@ -416,10 +417,13 @@ class MetadataHandler:
 
     @_boundary
     def fetch_instructions(self, admin_token: str, after_seq: int, max_items: int,
-                           loads: dict[str, T.FunctionLoad] | None = None) -> list[T.Instruction]:
+                           loads: dict[str, T.FunctionLoad] | None = None,
+                           buckets: dict[str, str] | None = None) -> list[T.Instruction]:
         self._admin(admin_token)
         if loads is not None:
             self._report_load(loads)
+        if buckets is not None:
+            self._report_buckets(buckets)
         with self.lock:
             acked = self.state.pending and self.state.pending[0].seq <= after_seq
         if acked:
@@ -439,6 +443,19 @@ class MetadataHandler:
             if not self.state.busy.changes(now, got):
                 return
         self._one(ev.ReportLoad(now, self._rid_next(), {fn: [q, b] for fn, (q, b) in got.items()}))
+
+    def _report_buckets(self, buckets: dict[str, str]) -> None:
+        """The daemon's GC window; journaled (``ReportBuckets``) only when it changed."""
+        if len(buckets) > 100_000:
+            raise InvalidRequest(f"a bucket report names {len(buckets):,} storage functions; at most 100,000")
+        try:
+            got = GcBuckets.check({str(fn)[:256]: str(s) for fn, s in buckets.items()})
+        except ValueError as exc:
+            raise InvalidRequest(str(exc)) from None
+        with self.lock:
+            if not self.state.buckets.changes(got):
+                return
+        self._one(ev.ReportBuckets(self.clock(), self._rid_next(), got))
 
     # -- service: one run -----------------------------------------------------------
     @_boundary

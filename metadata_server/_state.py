@@ -49,11 +49,13 @@ from funcsion_rpc.errors import (DuplicateWrite, InvalidRequest, ObjectExpired, 
                                  UnknownWorkflow)
 
 from ._allocator import MAX_FUNCTION_BLOCKS, MIB, Allocator
+from ._buckets import GcBuckets
 from ._busy import BusyFunctions
 from ._events import (AckInstructions, BeginPut, CapacityChanged, Commit, Committed, CosFallback, Delete,
                       DeregisterWorkflow,
                       DropObject, EndRun, Event, Freed, FinishPut, Get, GetMany, Instruction, Placed, Placement,
-                      PutFinished, ReadRecorded, RegisterCapacity, RegisterWorkflow, ReleaseFunction, ReportLoad, RunFinished,
+                      PutFinished, ReadRecorded, RegisterCapacity, RegisterWorkflow, ReleaseFunction, ReportBuckets, ReportLoad,
+                      RunFinished,
                       RunStarted, ScaleOut, StartRun, StorageInstruction, Tick, Touch, UnregisterCapacity,
                       WorkflowRegistered)
 from ._invariants import validate
@@ -90,6 +92,8 @@ class MetadataState:
         self.allocator = Allocator(block_size, data_chunks, parity_chunks, memory_grain)
         #: the functions the daemon reports busy (``ReportLoad``): coded placement skips them
         self.busy = busy or BusyFunctions()
+        #: the daemon's GC buckets (``ReportBuckets``): new data on the newest bucket's functions
+        self.buckets = GcBuckets(self.allocator)
         self.link_filters()
         self.memory_budget = memory_budget
         self.wds_limits = wds_limits or wds.Limits()  # what a registered WDS may be and expand to
@@ -115,12 +119,14 @@ class MetadataState:
             RegisterCapacity: self._register_capacity, UnregisterCapacity: self._unregister_capacity,
             Tick: self._tick, AckInstructions: self._ack, Touch: self._touch,
             CosFallback: self._cos_fallback, GetMany: self._get_many, ReportLoad: self._report_load,
+            ReportBuckets: self._report_buckets,
         }
 
     def link_filters(self) -> None:
         """Give the allocator this state's candidate filters (again after a snapshot restored
         both: one written before a filter existed has none)."""
-        self.allocator.filters = [(self.busy, False)]
+        self.buckets.allocator = self.allocator
+        self.allocator.filters = [(self.buckets.sealed, True), (self.buckets.newest, False), (self.busy, False)]
 
     def check_run_owner(self, run_id: str) -> None:
         """Refuse a call for a run another shard owns (``funcsion_rpc.routing.shard_of_run``):
@@ -252,6 +258,7 @@ class MetadataState:
             "last_seq": self.next_seq - 1,
             "functions": {f.name: f.blocks for f in a.functions.values() if not f.retired},
             "busy": sorted(fn for fn, t in self.busy.until.items() if t > self.now),
+            "buckets": dict(self.buckets.state),
             "counters": dict(self.counters),
             "samples": list(self.samples), "runs": [r.summary() for r in self.runs.values()],
         }
@@ -630,6 +637,10 @@ class MetadataState:
             self._emit(out, ScaleOut(need, f"no room for {size} bytes of {name!r} (run {run.run_id})"))
             return _COS, (f"no room in the storage functions' pool ({need} blocks of {a.block_size:,} bytes "
                           f"needed, {a.free_blocks} free of {a.total_blocks}); scale-out asked")
+        if placement.kind == "blocks" and self.buckets.want_scale_out({e.function for e in placement.extents}):
+            self._bump("scale_out_for_newest_bucket")
+            self._emit(out, ScaleOut(max(1, need), f"the newest GC bucket had no room for {name!r} "
+                                                   f"(run {run.run_id})"))
         return placement, ""
 
     def _finish_put(self, ev: FinishPut) -> list[Instruction]:
@@ -867,6 +878,11 @@ class MetadataState:
         self.busy.report(ev.now, loads)
         if set(self.busy.until) - was:
             self._bump("busy_marks")
+        return []
+
+    def _report_buckets(self, ev: ReportBuckets) -> list[Instruction]:
+        """The daemon's GC window: the bucket filters follow it (``_buckets``)."""
+        self.buckets.report(ev.buckets)
         return []
 
     def _ack(self, ev: AckInstructions) -> list[Instruction]:

@@ -129,10 +129,15 @@ class DaemonConfig:
     # stays gc_active rounds active (warmed every warm_interval_s), then gc_degraded rounds
     # degraded (sealed, warmed every degraded_warm_interval_s), then its functions are
     # released (their data stays in COS); chunks read on degraded functions move to the
-    # newest bucket, compact_fraction of them (at most compact_max) per tick
+    # newest bucket, compact_fraction of them (at most compact_max) per tick.
+    # Defaults (H = 3 min, not SION's 18): a run of seconds sees no round (read counts free its
+    # data); in runs of minutes to hours what nobody read for 2-3 minutes leaves memory (COS
+    # keeps it; a read of it costs a COS GET) and a read while it is degraded keeps it; and
+    # with the metadata server's placement (a bucket's functions are sealed at each round) the
+    # newest bucket plus 1 + 2 older ones are 4 groups of 12: the default pool of 48 functions
     gc_interval_s: float = 60.0
-    gc_active: int = 6
-    gc_degraded: int = 12
+    gc_active: int = 1
+    gc_degraded: int = 2
     degraded_warm_interval_s: float = 300.0
     compact_fraction: float = 0.5
     compact_max: int = 64

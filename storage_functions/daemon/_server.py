@@ -358,6 +358,18 @@ class Daemon(PutPath, GetPath):
         placement skips busy functions a while (SION Fig. 5 ``TestAndPlace``'s queue test)."""
         return {h.name: load for h in list(self.handles) if (load := h.load)[0] or load[1]}
 
+    def function_buckets(self) -> dict[str, str] | None:
+        """The GC window's functions that must not take new data, by name: ``active`` (an
+        older bucket), ``degraded`` or ``released``; None without a window. The control
+        loop reports it to the metadata server, whose allocator places only on the newest
+        bucket's functions (SION Sec. 5.3.1)."""
+        gc = self.state.gc
+        if gc is None:
+            return None
+        with self._state_lock:
+            report = gc.window.report()
+        return {self.state.name(fn): state for fn, state in report.items()}
+
     def drop_run(self, run_id: str) -> int:
         """Drop everything this daemon holds for ``run_id`` (the run ended or expired): every
         version of its keys (as ``free``), and the COS copies and buffer files an earlier

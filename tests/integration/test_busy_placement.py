@@ -23,7 +23,7 @@ from tests._waiting import wait_for
 MiB = 1 << 20
 SLOW = "sion-0"            # chunk 0's stride: sion-0, sion-12, ...
 NEXT = "sion-12"
-WRITERS, EACH = 6, 5
+WRITERS, EACH = 6, 8
 WDS = {"app": "busy", "workflow_id": 1, "category": "test",
        "spec": {"s": {"stage_id": 0, "functions": [
            {"start": True, "name": "w", "input": ["x"], "output": [], "next": []}]}}}
@@ -32,7 +32,7 @@ WDS = {"app": "busy", "workflow_id": 1, "category": "test",
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     cfg = Config.load(state_dir=str(tmp_path_factory.mktemp("state")), env={})
-    with Stack(cfg, metadata_port=0, daemon_port=0, daemon={"recv_mbps_overrides": {SLOW: 4.0}}) as st:
+    with Stack(cfg, metadata_port=0, daemon_port=0, daemon={"recv_mbps_overrides": {SLOW: 2.0}}) as st:
         yield st
 
 

@@ -13,7 +13,7 @@ import pytest
 from funcsion_rpc.gen.metadata import ttypes as T
 from metadata_server import Allocator
 from metadata_server._busy import BusyFunctions
-from metadata_server._events import BeginPut, RegisterCapacity, RegisterWorkflow
+from metadata_server._events import BeginPut, Delete, FinishPut, RegisterCapacity, RegisterWorkflow
 from metadata_server._handler import MetadataHandler
 from metadata_server._journal import Journal
 from metadata_server._state import MetadataState
@@ -36,11 +36,12 @@ def test_the_busy_set_follows_reports_and_runs_out_on_its_own() -> None:
     b.advance(0.2)
     assert not b.admits("f0") and not b.admits("f1") and b.admits("f2")
     assert not b.changes(0.2, {"f0": (5, 0), "f1": (0, 9 * MIB)})  # the same set, marks still fresh
+    assert not b.changes(0.2, {"f0": (5, 0)})                       # f1 idle: its mark runs on (no flicker)
     assert b.changes(0.6, {"f0": (5, 0), "f1": (0, 9 * MIB)})      # past half the hold: renew
-    assert b.changes(0.2, {"f0": (5, 0)})                           # f1 reported idle: it goes at once
-    b.report(0.2, {"f0": (5, 0)})
+    b.report(0.6, {"f0": (5, 0)})
+    b.advance(1.2)                                                   # f1's mark ran out, f0's was renewed
     assert b.admits("f1") and not b.admits("f0")
-    b.advance(1.2)                                                   # no report since: the mark ran out
+    b.advance(1.6)                                                   # no report since: every mark ran out
     assert b.admits("f0") and b.until == {}
     with pytest.raises(ValueError, match="hold_s > 0"):
         BusyFunctions(hold_s=0)
@@ -94,3 +95,52 @@ def test_load_reports_steer_placement_and_replay_places_alike(tmp_path: Path, fi
     assert [e.function for e in h2.state.runs[run].objects["in1"].placement.extents] == first
     h2.state.validate_state()
     j2.close()
+
+
+def _functions(out: list[object]) -> list[str]:
+    return sorted({e.function for e in out[0].placement.extents})  # type: ignore[attr-defined]
+
+
+def test_gc_buckets_steer_new_data_to_the_newest_bucket_and_none_to_a_degraded_one(
+        tmp_path: Path, fig9_path: Path) -> None:
+    """SION Sec. 5.3.1 on the allocator: the daemon's bucket report makes new objects go to the
+    newest bucket's functions (older active ones only when it has no room, and then a
+    scale-out is asked once), never to a degraded bucket's (no room elsewhere: the COS tier);
+    a released function whose blocks are all free takes data again; replay agrees."""
+    clock = Clock()
+    j = Journal(tmp_path / "j.log")
+    h = MetadataHandler(MetadataState(block_size=MIB, data_chunks=2, parity_chunks=1), journal=j,
+                        admin_token="a", clock=clock)
+    g0, g1 = [f"sion-{i}" for i in range(3)], [f"sion-{i}" for i in range(3, 6)]
+    h.apply([RegisterWorkflow(clock(), "1", fig9_path.read_text(), {}, "fig9")]
+            + [RegisterCapacity(clock(), str(i + 2), f"sion-{i}", 3) for i in range(6)])
+    run = h.start_run("a", "fig9/9", "funcstore", 0).run_id
+    put = iter(range(100, 200))
+
+    def begin(obj: str, size: int = 2 * MIB) -> list[object]:
+        return h.apply([BeginPut(clock(), str(next(put)), run, "", obj, size, obj, False, True)])[0]
+
+    assert _functions(begin("a0")) == g0                          # no report yet: oldest first
+    h.fetch_instructions("a", 0, 100, None, {fn: "active" for fn in g0})   # g0 sealed at a GC round
+    out = begin("a1")
+    assert _functions(out) == g1 and not [i for i in out if type(i).__name__ == "ScaleOut"]
+    h.fetch_instructions("a", 0, 100, None, {**{fn: "degraded" for fn in g0}, **{fn: "active" for fn in g1}})
+    out = begin("a2")                                              # newest empty: older active g1 takes it
+    assert _functions(out) == g1 and [i for i in out if type(i).__name__ == "ScaleOut"]
+    out = begin("a3")
+    assert _functions(out) == g1 and not [i for i in out if type(i).__name__ == "ScaleOut"]  # once a report
+    out = begin("a4")                                              # g1 full, g0 degraded: not there, COS
+    assert out[0].placement.tier == "cos"  # type: ignore[attr-defined]
+    with pytest.raises(Exception, match="one of active, degraded, released"):
+        h.fetch_instructions("a", 0, 100, None, {"sion-0": "sleeping"})
+    h.apply([FinishPut(clock(), "300", run, "", "a0")])
+    h.apply([Delete(clock(), "301", run, "a0")])                   # g0's blocks all free again
+    h.fetch_instructions("a", 0, 100, None, {**{fn: "released" for fn in g0}, **{fn: "active" for fn in g1}})
+    assert _functions(begin("a5")) == g0                           # released and empty: as good as new
+    want = {n: rec.placement for n, rec in h.state.runs[run].objects.items()}
+    assert h.state.stats()["buckets"] == {**{fn: "released" for fn in g0}, **{fn: "active" for fn in g1}}
+    j.close()
+    h2 = MetadataHandler(MetadataState(block_size=MIB, data_chunks=2, parity_chunks=1),
+                         journal=Journal(tmp_path / "j.log"), admin_token="a", clock=clock)
+    assert {n: rec.placement for n, rec in h2.state.runs[run].objects.items()} == want
+    h2.state.validate_state()

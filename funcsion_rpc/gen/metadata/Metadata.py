@@ -81,13 +81,14 @@ class Iface(object):
         """
         pass
 
-    def fetch_instructions(self, admin_token, after_seq, max_items, loads):
+    def fetch_instructions(self, admin_token, after_seq, max_items, loads, buckets):
         """
         Parameters:
          - admin_token
          - after_seq
          - max_items
          - loads
+         - buckets
 
         """
         pass
@@ -500,25 +501,27 @@ class Client(Iface):
             raise result.fault
         raise TApplicationException(TApplicationException.MISSING_RESULT, "stats failed: unknown result")
 
-    def fetch_instructions(self, admin_token, after_seq, max_items, loads):
+    def fetch_instructions(self, admin_token, after_seq, max_items, loads, buckets):
         """
         Parameters:
          - admin_token
          - after_seq
          - max_items
          - loads
+         - buckets
 
         """
-        self.send_fetch_instructions(admin_token, after_seq, max_items, loads)
+        self.send_fetch_instructions(admin_token, after_seq, max_items, loads, buckets)
         return self.recv_fetch_instructions()
 
-    def send_fetch_instructions(self, admin_token, after_seq, max_items, loads):
+    def send_fetch_instructions(self, admin_token, after_seq, max_items, loads, buckets):
         self._oprot.writeMessageBegin('fetch_instructions', TMessageType.CALL, self._seqid)
         args = fetch_instructions_args()
         args.admin_token = admin_token
         args.after_seq = after_seq
         args.max_items = max_items
         args.loads = loads
+        args.buckets = buckets
         args.write(self._oprot)
         self._oprot.writeMessageEnd()
         self._oprot.trans.flush()
@@ -1324,7 +1327,7 @@ class Processor(Iface, TProcessor):
         iprot.readMessageEnd()
         result = fetch_instructions_result()
         try:
-            result.success = self._handler.fetch_instructions(args.admin_token, args.after_seq, args.max_items, args.loads)
+            result.success = self._handler.fetch_instructions(args.admin_token, args.after_seq, args.max_items, args.loads, args.buckets)
             msg_type = TMessageType.REPLY
         except TTransport.TTransportException:
             raise
@@ -2936,6 +2939,7 @@ class fetch_instructions_args(object):
      - after_seq
      - max_items
      - loads
+     - buckets
 
     """
 
@@ -2944,14 +2948,16 @@ class fetch_instructions_args(object):
         'after_seq',
         'max_items',
         'loads',
+        'buckets',
     )
 
 
-    def __init__(self, admin_token=None, after_seq=None, max_items=None, loads=None,):
+    def __init__(self, admin_token=None, after_seq=None, max_items=None, loads=None, buckets=None,):
         self.admin_token = admin_token
         self.after_seq = after_seq
         self.max_items = max_items
         self.loads = loads
+        self.buckets = buckets
 
     def read(self, iprot):
         if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
@@ -2989,6 +2995,17 @@ class fetch_instructions_args(object):
                     iprot.readMapEnd()
                 else:
                     iprot.skip(ftype)
+            elif fid == 5:
+                if ftype == TType.MAP:
+                    self.buckets = {}
+                    (_ktype66, _vtype67, _size65) = iprot.readMapBegin()
+                    for _i69 in range(_size65):
+                        _key70 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                        _val71 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                        self.buckets[_key70] = _val71
+                    iprot.readMapEnd()
+                else:
+                    iprot.skip(ftype)
             else:
                 iprot.skip(ftype)
             iprot.readFieldEnd()
@@ -3014,9 +3031,17 @@ class fetch_instructions_args(object):
         if self.loads is not None:
             oprot.writeFieldBegin('loads', TType.MAP, 4)
             oprot.writeMapBegin(TType.STRING, TType.STRUCT, len(self.loads))
-            for kiter65, viter66 in self.loads.items():
-                oprot.writeString(kiter65.encode('utf-8') if sys.version_info[0] == 2 else kiter65)
-                viter66.write(oprot)
+            for kiter72, viter73 in self.loads.items():
+                oprot.writeString(kiter72.encode('utf-8') if sys.version_info[0] == 2 else kiter72)
+                viter73.write(oprot)
+            oprot.writeMapEnd()
+            oprot.writeFieldEnd()
+        if self.buckets is not None:
+            oprot.writeFieldBegin('buckets', TType.MAP, 5)
+            oprot.writeMapBegin(TType.STRING, TType.STRING, len(self.buckets))
+            for kiter74, viter75 in self.buckets.items():
+                oprot.writeString(kiter74.encode('utf-8') if sys.version_info[0] == 2 else kiter74)
+                oprot.writeString(viter75.encode('utf-8') if sys.version_info[0] == 2 else viter75)
             oprot.writeMapEnd()
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
@@ -3049,6 +3074,7 @@ fetch_instructions_args.thrift_spec = (
     (2, TType.I64, 'after_seq', None, None, ),  # 2
     (3, TType.I32, 'max_items', None, None, ),  # 3
     (4, TType.MAP, 'loads', (TType.STRING, 'UTF8', TType.STRUCT, [FunctionLoad, None], False), None, ),  # 4
+    (5, TType.MAP, 'buckets', (TType.STRING, 'UTF8', TType.STRING, 'UTF8', False), None, ),  # 5
 )
 
 
@@ -3082,11 +3108,11 @@ class fetch_instructions_result(object):
             if fid == 0:
                 if ftype == TType.LIST:
                     self.success = []
-                    (_etype70, _size67) = iprot.readListBegin()
-                    for _i71 in range(_size67):
-                        _elem72 = Instruction()
-                        _elem72.read(iprot)
-                        self.success.append(_elem72)
+                    (_etype79, _size76) = iprot.readListBegin()
+                    for _i80 in range(_size76):
+                        _elem81 = Instruction()
+                        _elem81.read(iprot)
+                        self.success.append(_elem81)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -3108,8 +3134,8 @@ class fetch_instructions_result(object):
         if self.success is not None:
             oprot.writeFieldBegin('success', TType.LIST, 0)
             oprot.writeListBegin(TType.STRUCT, len(self.success))
-            for iter73 in self.success:
-                iter73.write(oprot)
+            for iter82 in self.success:
+                iter82.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.fault is not None:
@@ -4820,11 +4846,11 @@ class list_objects_result(object):
             if fid == 0:
                 if ftype == TType.LIST:
                     self.success = []
-                    (_etype77, _size74) = iprot.readListBegin()
-                    for _i78 in range(_size74):
-                        _elem79 = ObjectStatus()
-                        _elem79.read(iprot)
-                        self.success.append(_elem79)
+                    (_etype86, _size83) = iprot.readListBegin()
+                    for _i87 in range(_size83):
+                        _elem88 = ObjectStatus()
+                        _elem88.read(iprot)
+                        self.success.append(_elem88)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -4846,8 +4872,8 @@ class list_objects_result(object):
         if self.success is not None:
             oprot.writeFieldBegin('success', TType.LIST, 0)
             oprot.writeListBegin(TType.STRUCT, len(self.success))
-            for iter80 in self.success:
-                iter80.write(oprot)
+            for iter89 in self.success:
+                iter89.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.fault is not None:
@@ -5120,10 +5146,10 @@ class get_batch_args(object):
             elif fid == 4:
                 if ftype == TType.LIST:
                     self.object_names = []
-                    (_etype84, _size81) = iprot.readListBegin()
-                    for _i85 in range(_size81):
-                        _elem86 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
-                        self.object_names.append(_elem86)
+                    (_etype93, _size90) = iprot.readListBegin()
+                    for _i94 in range(_size90):
+                        _elem95 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                        self.object_names.append(_elem95)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -5152,8 +5178,8 @@ class get_batch_args(object):
         if self.object_names is not None:
             oprot.writeFieldBegin('object_names', TType.LIST, 4)
             oprot.writeListBegin(TType.STRING, len(self.object_names))
-            for iter87 in self.object_names:
-                oprot.writeString(iter87.encode('utf-8') if sys.version_info[0] == 2 else iter87)
+            for iter96 in self.object_names:
+                oprot.writeString(iter96.encode('utf-8') if sys.version_info[0] == 2 else iter96)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
@@ -5219,11 +5245,11 @@ class get_batch_result(object):
             if fid == 0:
                 if ftype == TType.LIST:
                     self.success = []
-                    (_etype91, _size88) = iprot.readListBegin()
-                    for _i92 in range(_size88):
-                        _elem93 = GetResult()
-                        _elem93.read(iprot)
-                        self.success.append(_elem93)
+                    (_etype100, _size97) = iprot.readListBegin()
+                    for _i101 in range(_size97):
+                        _elem102 = GetResult()
+                        _elem102.read(iprot)
+                        self.success.append(_elem102)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -5245,8 +5271,8 @@ class get_batch_result(object):
         if self.success is not None:
             oprot.writeFieldBegin('success', TType.LIST, 0)
             oprot.writeListBegin(TType.STRUCT, len(self.success))
-            for iter94 in self.success:
-                iter94.write(oprot)
+            for iter103 in self.success:
+                iter103.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.fault is not None:
@@ -5334,10 +5360,10 @@ class read_batch_args(object):
             elif fid == 4:
                 if ftype == TType.LIST:
                     self.object_names = []
-                    (_etype98, _size95) = iprot.readListBegin()
-                    for _i99 in range(_size95):
-                        _elem100 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
-                        self.object_names.append(_elem100)
+                    (_etype107, _size104) = iprot.readListBegin()
+                    for _i108 in range(_size104):
+                        _elem109 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                        self.object_names.append(_elem109)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -5366,8 +5392,8 @@ class read_batch_args(object):
         if self.object_names is not None:
             oprot.writeFieldBegin('object_names', TType.LIST, 4)
             oprot.writeListBegin(TType.STRING, len(self.object_names))
-            for iter101 in self.object_names:
-                oprot.writeString(iter101.encode('utf-8') if sys.version_info[0] == 2 else iter101)
+            for iter110 in self.object_names:
+                oprot.writeString(iter110.encode('utf-8') if sys.version_info[0] == 2 else iter110)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
@@ -5540,11 +5566,11 @@ class begin_put_batch_args(object):
             elif fid == 4:
                 if ftype == TType.LIST:
                     self.requests = []
-                    (_etype105, _size102) = iprot.readListBegin()
-                    for _i106 in range(_size102):
-                        _elem107 = PutRequest()
-                        _elem107.read(iprot)
-                        self.requests.append(_elem107)
+                    (_etype114, _size111) = iprot.readListBegin()
+                    for _i115 in range(_size111):
+                        _elem116 = PutRequest()
+                        _elem116.read(iprot)
+                        self.requests.append(_elem116)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -5573,8 +5599,8 @@ class begin_put_batch_args(object):
         if self.requests is not None:
             oprot.writeFieldBegin('requests', TType.LIST, 4)
             oprot.writeListBegin(TType.STRUCT, len(self.requests))
-            for iter108 in self.requests:
-                iter108.write(oprot)
+            for iter117 in self.requests:
+                iter117.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
@@ -5640,11 +5666,11 @@ class begin_put_batch_result(object):
             if fid == 0:
                 if ftype == TType.LIST:
                     self.success = []
-                    (_etype112, _size109) = iprot.readListBegin()
-                    for _i113 in range(_size109):
-                        _elem114 = PutGrant()
-                        _elem114.read(iprot)
-                        self.success.append(_elem114)
+                    (_etype121, _size118) = iprot.readListBegin()
+                    for _i122 in range(_size118):
+                        _elem123 = PutGrant()
+                        _elem123.read(iprot)
+                        self.success.append(_elem123)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -5666,8 +5692,8 @@ class begin_put_batch_result(object):
         if self.success is not None:
             oprot.writeFieldBegin('success', TType.LIST, 0)
             oprot.writeListBegin(TType.STRUCT, len(self.success))
-            for iter115 in self.success:
-                iter115.write(oprot)
+            for iter124 in self.success:
+                iter124.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.fault is not None:
@@ -5755,10 +5781,10 @@ class finish_put_batch_args(object):
             elif fid == 4:
                 if ftype == TType.LIST:
                     self.object_names = []
-                    (_etype119, _size116) = iprot.readListBegin()
-                    for _i120 in range(_size116):
-                        _elem121 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
-                        self.object_names.append(_elem121)
+                    (_etype128, _size125) = iprot.readListBegin()
+                    for _i129 in range(_size125):
+                        _elem130 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                        self.object_names.append(_elem130)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -5787,8 +5813,8 @@ class finish_put_batch_args(object):
         if self.object_names is not None:
             oprot.writeFieldBegin('object_names', TType.LIST, 4)
             oprot.writeListBegin(TType.STRING, len(self.object_names))
-            for iter122 in self.object_names:
-                oprot.writeString(iter122.encode('utf-8') if sys.version_info[0] == 2 else iter122)
+            for iter131 in self.object_names:
+                oprot.writeString(iter131.encode('utf-8') if sys.version_info[0] == 2 else iter131)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
@@ -5854,11 +5880,11 @@ class finish_put_batch_result(object):
             if fid == 0:
                 if ftype == TType.LIST:
                     self.success = []
-                    (_etype126, _size123) = iprot.readListBegin()
-                    for _i127 in range(_size123):
-                        _elem128 = PutResult()
-                        _elem128.read(iprot)
-                        self.success.append(_elem128)
+                    (_etype135, _size132) = iprot.readListBegin()
+                    for _i136 in range(_size132):
+                        _elem137 = PutResult()
+                        _elem137.read(iprot)
+                        self.success.append(_elem137)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -5880,8 +5906,8 @@ class finish_put_batch_result(object):
         if self.success is not None:
             oprot.writeFieldBegin('success', TType.LIST, 0)
             oprot.writeListBegin(TType.STRUCT, len(self.success))
-            for iter129 in self.success:
-                iter129.write(oprot)
+            for iter138 in self.success:
+                iter138.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.fault is not None:
