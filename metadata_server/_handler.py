@@ -440,7 +440,7 @@ class MetadataHandler:
                for fn, v in loads.items() if v is not None}
         now = self.clock()
         with self.lock:
-            if not self.state.busy.changes(now, got):
+            if not self.state.busy.changes(now, got, self.state.pool_size()):
                 return
         self._one(ev.ReportLoad(now, self._rid_next(), {fn: [q, b] for fn, (q, b) in got.items()}))
 

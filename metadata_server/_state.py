@@ -871,11 +871,15 @@ class MetadataState:
         out.insert(0, Placed(rec.name, rec.size, rec.placement))
         return out
 
+    def pool_size(self) -> int:
+        """The storage functions the allocator places on (not withdrawn)."""
+        return sum(1 for f in self.allocator.functions.values() if not f.retired)
+
     def _report_load(self, ev: ReportLoad) -> list[Instruction]:
         """The daemon's load report: the busy set follows it (``_busy``)."""
         loads = {fn: (int(v[0]), int(v[1])) for fn, v in ev.loads.items()}
         was = set(self.busy.until)
-        self.busy.report(ev.now, loads)
+        self.busy.report(ev.now, loads, self.pool_size())
         if set(self.busy.until) - was:
             self._bump("busy_marks")
         return []

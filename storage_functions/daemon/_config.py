@@ -161,6 +161,9 @@ class DaemonConfig:
     # busy-aware placement's test and benchmark)
     function_recv_mbps: float = 0.0
     recv_mbps_overrides: dict[str, float] = field(default_factory=dict)
+    # report the functions' queues to the metadata server with the control plane's fetches, so
+    # its placement goes around busy functions (False: it places as if every function were idle)
+    report_loads: bool = True
     # persisted copies (``put(..., persist=...)``, Pocket's PERSIST with a timeout): the
     # lifetime after its run ends of a copy put with persist=True (0 = until Client.delete),
     # and how often the sweep deletes the expired ones (``_persisted_io``)

@@ -352,10 +352,13 @@ class Daemon(PutPath, GetPath):
         self.count("released_functions")
         return h.release()
 
-    def function_loads(self) -> dict[str, tuple[int, int]]:
+    def function_loads(self) -> dict[str, tuple[int, int]] | None:
         """The functions with requests queued or in flight: name -> (requests, bytes of the
-        PUT chunks among them). The control loop reports it to the metadata server, whose
-        placement skips busy functions a while (SION Fig. 5 ``TestAndPlace``'s queue test)."""
+        PUT chunks among them); None when ``report_loads`` is off. The control loop reports it
+        to the metadata server, whose placement skips busy functions a while (SION Fig. 5
+        ``TestAndPlace``'s queue test)."""
+        if not self.config.report_loads:
+            return None
         return {h.name: load for h in list(self.handles) if (load := h.load)[0] or load[1]}
 
     def function_buckets(self) -> dict[str, str] | None:

@@ -30,15 +30,19 @@ class Clock:
 
 
 def test_the_busy_set_follows_reports_and_runs_out_on_its_own() -> None:
-    b = BusyFunctions(queue_depth=3, busy_bytes=8 * MIB, hold_s=1.0)
-    assert b.changes(0.0, {"f0": (3, 0)}) and not b.changes(0.0, {"f0": (2, MIB)})
-    b.report(0.0, {"f0": (3, 0), "f1": (1, 8 * MIB), "f2": (2, MIB)})
+    b = BusyFunctions(queue_depth=3, busy_bytes=8 * MIB, hold_s=1.0, relative=2.0)
+    n = 12                                                           # functions in the pool
+    assert b.changes(0.0, {"f0": (3, 0)}, n) and not b.changes(0.0, {"f0": (2, MIB)}, n)
+    burst = {f"f{i}": (6, MIB) for i in range(6)}                    # a burst on a whole group:
+    assert not b.changes(0.0, burst, 6)                              # nobody stands out, nobody is busy
+    assert b.busy_in(burst, 12) == set(burst)                        # half the pool idle: these stand out
+    b.report(0.0, {"f0": (3, 0), "f1": (1, 8 * MIB), "f2": (2, MIB)}, n)
     b.advance(0.2)
     assert not b.admits("f0") and not b.admits("f1") and b.admits("f2")
-    assert not b.changes(0.2, {"f0": (5, 0), "f1": (0, 9 * MIB)})  # the same set, marks still fresh
-    assert not b.changes(0.2, {"f0": (5, 0)})                       # f1 idle: its mark runs on (no flicker)
-    assert b.changes(0.6, {"f0": (5, 0), "f1": (0, 9 * MIB)})      # past half the hold: renew
-    b.report(0.6, {"f0": (5, 0)})
+    assert not b.changes(0.2, {"f0": (5, 0), "f1": (0, 9 * MIB)}, n)  # the same set, marks still fresh
+    assert not b.changes(0.2, {"f0": (5, 0)}, n)                    # f1 idle: its mark runs on (no flicker)
+    assert b.changes(0.6, {"f0": (5, 0), "f1": (0, 9 * MIB)}, n)   # past half the hold: renew
+    b.report(0.6, {"f0": (5, 0)}, n)
     b.advance(1.2)                                                   # f1's mark ran out, f0's was renewed
     assert b.admits("f1") and not b.admits("f0")
     b.advance(1.6)                                                   # no report since: every mark ran out
@@ -55,11 +59,11 @@ def test_a_busy_function_is_skipped_along_its_stride_unless_the_whole_stride_is_
     a.add_filter(busy, strict=False)
     p = a.allocate(200, "r", 0)
     assert p is not None and [e.function for e in p.extents] == ["s0", "s1", "s2"]
-    busy.report(0.0, {"s1": (9, 0)})
+    busy.report(0.0, {"s1": (9, 0)}, 6)
     p = a.allocate(200, "r", 0)
     assert p is not None and [e.function for e in p.extents] == ["s0", "s4", "s2"]   # chunk 1: s1's next
     assert a.new_blocks(200, "r", 0) == 3               # what allocate would take, with the filter too
-    busy.report(0.0, {"s1": (9, 0), "s4": (9, 0)})
+    busy.report(0.0, {"s1": (9, 0), "s4": (9, 0)}, 6)
     p = a.allocate(200, "r", 0)
     assert p is not None and [e.function for e in p.extents][1] in ("s1", "s4")  # busy, not full: placed
     assert a.admits("s1", soft=False) and not a.admits("s1")
