@@ -148,3 +148,20 @@ def test_gc_buckets_steer_new_data_to_the_newest_bucket_and_none_to_a_degraded_o
                          journal=Journal(tmp_path / "j.log"), admin_token="a", clock=clock)
     assert {n: rec.placement for n, rec in h2.state.runs[run].objects.items()} == want
     h2.state.validate_state()
+
+
+def test_a_snapshot_keeps_the_busy_set_and_the_buckets_and_the_allocator_consults_them() -> None:
+    from metadata_server._events import ReportBuckets, ReportLoad
+    from metadata_server._snapshot import decode_snapshot, encode_snapshot, restore_into
+
+    s = MetadataState()
+    s.handle(RegisterCapacity(1.0, "r1", "sion-0", 4))
+    s.handle(ReportBuckets(1.0, "r2", {"sion-0": "degraded"}))
+    s.handle(ReportLoad(1.0, "r3", {"sion-0": [5, 0]}))
+    t = MetadataState()
+    restore_into(t, decode_snapshot(encode_snapshot(s, 3))[1])
+    assert t.buckets.state == {"sion-0": "degraded"} and t.busy.until == {"sion-0": 2.0}
+    assert not t.allocator.admits("sion-0", soft=False)      # the restored allocator's filters are its state's
+    t.handle(ReportBuckets(2.0, "r4", {}))
+    assert t.allocator.admits("sion-0", soft=False)
+    t.validate_state()
