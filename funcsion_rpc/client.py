@@ -192,10 +192,17 @@ class MetadataClient:
         doc: dict[str, Any] = json.loads(self._call(lambda c: c.stats(self.admin_token)))
         return doc
 
-    def fetch_instructions(self, after_seq: int = 0, max_items: int = 1000) -> list[T.Instruction]:
+    def fetch_instructions(self, after_seq: int = 0, max_items: int = 1000,
+                           loads: dict[str, tuple[int, int]] | None = None,
+                           buckets: dict[str, str] | None = None) -> list[T.Instruction]:
         """Pending storage instructions with seq > after_seq; passing the last seq you
-        carried out acknowledges it and everything before."""
-        return self._call(lambda c: c.fetch_instructions(self.admin_token, after_seq, max_items))
+        carried out acknowledges it and everything before. ``loads``: the daemon's storage
+        functions with requests queued or in flight, name -> (queued, in-flight PUT bytes)
+        (None: no report; {}: every function is idle). ``buckets``: the GC window's functions
+        that must not take new data, name -> active | degraded | released (None: no report;
+        {}: every function is in the newest bucket)."""
+        sent = None if loads is None else {fn: T.FunctionLoad(int(q), int(b)) for fn, (q, b) in loads.items()}
+        return self._call(lambda c: c.fetch_instructions(self.admin_token, after_seq, max_items, sent, buckets))
 
     # -- one run --------------------------------------------------------------------
     @property

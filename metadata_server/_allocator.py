@@ -80,6 +80,15 @@ lie on (``_grains.GrainCount``, kept per owner beside the placements);
 placement, pools and capacity still go by whole blocks. Without a grain,
 ``allocated_bytes`` counts whole blocks.
 
+Candidate filters (``add_filter``): small policies outside this module that say which
+functions may take new data (``_busy``: functions the daemon reports busy; ``_buckets``: only
+the GC window's newest bucket). Each is a ``CandidateFilter`` (``admits(function)``); the
+probing above stays as it is and skips a function a filter refuses, as it skips a full one.
+A *strict* filter refuses a function for slices and chunks alike (new blocks, open blocks,
+holes); a *soft* one steers coded placement (when a chunk's stride has no function the soft
+filters admit, the object is placed as if they were not there) and which function a slice
+pool's new block comes from, but not the open blocks and holes slices share.
+
 ``allocate`` returns ``None`` when capacity is short; the caller decides
 between scaling out and the COS tier. Not covered: which policy frees what
 (``_policy``), budgets and accounting per run (``_state``).
@@ -90,12 +99,13 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, field
 from collections.abc import Collection, Iterable
-from typing import Hashable, Literal
+from typing import Hashable, Literal, Protocol
 
 from ._events import Extent, Placement
 from ._grains import GrainCount
 
-__all__ = ["Allocator", "MAX_FUNCTION_BLOCKS", "MIB", "MIN_ROOM", "OPEN_PER_FUNCTION", "Solo", "by_lifetime"]
+__all__ = ["Allocator", "CandidateFilter", "MAX_FUNCTION_BLOCKS", "MIB", "MIN_ROOM", "OPEN_PER_FUNCTION", "Solo",
+           "by_lifetime"]
 
 MIB = 1 << 20
 #: An open block offers its rest to other pools while at least this share of a block is left.
@@ -105,6 +115,13 @@ OPEN_PER_FUNCTION = 4
 #: The most blocks one storage function may offer (1 TiB at the default 1 MiB blocks);
 #: bounds what one registration makes the allocator hold.
 MAX_FUNCTION_BLOCKS = 1 << 20
+
+
+class CandidateFilter(Protocol):
+    """Which storage functions may take new data now (a policy of its own: busy functions,
+    GC buckets, one daemon's functions)."""
+
+    def admits(self, function: str) -> bool: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +195,21 @@ class Allocator:
         self.open: dict[Hashable, dict[str, dict[int, _Block]]] = {}
         #: owner -> function -> block index -> its shareable blocks with a hole (a freed span)
         self.holed: dict[Hashable, dict[str, dict[int, _Block]]] = {}
+        #: candidate filters, each with whether it is strict (``add_filter``)
+        self.filters: list[tuple[CandidateFilter, bool]] = []
+
+    # -- candidate filters ----------------------------------------------------------
+    def add_filter(self, f: CandidateFilter, *, strict: bool) -> None:
+        """Consult ``f`` for every function placement probes from now on (after the filters
+        added before); ``strict``: for slices too, and never dropped for lack of room."""
+        self.filters.append((f, strict))
+
+    def admits(self, function: str, soft: bool = True) -> bool:
+        """Whether the filters let ``function`` take new data (``soft``: the soft ones too)."""
+        return all(f.admits(function) for f, strict in self.filters if strict or soft)
+
+    def _strict_admits(self, function: str) -> bool:
+        return all(f.admits(function) for f, strict in self.filters if strict)
 
     # -- capacity -------------------------------------------------------------------
     def register(self, function: str, blocks: int) -> int:
@@ -296,7 +328,9 @@ class Allocator:
                     state: Literal["active", "frozen"], function: _Function | None = None,
                     index: int | None = None) -> _Block | None:
         if function is None:
-            ranked = by_lifetime([f for f in self.functions.values() if f.free], owner, _base_key(pool))
+            free = [f for f in self.functions.values() if f.free]
+            ranked = by_lifetime([f for f in free if self.admits(f.name)], owner, _base_key(pool)) or by_lifetime(
+                [f for f in free if self._strict_admits(f.name)], owner, _base_key(pool))
             function = ranked[0] if ranked else None
             if function is None:
                 return None
@@ -342,7 +376,7 @@ class Allocator:
         limit = self.block_size - size
         for on in pools:
             for b in on.values():
-                if b.offset > limit or self.functions[b.function].retired:
+                if b.offset > limit or self.functions[b.function].retired or not self._strict_admits(b.function):
                     continue
                 rank = (*_affinity(b.keys, key), -b.offset)
                 if best is None or rank < best_rank:
@@ -352,7 +386,8 @@ class Allocator:
     def _slice_home(self, size: int, owner: Hashable, key: Hashable) -> _Block | None:
         """Where a slice goes without a new block: its pool's active block, else a shared one."""
         pool = self.pools.get((owner, key))
-        if pool is not None and pool.active is not None and pool.active.offset + size <= self.block_size:
+        if pool is not None and pool.active is not None and pool.active.offset + size <= self.block_size \
+                and self._strict_admits(pool.active.function):
             return pool.active
         return self._best_open(size, owner, key, None)
 
@@ -372,7 +407,7 @@ class Allocator:
         best_rank: tuple[int, int, float, int] = (0, 0, 0.0, 0)
         for on in pools:
             for b in on.values():
-                if self.functions[b.function].retired:
+                if self.functions[b.function].retired or not self._strict_admits(b.function):
                     continue
                 fit = min((e - s for s, e in b.holes if e - s >= size), default=None)
                 if fit is None:
@@ -456,13 +491,22 @@ class Allocator:
 
     def _chunk_plan(self, owner: Hashable, key: Hashable, chunk: int,
                     holes: bool = True) -> list[tuple[_Function, _Home]] | None:
-        """PlaceChunk: per chunk ``i`` the first function of ``i, i+n, ...`` where it has a
-        home (``_chunk_home``); None when a chunk finds none (a scale-out is needed)."""
+        """PlaceChunk: per chunk ``i`` the first function of ``i, i+n, ...`` that the filters
+        admit and where it has a home (``_chunk_home``); None when a chunk finds none (a
+        scale-out is needed). When the soft filters leave a chunk no function, they are
+        dropped for this object (busy functions are slow, not full)."""
+        plan = self._chunk_plan_with(owner, key, chunk, holes, soft=True)
+        if plan is None and any(not strict for _, strict in self.filters):
+            plan = self._chunk_plan_with(owner, key, chunk, holes, soft=False)
+        return plan
+
+    def _chunk_plan_with(self, owner: Hashable, key: Hashable, chunk: int, holes: bool,
+                         soft: bool) -> list[tuple[_Function, _Home]] | None:
         n = self.data_chunks + self.parity_chunks
         fns = [f for f in self.functions.values() if not f.retired]
         plan: list[tuple[_Function, _Home]] = []
         for i in range(n):
-            for f in by_lifetime(fns[i::n], owner, key):
+            for f in by_lifetime([f for f in fns[i::n] if not self.filters or self.admits(f.name, soft)], owner, key):
                 home = self._chunk_home(owner, key, chunk, f, holes)
                 if home is not None:
                     plan.append((f, home))

@@ -26,7 +26,7 @@ __all__ = [
     "Extent", "Placement",
     "Event", "RegisterWorkflow", "DeregisterWorkflow", "StartRun", "EndRun", "BeginPut", "FinishPut",
     "Get", "GetMany", "ReadDone", "Commit", "Delete", "RegisterCapacity", "UnregisterCapacity", "Tick", "AckInstructions", "Touch",
-    "CosFallback", "EVENT_TYPES",
+    "CosFallback", "ReportLoad", "ReportBuckets", "EVENT_TYPES",
     "Instruction", "WorkflowRegistered", "RunStarted", "RunFinished", "Placed", "PutFinished",
     "ReadRecorded", "Committed", "Freed", "LastRead", "Released", "CapacityChanged",
     "RELEASED_AT_READ",
@@ -230,11 +230,30 @@ class CosFallback(Event):
     reason: str = ""
 
 
+@dataclass(slots=True)
+class ReportLoad(Event):
+    """The daemon's storage functions with requests queued or in flight when it fetched
+    instructions: ``loads`` maps a function to ``[queued, inflight_bytes]`` (every function
+    not named is idle). The handler journals one only when it changes the busy set
+    (``_busy.BusyFunctions.changes``)."""
+
+    loads: dict[str, list[int]]
+
+
+@dataclass(slots=True)
+class ReportBuckets(Event):
+    """The daemon's GC window when it fetched instructions: ``buckets`` maps each function
+    that must not take new data to ``active`` (an older bucket), ``degraded`` or
+    ``released``; the report replaces the last one. Journaled only when it changed."""
+
+    buckets: dict[str, str]
+
+
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.__name__: cls
     for cls in (RegisterWorkflow, DeregisterWorkflow, StartRun, EndRun, BeginPut, FinishPut, Get, Commit,
                 Delete, RegisterCapacity, UnregisterCapacity, Tick, AckInstructions, Touch, CosFallback, GetMany,
-                ReadDone)
+                ReadDone, ReportLoad, ReportBuckets)
 }
 
 

@@ -45,6 +45,7 @@ from funcsion_rpc.gen.metadata import ttypes as T
 from funcsion_rpc.limits import MAX_WDS_BYTES
 
 from . import _events as ev
+from ._buckets import GcBuckets
 from ._journal import Journal
 from ._snapshot import decode_snapshot, encode_snapshot, restore_into
 from ._lifetimes import expires_at_ms
@@ -416,8 +417,14 @@ class MetadataHandler:
         return json.dumps(doc)
 
     @_boundary
-    def fetch_instructions(self, admin_token: str, after_seq: int, max_items: int) -> list[T.Instruction]:
+    def fetch_instructions(self, admin_token: str, after_seq: int, max_items: int,
+                           loads: dict[str, T.FunctionLoad] | None = None,
+                           buckets: dict[str, str] | None = None) -> list[T.Instruction]:
         self._admin(admin_token)
+        if loads is not None:
+            self._report_load(loads)
+        if buckets is not None:
+            self._report_buckets(buckets)
         with self.lock:
             acked = self.state.pending and self.state.pending[0].seq <= after_seq
         if acked:
@@ -425,6 +432,31 @@ class MetadataHandler:
         with self.lock:
             items = self.state.pending_instructions(after_seq, max(1, min(max_items or 1000, 10_000)))
         return [to_thrift_instruction(i) for i in items]
+
+    def _report_load(self, loads: dict[str, T.FunctionLoad]) -> None:
+        """The daemon's load report; journaled (``ReportLoad``) only when it changes the busy set."""
+        if len(loads) > 100_000:
+            raise InvalidRequest(f"a load report names {len(loads):,} storage functions; at most 100,000")
+        got = {str(fn)[:256]: (max(0, int(v.queued or 0)), max(0, int(v.inflight_bytes or 0)))
+               for fn, v in loads.items() if v is not None}
+        now = self.clock()
+        with self.lock:
+            if not self.state.busy.changes(now, got, self.state.pool_size()):
+                return
+        self._one(ev.ReportLoad(now, self._rid_next(), {fn: [q, b] for fn, (q, b) in got.items()}))
+
+    def _report_buckets(self, buckets: dict[str, str]) -> None:
+        """The daemon's GC window; journaled (``ReportBuckets``) only when it changed."""
+        if len(buckets) > 100_000:
+            raise InvalidRequest(f"a bucket report names {len(buckets):,} storage functions; at most 100,000")
+        try:
+            got = GcBuckets.check({str(fn)[:256]: str(s) for fn, s in buckets.items()})
+        except ValueError as exc:
+            raise InvalidRequest(str(exc)) from None
+        with self.lock:
+            if not self.state.buckets.changes(got):
+                return
+        self._one(ev.ReportBuckets(self.clock(), self._rid_next(), got))
 
     # -- service: one run -----------------------------------------------------------
     @_boundary

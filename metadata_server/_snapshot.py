@@ -76,6 +76,7 @@ def restore_into(state: MetadataState, fields: dict[str, Any]) -> None:
     for k, v in fields.items():
         setattr(state, k, v)
     _fill_new_fields(state)
+    state.link_filters()
 
 
 def _fill_new_fields(state: MetadataState) -> None:

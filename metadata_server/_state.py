@@ -59,12 +59,14 @@ from funcsion_rpc.errors import (DuplicateWrite, InvalidRequest, ObjectExpired, 
                                  UnknownWorkflow)
 
 from ._allocator import MAX_FUNCTION_BLOCKS, MIB, Allocator
+from ._buckets import GcBuckets
+from ._busy import BusyFunctions
 from ._events import (AckInstructions, BeginPut, CapacityChanged, Commit, Committed, CosFallback, Delete,
                       DeregisterWorkflow,
                       DropObject, EndRun, Event, Freed, FinishPut, Get, GetMany, Instruction, Placed, Placement,
                       LastRead, PutFinished, ReadDone, ReadRecorded, RegisterCapacity, RegisterWorkflow,
                       RELEASED_AT_READ, Released,
-                      ReleaseFunction, RunFinished,
+                      ReleaseFunction, ReportBuckets, ReportLoad, RunFinished,
                       RunStarted, ScaleOut, StartRun, StorageInstruction, Tick, Touch, UnregisterCapacity,
                       WorkflowRegistered)
 from ._invariants import validate
@@ -93,7 +95,7 @@ class MetadataState:
                  memory_budget: int | None = None, predictor: LifetimePredictor | None = None,
                  sample_interval_s: float = 0.1, max_samples: int = 10_000, max_pending: int = 100_000,
                  max_finished_runs: int = 1000, wds_limits: wds.Limits | None = None, memory_grain: int = 0,
-                 shard: int = 0, shards: int = 1) -> None:
+                 shard: int = 0, shards: int = 1, busy: BusyFunctions | None = None) -> None:
         if not 0 <= shard < shards:
             raise ValueError(f"metadata shard {shard} of {shards}: the shard is an index into the shard list, "
                              f"0 to {shards - 1} (funcsion serve metadata --shard I/M)")
@@ -101,6 +103,11 @@ class MetadataState:
         #: ids it owns and takes capacity only for the functions it owns
         self.shard, self.shards = shard, shards
         self.allocator = Allocator(block_size, data_chunks, parity_chunks, memory_grain)
+        #: the functions the daemon reports busy (``ReportLoad``): coded placement skips them
+        self.busy = busy or BusyFunctions()
+        #: the daemon's GC buckets (``ReportBuckets``): new data on the newest bucket's functions
+        self.buckets = GcBuckets(self.allocator)
+        self.link_filters()
         self.memory_budget = memory_budget
         self.wds_limits = wds_limits or wds.Limits()  # what a registered WDS may be and expand to
         self.predictor: LifetimePredictor = predictor or HeuristicPredictor()
@@ -125,7 +132,14 @@ class MetadataState:
             RegisterCapacity: self._register_capacity, UnregisterCapacity: self._unregister_capacity,
             Tick: self._tick, AckInstructions: self._ack, Touch: self._touch,
             CosFallback: self._cos_fallback, GetMany: self._get_many, ReadDone: self._read_done,
+            ReportLoad: self._report_load, ReportBuckets: self._report_buckets,
         }
+
+    def link_filters(self) -> None:
+        """Give the allocator this state's candidate filters (again after a snapshot restored
+        both: one written before a filter existed has none)."""
+        self.buckets.allocator = self.allocator
+        self.allocator.filters = [(self.buckets.sealed, True), (self.buckets.newest, False), (self.busy, False)]
 
     def check_run_owner(self, run_id: str) -> None:
         """Refuse a call for a run another shard owns (``funcsion_rpc.routing.shard_of_run``):
@@ -256,6 +270,8 @@ class MetadataState:
             "pending_instructions": len(self.pending), "max_pending": self.max_pending,
             "last_seq": self.next_seq - 1,
             "functions": {f.name: f.blocks for f in a.functions.values() if not f.retired},
+            "busy": sorted(fn for fn, t in self.busy.until.items() if t > self.now),
+            "buckets": dict(self.buckets.state),
             "counters": dict(self.counters),
             "samples": list(self.samples), "runs": [r.summary() for r in self.runs.values()],
         }
@@ -683,6 +699,7 @@ class MetadataState:
             if over_run:
                 return _COS, f"over the run's capacity hint of {run.budget_bytes:,} bytes"
             return _COS, f"over the server's memory budget of {self.memory_budget:,} bytes"
+        self.busy.advance(self.now)
         placement = a.allocate(size, run.run_id, key, chunk_bytes, run.policy.fills_holes)
         if placement is None:
             run.bump("cos_fallback")
@@ -690,6 +707,10 @@ class MetadataState:
             self._emit(out, ScaleOut(need, f"no room for {size} bytes of {name!r} (run {run.run_id})"))
             return _COS, (f"no room in the storage functions' pool ({need} blocks of {a.block_size:,} bytes "
                           f"needed, {a.free_blocks} free of {a.total_blocks}); scale-out asked")
+        if placement.kind == "blocks" and self.buckets.want_scale_out({e.function for e in placement.extents}):
+            self._bump("scale_out_for_newest_bucket")
+            self._emit(out, ScaleOut(max(1, need), f"the newest GC bucket had no room for {name!r} "
+                                                   f"(run {run.run_id})"))
         return placement, ""
 
     def _finish_put(self, ev: FinishPut) -> list[Instruction]:
@@ -925,6 +946,24 @@ class MetadataState:
         self._refresh(run)
         out.insert(0, Placed(rec.name, rec.size, rec.placement))
         return out
+
+    def pool_size(self) -> int:
+        """The storage functions the allocator places on (not withdrawn)."""
+        return sum(1 for f in self.allocator.functions.values() if not f.retired)
+
+    def _report_load(self, ev: ReportLoad) -> list[Instruction]:
+        """The daemon's load report: the busy set follows it (``_busy``)."""
+        loads = {fn: (int(v[0]), int(v[1])) for fn, v in ev.loads.items()}
+        was = set(self.busy.until)
+        self.busy.report(ev.now, loads, self.pool_size())
+        if set(self.busy.until) - was:
+            self._bump("busy_marks")
+        return []
+
+    def _report_buckets(self, ev: ReportBuckets) -> list[Instruction]:
+        """The daemon's GC window: the bucket filters follow it (``_buckets``)."""
+        self.buckets.report(ev.buckets)
+        return []
 
     def _ack(self, ev: AckInstructions) -> list[Instruction]:
         while self.pending and self.pending[0].seq <= ev.upto:

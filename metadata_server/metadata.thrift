@@ -205,6 +205,14 @@ struct Instruction {
   10: string tier,
 }
 
+// the load of one storage function as its daemon sees it when it fetches instructions
+// (SION Fig. 5 TestAndPlace's queue test, on the metadata-placed path): requests queued or
+// in flight to it, and the bytes of the PUT chunks among them not yet stored
+struct FunctionLoad {
+  1: i32 queued,
+  2: i64 inflight_bytes,
+}
+
 // Stats are a JSON document (see MetadataState.stats): counters, live and
 // allocated bytes, samples over time, one summary per run.
 struct Health {
@@ -230,7 +238,13 @@ service Metadata {
   string stats(1: string admin_token) throws (1: MetadataFault fault),
   // storage-layer instructions with seq > after_seq (oldest first, at most max_items); calling it
   // again with after_seq = the last seq you carried out acknowledges everything up to it
-  list<Instruction> fetch_instructions(1: string admin_token, 2: i64 after_seq, 3: i32 max_items)
+  // loads (optional): the daemon's storage functions with requests queued or in flight, by name
+  // (any function not named is idle); the allocator's coded placement skips busy ones a while.
+  // buckets (optional): the daemon's GC window, the functions that must not take new data by
+  // name: "active" (an older bucket), "degraded" or "released" (any function not named is in
+  // the newest bucket); the allocator places new data on the newest bucket's functions
+  list<Instruction> fetch_instructions(1: string admin_token, 2: i64 after_seq, 3: i32 max_items,
+                                       4: map<string, FunctionLoad> loads, 5: map<string, string> buckets)
       throws (1: MetadataFault fault),
 
   // -- one run (its token; end_run also takes the admin token)

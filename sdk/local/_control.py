@@ -10,7 +10,7 @@ instructions do is the follower's.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from funcsion_rpc import routing
@@ -27,10 +27,16 @@ class MetadataSource:
     def __init__(self, client: MetadataClient) -> None:
         self.client = client
 
-    def fetch(self, after_seq: int, limit: int) -> Sequence[Instruction]:
+    def fetch(self, after_seq: int, limit: int, loads: Mapping[str, tuple[int, int]] | None = None,
+              buckets: Mapping[str, str] | None = None) -> Sequence[Instruction]:
+        if loads is None and buckets is None:   # nothing to report: the call as before reports
+            got = self.client.fetch_instructions(after_seq, limit)
+        else:
+            got = self.client.fetch_instructions(after_seq, limit, None if loads is None else dict(loads),
+                                                 None if buckets is None else dict(buckets))
         return [Instruction(int(i.seq), str(i.kind), i.run_id or "", i.object_name or "", i.tier or "memory",
                             i.reason or "", int(i.blocks or 0), i.function_name or "")
-                for i in self.client.fetch_instructions(after_seq, limit)]
+                for i in got]
 
     def view(self) -> SourceView:
         st: dict[str, Any] = self.client.stats()

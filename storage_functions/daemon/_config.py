@@ -3,7 +3,7 @@ address the storage functions dial back to (``advertise``)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 __all__ = ["DaemonConfig", "split_address", "CHECK_STATE_ENV"]
 
@@ -129,10 +129,15 @@ class DaemonConfig:
     # stays gc_active rounds active (warmed every warm_interval_s), then gc_degraded rounds
     # degraded (sealed, warmed every degraded_warm_interval_s), then its functions are
     # released (their data stays in COS); chunks read on degraded functions move to the
-    # newest bucket, compact_fraction of them (at most compact_max) per tick
+    # newest bucket, compact_fraction of them (at most compact_max) per tick.
+    # Defaults (H = 3 min, not SION's 18): a run of seconds sees no round (read counts free its
+    # data); in runs of minutes to hours what nobody read for 2-3 minutes leaves memory (COS
+    # keeps it; a read of it costs a COS GET) and a read while it is degraded keeps it; and
+    # with the metadata server's placement (a bucket's functions are sealed at each round) the
+    # newest bucket plus 1 + 2 older ones are 4 groups of 12: the default pool of 48 functions
     gc_interval_s: float = 60.0
-    gc_active: int = 6
-    gc_degraded: int = 12
+    gc_active: int = 1
+    gc_degraded: int = 2
     degraded_warm_interval_s: float = 300.0
     compact_fraction: float = 0.5
     compact_max: int = 64
@@ -151,6 +156,14 @@ class DaemonConfig:
     # the modelled network bandwidth of an instance's GET replies (0 = unlimited; the
     # elasticity benchmark sets it, like function_bandwidth_mbps for downloads)
     function_send_mbps: float = 0.0
+    # the modelled inbound bandwidth of an instance for the chunks PUTs send it (0 = unlimited),
+    # and per function name an override of it: one straggler among fast functions (the
+    # busy-aware placement's test and benchmark)
+    function_recv_mbps: float = 0.0
+    recv_mbps_overrides: dict[str, float] = field(default_factory=dict)
+    # report the functions' queues to the metadata server with the control plane's fetches, so
+    # its placement goes around busy functions (False: it places as if every function were idle)
+    report_loads: bool = True
     # persisted copies (``put(..., persist=...)``, Pocket's PERSIST with a timeout): the
     # lifetime after its run ends of a copy put with persist=True (0 = until Client.delete),
     # and how often the sweep deletes the expired ones (``_persisted_io``)
@@ -165,6 +178,9 @@ class DaemonConfig:
             v = getattr(self, f.name)
             if isinstance(v, (int, float)) and not isinstance(v, bool) and v < 0:
                 raise ValueError(f"DaemonConfig.{f.name} must be >= 0, got {v!r}")
+        bad = {k: v for k, v in self.recv_mbps_overrides.items() if not isinstance(v, (int, float)) or v < 0}
+        if bad:
+            raise ValueError(f"DaemonConfig.recv_mbps_overrides must map function names to MB/s >= 0, got {bad!r}")
         if self.block_size < 4096:
             raise ValueError(f"DaemonConfig.block_size must be >= 4096, got {self.block_size}")
         if self.memory_grain and self.memory_grain < self.block_size and (

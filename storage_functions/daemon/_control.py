@@ -27,6 +27,16 @@ What each instruction does:
 - ``release_function`` -> ``release_function`` (a function none of whose blocks
   is in use leaves the pool at once).
 
+Load reports: each fetch carries the daemon's storage functions with requests queued or in
+flight (``function_loads``: name -> (requests, PUT bytes among them); a target without it
+reports nothing), so the metadata server's placement skips busy functions as the daemon's
+own ``PlaceChunk`` does with its queue test (SION Fig. 5 ``TestAndPlace``). One report per
+round: while the last one named a loaded function the rounds come every ``load_poll_s`` at
+most (the embedded stack's ``poll_s`` is 0.5 s: PUTs make no instructions to wake it), so
+the report lags the daemon's queues by that much. Likewise the GC window's functions that must not take
+new data (``function_buckets``: name -> ``active`` for an older bucket, ``degraded``,
+``released``), so the allocator places new data on the newest bucket's functions only.
+
 Delivery is at least once: the source keeps an instruction until it is
 acknowledged, and ``fetch(after_seq)`` acknowledges everything up to
 ``after_seq``; the follower passes the last seq it carried out, so a follower
@@ -114,8 +124,10 @@ class SourceView:
 
 
 class InstructionSource(Protocol):
-    def fetch(self, after_seq: int, limit: int) -> Sequence[Instruction]:
-        """Instructions with seq > ``after_seq``, oldest first; acknowledges up to ``after_seq``."""
+    def fetch(self, after_seq: int, limit: int, loads: Mapping[str, tuple[int, int]] | None = None,
+              buckets: Mapping[str, str] | None = None) -> Sequence[Instruction]:
+        """Instructions with seq > ``after_seq``, oldest first; acknowledges up to ``after_seq``;
+        ``loads``, ``buckets``: the daemon's reports (passed only when there is one)."""
 
     def view(self) -> SourceView: ...
 
@@ -149,8 +161,8 @@ class Follower:
                  batch: int = 1000, oracle_grace_s: float = ORACLE_GRACE_S, backoff_min_s: float = 0.05,
                  backoff_max_s: float = 5.0, log_interval_s: float = 30.0,
                  clock: Callable[[], float] = time.monotonic,
-                 owns_group: Callable[[int], bool] | None = None, sweep_keeps: Callable[[str], bool] | None = None
-                 ) -> None:
+                 owns_group: Callable[[int], bool] | None = None, sweep_keeps: Callable[[str], bool] | None = None,
+                 load_poll_s: float = 0.05) -> None:
         self.source, self.target = source, target
         # several metadata shards: this follower registers only the function groups its source owns
         # (the others' followers register theirs), and its first-start sweep leaves the runs other
@@ -162,6 +174,8 @@ class Follower:
         self.poll_s, self.batch, self.oracle_grace_s = poll_s, batch, oracle_grace_s
         self.backoff_min_s, self.backoff_max_s, self.log_interval_s = backoff_min_s, backoff_max_s, log_interval_s
         self.clock = clock
+        self.load_poll_s = load_poll_s
+        self.loaded = False           # the last report named a function with requests queued or in flight
         self.done = 0                 # the last seq carried out (acknowledged by the next fetch)
         self.carried_out = 0          # instructions carried out (not counting duplicates)
         self.duplicates = 0           # instructions offered again and skipped
@@ -195,7 +209,7 @@ class Follower:
             self._recovered()
             if n:
                 return 0.0
-            wait = self.poll_s
+            wait = min(self.poll_s, self.load_poll_s) if self.loaded else self.poll_s
             if self._deferred:
                 wait = min(wait, max(0.0, self._deferred[0][0] - self.clock()))
             return wait
@@ -240,7 +254,7 @@ class Follower:
 
     def _round(self) -> int:
         now = self.clock()
-        batch = [i for i in self.source.fetch(self.done, self.batch)]
+        batch = [i for i in self.source.fetch(self.done, self.batch, **self._report())]
         fresh = [i for i in batch if i.seq > self.done]
         self.duplicates += len(batch) - len(fresh)
         drops: list[tuple[str, str, str]] = []        # (tier, run_id, object)
@@ -279,6 +293,18 @@ class Follower:
             self.done = fresh[-1].seq
             self.carried_out += len(fresh)
         return len(batch) + due
+
+    def _report(self) -> dict[str, Any]:
+        """What the target reports with this fetch (``function_loads``, ``function_buckets``:
+        a target without one, or one that returns None, reports nothing of it)."""
+        out: dict[str, Any] = {}
+        for arg, name in (("loads", "function_loads"), ("buckets", "function_buckets")):
+            report = getattr(self.target, name, None)
+            got = report() if callable(report) else None
+            if got is not None:
+                out[arg] = got
+        self.loaded = bool(out.get("loads"))
+        return out
 
     def _drop(self, drops: Sequence[tuple[str, str, str]]) -> None:
         """Carry out drops, (tier, run, object) each; tier ``release``: evict its chunks only."""

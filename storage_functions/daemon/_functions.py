@@ -134,6 +134,7 @@ class FunctionHandle:
         self.backlog: list[_Request] = []
         self.pending_deletes: list[str] = []
         self.inflight = 0
+        self.inflight_bytes = 0  # bytes of the PUT chunks among ``inflight`` (streaming or waiting to)
         self.invoked_at = 0.0
         # a warm-up whose invocation ended before it connected (its instance was killed or
         # failed to start) is invoked again at once, WARMUP_RETRIES times, as Lambda retries an
@@ -224,12 +225,13 @@ class FunctionHandle:
                     self._probe = []  # nothing held: this thread waits for the verdict above
                 else:
                     self.inflight += 1
+                    self.inflight_bytes += length
                     conn = self.conns["large" if large else "small"]
                     break
             self._ping()
         reqid = next(self._reqids)
         with conn.wlock:
-            conn.pending[reqid] = self._wrap(self._ranked(on_reply))
+            conn.pending[reqid] = self._wrap(self._ranked(self._unload(on_reply, length)))
             try:
                 if write is None:
                     send_frame(conn.sock, Op.PUT, reqid=reqid, key=key, crc=crc, a=block, b=offset, payload=payload)
@@ -345,6 +347,22 @@ class FunctionHandle:
                     self.diff_rank = max(self.diff_rank, frame.b)
             cb(frame, sock)
         return done
+
+    def _unload(self, cb: ReplyCallback, length: int) -> ReplyCallback:
+        """A PUT chunk's ``length`` bytes leave ``inflight_bytes`` when its request ends."""
+        def done(frame: Frame | None, sock: socket.socket | None) -> None:
+            try:
+                cb(frame, sock)
+            finally:
+                with self.cond:
+                    self.inflight_bytes -= length
+        return done
+
+    @property
+    def load(self) -> tuple[int, int]:
+        """(requests queued or in flight, bytes of the PUT chunks among them): what the
+        daemon reports to the metadata server's busy test (SION Fig. 5 ``TestAndPlace``)."""
+        return self.inflight + len(self.backlog) + len(self._probe or ()), self.inflight_bytes
 
     def _wrap(self, cb: ReplyCallback) -> ReplyCallback:
         def done(frame: Frame | None, sock: socket.socket | None) -> None:

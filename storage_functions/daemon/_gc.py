@@ -51,6 +51,10 @@ class GcConfig:
     degraded_warm_s: float = 300.0
     compact_fraction: float = 0.5  # of the marked chunks per compaction round
     compact_max: int = 64  # chunks per round at most
+    # a GC round carries over only the newest bucket's functions that hold no data (the
+    # metadata server's allocator fills functions block by block and never to a HARDCAP:
+    # without this nothing it placed would age), instead of every open one
+    seal_held: bool = False
 
     def __post_init__(self) -> None:
         if self.interval_s <= 0 or self.active < 1 or self.degraded < 0:
@@ -133,6 +137,14 @@ class GcWindow:
 
     def degraded_functions(self) -> frozenset[int]:
         return frozenset(fn for b in self.buckets if b.state == "degraded" for fn in b.functions)
+
+    def report(self) -> dict[int, str]:
+        """The functions that must not take new data as the metadata server's allocator sees
+        them: those of a bucket other than the newest (``active`` or ``degraded``) and the
+        released ones (``released``); a function not named takes new data (the newest bucket)."""
+        out: dict[int, str] = {fn: b.state for b in self.buckets[:-1] for fn in b.functions}
+        out.update((fn, "released") for fn in self.released)
+        return dict(sorted(out.items()))
 
     def stats(self) -> dict[str, object]:
         return {"rounds": self.rounds, "slot": self.slot,

@@ -96,18 +96,24 @@ class GcCore:
         that is given a chunk (the metadata server allocates where it sees room) is active
         again, in the newest bucket: fresh data never leaves with a cold bucket."""
         if n:
-            if k > 0 and self.window.degraded(fn):
-                self.window.left(fn)
-            self.window.joined(fn)
+            if k > 0:  # a chunk taken away (the window releasing the function) joins no bucket
+                if self.window.degraded(fn):
+                    self.window.left(fn)
+                self.window.joined(fn)
             self.emptied.discard(fn)
         else:
             self.emptied.add(fn)
 
     def open_functions(self) -> list[int]:
         """The functions that still take new data: not sealed and below the HARDCAP (the
-        metadata server's reservations never seal a slot)."""
+        metadata server's reservations never seal a slot); with ``seal_held`` (the metadata
+        server's placement) only those that hold no chunk, so what a bucket's functions hold
+        ages with it and new data goes to the next bucket's functions."""
         p = self.state.placement
-        return [fn for fn in p.open_functions() if p.used(fn) < p.hardcap]
+        fns = [fn for fn in p.open_functions() if p.used(fn) < p.hardcap]
+        if self.window.config.seal_held:
+            fns = [fn for fn in fns if not self.state.chunks(fn)]
+        return fns
 
     def retire_emptied(self) -> list[Instruction]:
         """Functions of older buckets that hold nothing any more leave at once."""
@@ -146,10 +152,16 @@ class GcCore:
     def lost(self, fn: int) -> list[Instruction] | None:
         """Function ``fn``'s instance was lost and its chunks unplaced: a degraded function
         leaves the memory space instead of being recovered (SION Sec. 5.3: its data is cold
-        and in COS); None for any other function (recovery goes ahead)."""
+        and in COS); so does a function the window released already (its chunks left memory on
+        purpose: recovering them from its log would bring a released bucket's cold data back
+        into the newest bucket); None for any other function (recovery goes ahead)."""
+        st = self.state
+        if fn in self.window.released:
+            for k in [k for k, pl in st.missing.items() if pl[0] == fn]:
+                del st.missing[k]
+            return []
         if not self.window.degraded(fn):
             return None
-        st = self.state
         for k in [k for k, pl in st.missing.items() if pl[0] == fn]:
             del st.missing[k]
         self.window.release(fn)

@@ -54,7 +54,8 @@ def gc_window(c: DaemonConfig, now: float) -> GcWindow | None:
         return None
     return GcWindow(GcConfig(interval_s=c.gc_interval_s, active=c.gc_active, degraded=c.gc_degraded,
                              active_warm_s=c.warm_interval_s, degraded_warm_s=c.degraded_warm_interval_s,
-                             compact_fraction=c.compact_fraction, compact_max=c.compact_max), now=now)
+                             compact_fraction=c.compact_fraction, compact_max=c.compact_max,
+                             seal_held=c.placement == "metadata"), now=now)
 
 
 class ReadNotes:

@@ -374,6 +374,27 @@ class Daemon(PutPath, GetPath):
         self.count("released_functions")
         return h.release()
 
+    def function_loads(self) -> dict[str, tuple[int, int]] | None:
+        """The functions with requests queued or in flight: name -> (requests, bytes of the
+        PUT chunks among them); None when ``report_loads`` is off. The control loop reports it
+        to the metadata server, whose placement skips busy functions a while (SION Fig. 5
+        ``TestAndPlace``'s queue test)."""
+        if not self.config.report_loads:
+            return None
+        return {h.name: load for h in list(self.handles) if (load := h.load)[0] or load[1]}
+
+    def function_buckets(self) -> dict[str, str] | None:
+        """The GC window's functions that must not take new data, by name: ``active`` (an
+        older bucket), ``degraded`` or ``released``; None without a window. The control
+        loop reports it to the metadata server, whose allocator places only on the newest
+        bucket's functions (SION Sec. 5.3.1)."""
+        gc = self.state.gc
+        if gc is None:
+            return None
+        with self._state_lock:
+            report = gc.window.report()
+        return {self.state.name(fn): state for fn, state in report.items()}
+
     def drop_run(self, run_id: str) -> int:
         """Drop everything this daemon holds for ``run_id`` (the run ended or expired): every
         version of its keys (as ``free``), and the COS copies and buffer files an earlier
@@ -500,7 +521,8 @@ class Daemon(PutPath, GetPath):
                 "cos_url": c.cos_url, "cos_prefix": c.cos_prefix, "warmup": warmup, "debug": c.debug, "spin_us": c.spin_us,
                 "term": h.term, "hash": h.hash, "diff_rank": h.diff_rank, "cache_cap": c.capacity - c.hardcap,
                 "recover_workers": c.recover_workers, "bandwidth_mbps": c.function_bandwidth_mbps,
-                "send_mbps": c.function_send_mbps, **self._tls_event}
+                "send_mbps": c.function_send_mbps,
+                "recv_mbps": c.recv_mbps_overrides.get(h.name, c.function_recv_mbps), **self._tls_event}
 
     def _function_errors(self, h: FunctionHandle, errors: list[str]) -> None:
         """A function's BYE reported what went wrong in its invocation (its insertion log

@@ -33,7 +33,8 @@ when the chunk is in memory. A cached copy (``cache``) lives in blocks above
 temporary copy that nobody recovers. ``bandwidth_mbps`` models the
 instance's network bandwidth for these downloads (the local platform has no
 real per-instance limit; benchmarks set it), ``send_mbps`` for the chunks
-its GET replies send. A GET whose meta names the chunk's COS copy
+its GET replies send, ``recv_mbps`` for the chunks PUTs send it (one slow
+instance among fast ones: the busy-aware placement's straggler). A GET whose meta names the chunk's COS copy
 (``src``/``off``/``len``) makes this a cache function: a miss loads the chunk
 into the demand cache first (``_demand``: least recently used evicted first,
 and before any regular data); with ``"prefetch": true`` it only loads (the
@@ -225,6 +226,7 @@ class _Invocation:
         self._pool: ThreadPoolExecutor | None = None
         self._throttle = _Throttle(float(event.get("bandwidth_mbps", 0) or 0))
         self._send_throttle = _Throttle(float(event.get("send_mbps", 0) or 0))
+        self._recv_throttle = _Throttle(float(event.get("recv_mbps", 0) or 0))
         self.lost = self._check_term(state)
         lg = state.log
         self._log_counts = (lg.seals, lg.snapshots, lg.deferred)
@@ -471,6 +473,7 @@ class _Invocation:
                            payload=str(exc).encode())
                 return
             try:
+                self._recv_throttle.take(f.paylen)  # the modelled transfer time (0: none)
                 for v in views:
                     recv_into(sock, v)
             except BaseException:

@@ -47,20 +47,25 @@ def one_run(h: MetadataHandler, i: int, *, end: bool = True, commit_all: bool = 
     return run
 
 
-def plain(x: object, depth: int = 0) -> object:
-    """``x`` as nested plain values (objects by their attributes), to compare two states."""
+def plain(x: object, depth: int = 0, path: tuple[int, ...] = ()) -> object:
+    """``x`` as nested plain values (objects by their attributes), to compare two states; an
+    object met again on its own path (the allocator's filters point back at the state's bucket
+    report) becomes a marker, not its repr with an address."""
     if depth > 12 or isinstance(x, (str, int, float, bool, type(None), bytes)):
         return x
+    if id(x) in path:
+        return f"<cycle: {type(x).__name__}>"
+    path = (*path, id(x))
     if isinstance(x, dict):
-        return {repr(plain(k)): plain(v, depth + 1) for k, v in x.items()}
+        return {repr(plain(k, depth + 1, path)): plain(v, depth + 1, path) for k, v in x.items()}
     if isinstance(x, (list, tuple, deque)):
-        return [plain(v, depth + 1) for v in x]
+        return [plain(v, depth + 1, path) for v in x]
     if isinstance(x, (set, frozenset)):
-        return sorted(repr(plain(v, depth + 1)) for v in x)
+        return sorted(repr(plain(v, depth + 1, path)) for v in x)
     if isinstance(x, hdag.HDAG):
         return sorted(x.objects)
     names = getattr(type(x), "__slots__", None) or list(vars(x))
-    return {type(x).__name__: {n: plain(getattr(x, n), depth + 1) for n in names if hasattr(x, n)}}
+    return {type(x).__name__: {n: plain(getattr(x, n), depth + 1, path) for n in names if hasattr(x, n)}}
 
 
 def fingerprint(st: MetadataState) -> object:

@@ -227,9 +227,11 @@ def test_reads_that_change_the_state_are_journaled_and_nothing_else_is(tmp_path:
         h = MetadataHandler(MetadataState(block_size=1000), journal=j, admin_token="a", clock=clock)
         h.apply([RegisterWorkflow(clock(), "1", (DATA / "fig9.wds.json").read_text(), {}, "fig9"),
                  RegisterCapacity(clock(), "2", "s0", 8),
-                 StartRun(clock(), "3", "fig9/9", token_digest("t"), "funcstore", 3600.0),
+                 StartRun(clock(), "3", "fig9/9", token_digest("t"), "funcstore:commit", 3600.0),
                  BeginPut(clock(), "4", "r-1", "", "in1", 10, "x", False), FinishPut(clock(), "5", "r-1", "", "in1")])
         seq = j.seq
+        # funcstore:commit: under funcstore a repeat of an object's last declared read marks the
+        # reader as fetching again (its read_done releases the memory), which is journaled
         h.get_batch("t", "r-1", "F1", ["in1", "in1"])   # the first records, the second repeats
         h.get("t", "r-1", "", "in1", False)             # the client reads: no reader, lease only
         kinds = [type(e).__name__ for e in j.replay()][seq:]

@@ -81,12 +81,14 @@ class Iface(object):
         """
         pass
 
-    def fetch_instructions(self, admin_token, after_seq, max_items):
+    def fetch_instructions(self, admin_token, after_seq, max_items, loads, buckets):
         """
         Parameters:
          - admin_token
          - after_seq
          - max_items
+         - loads
+         - buckets
 
         """
         pass
@@ -510,23 +512,27 @@ class Client(Iface):
             raise result.fault
         raise TApplicationException(TApplicationException.MISSING_RESULT, "stats failed: unknown result")
 
-    def fetch_instructions(self, admin_token, after_seq, max_items):
+    def fetch_instructions(self, admin_token, after_seq, max_items, loads, buckets):
         """
         Parameters:
          - admin_token
          - after_seq
          - max_items
+         - loads
+         - buckets
 
         """
-        self.send_fetch_instructions(admin_token, after_seq, max_items)
+        self.send_fetch_instructions(admin_token, after_seq, max_items, loads, buckets)
         return self.recv_fetch_instructions()
 
-    def send_fetch_instructions(self, admin_token, after_seq, max_items):
+    def send_fetch_instructions(self, admin_token, after_seq, max_items, loads, buckets):
         self._oprot.writeMessageBegin('fetch_instructions', TMessageType.CALL, self._seqid)
         args = fetch_instructions_args()
         args.admin_token = admin_token
         args.after_seq = after_seq
         args.max_items = max_items
+        args.loads = loads
+        args.buckets = buckets
         args.write(self._oprot)
         self._oprot.writeMessageEnd()
         self._oprot.trans.flush()
@@ -1373,7 +1379,7 @@ class Processor(Iface, TProcessor):
         iprot.readMessageEnd()
         result = fetch_instructions_result()
         try:
-            result.success = self._handler.fetch_instructions(args.admin_token, args.after_seq, args.max_items)
+            result.success = self._handler.fetch_instructions(args.admin_token, args.after_seq, args.max_items, args.loads, args.buckets)
             msg_type = TMessageType.REPLY
         except TTransport.TTransportException:
             raise
@@ -3010,6 +3016,8 @@ class fetch_instructions_args(object):
      - admin_token
      - after_seq
      - max_items
+     - loads
+     - buckets
 
     """
 
@@ -3017,13 +3025,17 @@ class fetch_instructions_args(object):
         'admin_token',
         'after_seq',
         'max_items',
+        'loads',
+        'buckets',
     )
 
 
-    def __init__(self, admin_token=None, after_seq=None, max_items=None,):
+    def __init__(self, admin_token=None, after_seq=None, max_items=None, loads=None, buckets=None,):
         self.admin_token = admin_token
         self.after_seq = after_seq
         self.max_items = max_items
+        self.loads = loads
+        self.buckets = buckets
 
     def read(self, iprot):
         if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
@@ -3049,6 +3061,29 @@ class fetch_instructions_args(object):
                     self.max_items = iprot.readI32()
                 else:
                     iprot.skip(ftype)
+            elif fid == 4:
+                if ftype == TType.MAP:
+                    self.loads = {}
+                    (_ktype59, _vtype60, _size58) = iprot.readMapBegin()
+                    for _i62 in range(_size58):
+                        _key63 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                        _val64 = FunctionLoad()
+                        _val64.read(iprot)
+                        self.loads[_key63] = _val64
+                    iprot.readMapEnd()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 5:
+                if ftype == TType.MAP:
+                    self.buckets = {}
+                    (_ktype66, _vtype67, _size65) = iprot.readMapBegin()
+                    for _i69 in range(_size65):
+                        _key70 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                        _val71 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                        self.buckets[_key70] = _val71
+                    iprot.readMapEnd()
+                else:
+                    iprot.skip(ftype)
             else:
                 iprot.skip(ftype)
             iprot.readFieldEnd()
@@ -3070,6 +3105,22 @@ class fetch_instructions_args(object):
         if self.max_items is not None:
             oprot.writeFieldBegin('max_items', TType.I32, 3)
             oprot.writeI32(self.max_items)
+            oprot.writeFieldEnd()
+        if self.loads is not None:
+            oprot.writeFieldBegin('loads', TType.MAP, 4)
+            oprot.writeMapBegin(TType.STRING, TType.STRUCT, len(self.loads))
+            for kiter72, viter73 in self.loads.items():
+                oprot.writeString(kiter72.encode('utf-8') if sys.version_info[0] == 2 else kiter72)
+                viter73.write(oprot)
+            oprot.writeMapEnd()
+            oprot.writeFieldEnd()
+        if self.buckets is not None:
+            oprot.writeFieldBegin('buckets', TType.MAP, 5)
+            oprot.writeMapBegin(TType.STRING, TType.STRING, len(self.buckets))
+            for kiter74, viter75 in self.buckets.items():
+                oprot.writeString(kiter74.encode('utf-8') if sys.version_info[0] == 2 else kiter74)
+                oprot.writeString(viter75.encode('utf-8') if sys.version_info[0] == 2 else viter75)
+            oprot.writeMapEnd()
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
         oprot.writeStructEnd()
@@ -3100,6 +3151,8 @@ fetch_instructions_args.thrift_spec = (
     (1, TType.STRING, 'admin_token', 'UTF8', None, ),  # 1
     (2, TType.I64, 'after_seq', None, None, ),  # 2
     (3, TType.I32, 'max_items', None, None, ),  # 3
+    (4, TType.MAP, 'loads', (TType.STRING, 'UTF8', TType.STRUCT, [FunctionLoad, None], False), None, ),  # 4
+    (5, TType.MAP, 'buckets', (TType.STRING, 'UTF8', TType.STRING, 'UTF8', False), None, ),  # 5
 )
 
 
@@ -3133,11 +3186,11 @@ class fetch_instructions_result(object):
             if fid == 0:
                 if ftype == TType.LIST:
                     self.success = []
-                    (_etype61, _size58) = iprot.readListBegin()
-                    for _i62 in range(_size58):
-                        _elem63 = Instruction()
-                        _elem63.read(iprot)
-                        self.success.append(_elem63)
+                    (_etype79, _size76) = iprot.readListBegin()
+                    for _i80 in range(_size76):
+                        _elem81 = Instruction()
+                        _elem81.read(iprot)
+                        self.success.append(_elem81)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -3159,8 +3212,8 @@ class fetch_instructions_result(object):
         if self.success is not None:
             oprot.writeFieldBegin('success', TType.LIST, 0)
             oprot.writeListBegin(TType.STRUCT, len(self.success))
-            for iter64 in self.success:
-                iter64.write(oprot)
+            for iter82 in self.success:
+                iter82.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.fault is not None:
@@ -4871,11 +4924,11 @@ class list_objects_result(object):
             if fid == 0:
                 if ftype == TType.LIST:
                     self.success = []
-                    (_etype68, _size65) = iprot.readListBegin()
-                    for _i69 in range(_size65):
-                        _elem70 = ObjectStatus()
-                        _elem70.read(iprot)
-                        self.success.append(_elem70)
+                    (_etype86, _size83) = iprot.readListBegin()
+                    for _i87 in range(_size83):
+                        _elem88 = ObjectStatus()
+                        _elem88.read(iprot)
+                        self.success.append(_elem88)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -4897,8 +4950,8 @@ class list_objects_result(object):
         if self.success is not None:
             oprot.writeFieldBegin('success', TType.LIST, 0)
             oprot.writeListBegin(TType.STRUCT, len(self.success))
-            for iter71 in self.success:
-                iter71.write(oprot)
+            for iter89 in self.success:
+                iter89.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.fault is not None:
@@ -5171,10 +5224,10 @@ class get_batch_args(object):
             elif fid == 4:
                 if ftype == TType.LIST:
                     self.object_names = []
-                    (_etype75, _size72) = iprot.readListBegin()
-                    for _i76 in range(_size72):
-                        _elem77 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
-                        self.object_names.append(_elem77)
+                    (_etype93, _size90) = iprot.readListBegin()
+                    for _i94 in range(_size90):
+                        _elem95 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                        self.object_names.append(_elem95)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -5203,8 +5256,8 @@ class get_batch_args(object):
         if self.object_names is not None:
             oprot.writeFieldBegin('object_names', TType.LIST, 4)
             oprot.writeListBegin(TType.STRING, len(self.object_names))
-            for iter78 in self.object_names:
-                oprot.writeString(iter78.encode('utf-8') if sys.version_info[0] == 2 else iter78)
+            for iter96 in self.object_names:
+                oprot.writeString(iter96.encode('utf-8') if sys.version_info[0] == 2 else iter96)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
@@ -5270,11 +5323,11 @@ class get_batch_result(object):
             if fid == 0:
                 if ftype == TType.LIST:
                     self.success = []
-                    (_etype82, _size79) = iprot.readListBegin()
-                    for _i83 in range(_size79):
-                        _elem84 = GetResult()
-                        _elem84.read(iprot)
-                        self.success.append(_elem84)
+                    (_etype100, _size97) = iprot.readListBegin()
+                    for _i101 in range(_size97):
+                        _elem102 = GetResult()
+                        _elem102.read(iprot)
+                        self.success.append(_elem102)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -5296,8 +5349,8 @@ class get_batch_result(object):
         if self.success is not None:
             oprot.writeFieldBegin('success', TType.LIST, 0)
             oprot.writeListBegin(TType.STRUCT, len(self.success))
-            for iter85 in self.success:
-                iter85.write(oprot)
+            for iter103 in self.success:
+                iter103.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.fault is not None:
@@ -5385,10 +5438,10 @@ class read_batch_args(object):
             elif fid == 4:
                 if ftype == TType.LIST:
                     self.object_names = []
-                    (_etype89, _size86) = iprot.readListBegin()
-                    for _i90 in range(_size86):
-                        _elem91 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
-                        self.object_names.append(_elem91)
+                    (_etype107, _size104) = iprot.readListBegin()
+                    for _i108 in range(_size104):
+                        _elem109 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                        self.object_names.append(_elem109)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -5417,8 +5470,8 @@ class read_batch_args(object):
         if self.object_names is not None:
             oprot.writeFieldBegin('object_names', TType.LIST, 4)
             oprot.writeListBegin(TType.STRING, len(self.object_names))
-            for iter92 in self.object_names:
-                oprot.writeString(iter92.encode('utf-8') if sys.version_info[0] == 2 else iter92)
+            for iter110 in self.object_names:
+                oprot.writeString(iter110.encode('utf-8') if sys.version_info[0] == 2 else iter110)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
@@ -5591,10 +5644,10 @@ class read_done_args(object):
             elif fid == 4:
                 if ftype == TType.LIST:
                     self.object_names = []
-                    (_etype96, _size93) = iprot.readListBegin()
-                    for _i97 in range(_size93):
-                        _elem98 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
-                        self.object_names.append(_elem98)
+                    (_etype114, _size111) = iprot.readListBegin()
+                    for _i115 in range(_size111):
+                        _elem116 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                        self.object_names.append(_elem116)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -5623,8 +5676,8 @@ class read_done_args(object):
         if self.object_names is not None:
             oprot.writeFieldBegin('object_names', TType.LIST, 4)
             oprot.writeListBegin(TType.STRING, len(self.object_names))
-            for iter99 in self.object_names:
-                oprot.writeString(iter99.encode('utf-8') if sys.version_info[0] == 2 else iter99)
+            for iter117 in self.object_names:
+                oprot.writeString(iter117.encode('utf-8') if sys.version_info[0] == 2 else iter117)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
@@ -5690,10 +5743,10 @@ class read_done_result(object):
             if fid == 0:
                 if ftype == TType.LIST:
                     self.success = []
-                    (_etype103, _size100) = iprot.readListBegin()
-                    for _i104 in range(_size100):
-                        _elem105 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
-                        self.success.append(_elem105)
+                    (_etype121, _size118) = iprot.readListBegin()
+                    for _i122 in range(_size118):
+                        _elem123 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                        self.success.append(_elem123)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -5715,8 +5768,8 @@ class read_done_result(object):
         if self.success is not None:
             oprot.writeFieldBegin('success', TType.LIST, 0)
             oprot.writeListBegin(TType.STRING, len(self.success))
-            for iter106 in self.success:
-                oprot.writeString(iter106.encode('utf-8') if sys.version_info[0] == 2 else iter106)
+            for iter124 in self.success:
+                oprot.writeString(iter124.encode('utf-8') if sys.version_info[0] == 2 else iter124)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.fault is not None:
@@ -5804,11 +5857,11 @@ class begin_put_batch_args(object):
             elif fid == 4:
                 if ftype == TType.LIST:
                     self.requests = []
-                    (_etype110, _size107) = iprot.readListBegin()
-                    for _i111 in range(_size107):
-                        _elem112 = PutRequest()
-                        _elem112.read(iprot)
-                        self.requests.append(_elem112)
+                    (_etype128, _size125) = iprot.readListBegin()
+                    for _i129 in range(_size125):
+                        _elem130 = PutRequest()
+                        _elem130.read(iprot)
+                        self.requests.append(_elem130)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -5837,8 +5890,8 @@ class begin_put_batch_args(object):
         if self.requests is not None:
             oprot.writeFieldBegin('requests', TType.LIST, 4)
             oprot.writeListBegin(TType.STRUCT, len(self.requests))
-            for iter113 in self.requests:
-                iter113.write(oprot)
+            for iter131 in self.requests:
+                iter131.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
@@ -5904,11 +5957,11 @@ class begin_put_batch_result(object):
             if fid == 0:
                 if ftype == TType.LIST:
                     self.success = []
-                    (_etype117, _size114) = iprot.readListBegin()
-                    for _i118 in range(_size114):
-                        _elem119 = PutGrant()
-                        _elem119.read(iprot)
-                        self.success.append(_elem119)
+                    (_etype135, _size132) = iprot.readListBegin()
+                    for _i136 in range(_size132):
+                        _elem137 = PutGrant()
+                        _elem137.read(iprot)
+                        self.success.append(_elem137)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -5930,8 +5983,8 @@ class begin_put_batch_result(object):
         if self.success is not None:
             oprot.writeFieldBegin('success', TType.LIST, 0)
             oprot.writeListBegin(TType.STRUCT, len(self.success))
-            for iter120 in self.success:
-                iter120.write(oprot)
+            for iter138 in self.success:
+                iter138.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.fault is not None:
@@ -6019,10 +6072,10 @@ class finish_put_batch_args(object):
             elif fid == 4:
                 if ftype == TType.LIST:
                     self.object_names = []
-                    (_etype124, _size121) = iprot.readListBegin()
-                    for _i125 in range(_size121):
-                        _elem126 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
-                        self.object_names.append(_elem126)
+                    (_etype142, _size139) = iprot.readListBegin()
+                    for _i143 in range(_size139):
+                        _elem144 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                        self.object_names.append(_elem144)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -6051,8 +6104,8 @@ class finish_put_batch_args(object):
         if self.object_names is not None:
             oprot.writeFieldBegin('object_names', TType.LIST, 4)
             oprot.writeListBegin(TType.STRING, len(self.object_names))
-            for iter127 in self.object_names:
-                oprot.writeString(iter127.encode('utf-8') if sys.version_info[0] == 2 else iter127)
+            for iter145 in self.object_names:
+                oprot.writeString(iter145.encode('utf-8') if sys.version_info[0] == 2 else iter145)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
@@ -6118,11 +6171,11 @@ class finish_put_batch_result(object):
             if fid == 0:
                 if ftype == TType.LIST:
                     self.success = []
-                    (_etype131, _size128) = iprot.readListBegin()
-                    for _i132 in range(_size128):
-                        _elem133 = PutResult()
-                        _elem133.read(iprot)
-                        self.success.append(_elem133)
+                    (_etype149, _size146) = iprot.readListBegin()
+                    for _i150 in range(_size146):
+                        _elem151 = PutResult()
+                        _elem151.read(iprot)
+                        self.success.append(_elem151)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -6144,8 +6197,8 @@ class finish_put_batch_result(object):
         if self.success is not None:
             oprot.writeFieldBegin('success', TType.LIST, 0)
             oprot.writeListBegin(TType.STRUCT, len(self.success))
-            for iter134 in self.success:
-                iter134.write(oprot)
+            for iter152 in self.success:
+                iter152.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.fault is not None:

@@ -2102,6 +2102,86 @@ class Instruction(object):
         return not (self == other)
 
 
+class FunctionLoad(object):
+    """
+    Attributes:
+     - queued
+     - inflight_bytes
+
+    """
+
+    __slots__ = (
+        'queued',
+        'inflight_bytes',
+    )
+
+
+    def __init__(self, queued=None, inflight_bytes=None,):
+        self.queued = queued
+        self.inflight_bytes = inflight_bytes
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 1:
+                if ftype == TType.I32:
+                    self.queued = iprot.readI32()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 2:
+                if ftype == TType.I64:
+                    self.inflight_bytes = iprot.readI64()
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('FunctionLoad')
+        if self.queued is not None:
+            oprot.writeFieldBegin('queued', TType.I32, 1)
+            oprot.writeI32(self.queued)
+            oprot.writeFieldEnd()
+        if self.inflight_bytes is not None:
+            oprot.writeFieldBegin('inflight_bytes', TType.I64, 2)
+            oprot.writeI64(self.inflight_bytes)
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, getattr(self, key))
+             for key in self.__slots__]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        if not isinstance(other, self.__class__):
+            return False
+        for attr in self.__slots__:
+            my_val = getattr(self, attr)
+            other_val = getattr(other, attr)
+            if my_val != other_val:
+                return False
+        return True
+
+    def __ne__(self, other):
+        return not (self == other)
+
+
 class Health(object):
     """
     Attributes:
@@ -2368,6 +2448,12 @@ Instruction.thrift_spec = (
     (8, TType.STRING, 'function_name', 'UTF8', None, ),  # 8
     (9, TType.STRING, 'reason', 'UTF8', None, ),  # 9
     (10, TType.STRING, 'tier', 'UTF8', None, ),  # 10
+)
+all_structs.append(FunctionLoad)
+FunctionLoad.thrift_spec = (
+    None,  # 0
+    (1, TType.I32, 'queued', None, None, ),  # 1
+    (2, TType.I64, 'inflight_bytes', None, None, ),  # 2
 )
 all_structs.append(Health)
 Health.thrift_spec = (
