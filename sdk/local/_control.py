@@ -36,7 +36,7 @@ class MetadataSource:
         st: dict[str, Any] = self.client.stats()
         return SourceView(int(st["block_size"]), {str(k): int(v) for k, v in st.get("functions", {}).items()},
                           frozenset(str(r["run_id"]) for r in st.get("runs", []) if r.get("state") == "running"),
-                          int(st.get("last_seq", 0)))
+                          int(st.get("last_seq", 0)), str(st.get("instance", "")))
 
     def register_capacity(self, function: str, blocks: int) -> None:
         self.client.register_capacity(function, blocks)
