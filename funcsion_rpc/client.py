@@ -103,15 +103,19 @@ class _Conn:
 class MetadataClient:
     def __init__(self, host: str = "127.0.0.1", port: int = DEFAULT_METADATA_PORT, *, token: str = "", admin_token: str = "",
                  timeout_s: float = 30.0, tls_ca: str = "", failover_s: float = 0.0,
-                 alive: Callable[[], bool] | None = None) -> None:
+                 alive: Callable[[], bool] | None = None, retry_stale: bool = True) -> None:
         """``failover_s``: how long a call waits for an unreachable server to come back (0: it
         fails at once, after the one retry of a stale connection); ``alive``: asked while it
-        waits, False ends the wait (the whole deployment is gone)."""
+        waits, False ends the wait (the whole deployment is gone). ``retry_stale=False``: a
+        connection that broke is not silently replaced by a new one, the call raises (the
+        daemon's control loop: it must say hello, and see whether the server is another
+        process, before it acknowledges anything to it)."""
         if not failover_s >= 0:
             raise InvalidRequest(f"metadata failover window must be >= 0 seconds, got {failover_s!r}")
         self.host, self.port = host, port
         self.failover_s = failover_s
         self.alive = alive
+        self.retry_stale = retry_stale
         self.failovers = 0                # calls that waited for the server to come back
         self.tls_ca = tls_ca
         self._tls = tls_context(tls_ca) if tls_ca else None
@@ -158,7 +162,7 @@ class MetadataClient:
     def _call(self, fn: Callable[[Any], R], *, resend: bool = True, failover: bool = True) -> R:
         """``fn`` on this thread's connection. ``resend``: whether a request that may have
         reached a server that then died may be sent again (see the module docstring)."""
-        stale_retry = True
+        stale_retry = self.retry_stale
         deadline: float | None = None
         delay = 0.05
         while True:

@@ -56,8 +56,10 @@ def follow_metadata(daemon: Any, metadata: str, admin_token: str, *, tls_ca: str
     from .._client import parse_addr
 
     host, port = parse_addr(metadata)
+    # a broken connection fails the round (no silent reconnect): the follower says hello again and
+    # sees whether the server is another process (a replacement) before it acknowledges anything
     return Follower(MetadataSource(MetadataClient(host, port, admin_token=admin_token, timeout_s=10.0,
-                                                  tls_ca=tls_ca)), daemon, **options)
+                                                  tls_ca=tls_ca, retry_stale=False)), daemon, **options)
 
 
 def follow_shards(daemon: Any, metadata: str, admin_token: str, *, tls_ca: str = "",

@@ -185,7 +185,7 @@ class Stack:
         if n == 1:
             host, port = parse_addr(self.endpoints.metadata)
             self.followers = [Follower(MetadataSource(MetadataClient(host, port, admin_token=self.admin_token,
-                                                                     tls_ca=self.tls_ca)),
+                                                                     tls_ca=self.tls_ca, retry_stale=False)),
                                        self.store.daemon, poll_s=0.5)]  # the listener below wakes it at once
         else:       # one control loop per shard, each registering the groups its shard owns
             self.followers = follow_shards(self.store.daemon, self.endpoints.metadata, self.admin_token,
