@@ -355,7 +355,7 @@ class Client:
                 try:
                     self._store.put_stream(self._key(name), frame.read_from_start(), frame.size,
                                            prefix=frame.prefix, alloc=alloc_of(g.placement),
-                                           hints=hint)
+                                           hints=hint, rewind=frame.read_from_start)
                 except NoRoom as exc:  # overflow never fails a put: the COS tier takes it
                     self._to_cos(name, frame.read_all(), exc)
                 except StorageError as exc:

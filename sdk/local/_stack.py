@@ -37,9 +37,12 @@ do both. A metadata shard runs in this process, so its loss is a close of its se
 reply more; a daemon needs ``daemon_process`` and is killed with -9 (its storage functions'
 connections break, they end their invocations and exit: their memory dies with the daemon).
 Meanwhile every SDK call waits for the replacement (config ``metadata_failover_s``,
-``daemon_failover_s``). What a loss can lose is the shipping window (``control_in_cos``
-seconds; 0, synchronous, loses nothing answered) and, for the daemon, the versions whose COS
-upload had not finished and whose functions died with it.
+``daemon_failover_s``). What a loss can lose is the shipping window: the journal records and
+table records of the last ``control_in_cos`` seconds (0, synchronous: nothing answered). The
+daemon answers a PUT only once its version is in COS (``DaemonConfig.durable_puts``, on with
+``control_in_cos``), so no version a run can depend on lives only in the memory of functions
+that die with it; without it, the versions whose upload had not finished
+(``upload_delay_s``, ``parity_upload_delay_s``, the queue) would be lost with them.
 
 TLS: with the config's ``tls_cert``/``tls_key``/``tls_ca`` (``FUNCSION_TLS_*``) both
 servers serve TLS (the certificate must hold ``host``), the control loop and every
@@ -169,6 +172,8 @@ class Stack:
                             placement="metadata",  # the metadata server decides where every chunk lives
                             state_id=cfg.daemon_state_id,  # its control state's name in COS (when shipped)
                             persist_ttl_s=cfg.persist_ttl_s, control_ship_lag_s=self.control_in_cos,
+                            # with control state in COS, no answered PUT lives only on this host
+                            durable_puts=self.control_in_cos is not None,
                             tls_cert=cfg.tls_cert, tls_key=cfg.tls_key, tls_ca=cfg.tls_ca if cfg.tls_cert else "")
         if n > 1:   # each shard owns whole erasure-code groups of the daemon's functions
             dcfg = replace(dcfg, group_size=cfg.ec_data + cfg.ec_parity)
