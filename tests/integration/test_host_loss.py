@@ -27,6 +27,7 @@ from funcsion_rpc.errors import ServiceUnavailable
 from sdk._client import Client
 from sdk._config import Config
 from sdk._store_client import StoreClient
+from sdk.local._daemon_proc import _holders
 from sdk.local._stack import Stack
 from tests._waiting import wait_for
 
@@ -154,6 +155,7 @@ def test_a_lost_daemon_is_replaced_from_cos_and_a_read_waiting_for_it_gets_its_o
 
         stack.kill_daemon(0)
         assert not Path(stack.daemon_config.buffer_dir).exists()   # its table and buffer are gone
+        assert _holders(stack.store._log_files) == []              # its functions died with it: their memory too
         reader = run.bind(function="a")
         waiting = Background(lambda: reader.get("short"))
         stack.start_daemon(0)
