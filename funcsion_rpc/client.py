@@ -74,8 +74,8 @@ def tls_context(ca_pem: str) -> ssl.SSLContext:
     return ctx
 
 
-class _Unreachable(Exception):
-    """Internal: no connection could be opened (nothing was sent)."""
+class _Unreachable(ServiceUnavailable):
+    """No connection could be opened (nothing was sent): a call may be tried again."""
 
 
 class _Conn:
