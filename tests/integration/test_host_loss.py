@@ -22,8 +22,6 @@ from typing import Any
 import pytest
 
 from funcsion_rpc import routing
-from funcsion_rpc.client import MetadataClient
-from funcsion_rpc.errors import ServiceUnavailable
 from sdk._client import Client
 from sdk._config import Config
 from sdk._store_client import StoreClient
@@ -171,20 +169,3 @@ def test_a_lost_daemon_is_replaced_from_cos_and_a_read_waiting_for_it_gets_its_o
         assert stack.handler.state.stats()["live_bytes"] == 0
         run.close()
         driver.close()
-
-
-def test_a_shard_that_never_comes_back_fails_the_call_naming_the_setting() -> None:
-    import socket
-
-    with socket.socket() as s:      # a port nobody listens on
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    md = MetadataClient(port=port, token="t", failover_s=0.3)
-    with pytest.raises(ServiceUnavailable, match=r"did not come back within 0.3 s \(metadata_failover_s"):
-        md.get("r-1", "f", "x")
-    assert md.failovers == 1
-    gone = MetadataClient(port=port, token="t", failover_s=60.0, alive=lambda: False)
-    with pytest.raises(ServiceUnavailable, match="no replacement is coming"):
-        gone.get("r-1", "f", "x")   # the whole deployment is gone: at once, not after 60 s
-    md.close()
-    gone.close()
