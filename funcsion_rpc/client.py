@@ -8,6 +8,21 @@ after one reconnect-and-retry of a connection that went stale (safe: gets are re
 puts of the same size and checksum are the same write, commits are
 idempotent).
 
+Failover (``failover_s`` > 0, what ``sdk.Client`` gives every task and driver:
+config ``metadata_failover_s``): a server that cannot be reached, or that broke
+a connection before its reply, is tried again with bounded backoff (50 ms
+doubling to 1 s) for up to ``failover_s`` seconds, so a metadata shard lost
+mid-run and replaced (restored from COS, ``metadata_server._ship``) only
+pauses its runs' calls. A request never sent (the connection was refused) is
+always safe to send again; one that may have reached the dead server is sent
+again only when the server's rules make a second arrival harmless (a get is
+recorded once per function, a put of the same size and checksum is the same
+write, a finish and a commit are idempotent, control calls are idempotent):
+``start_run`` and ``end_run`` are not (a second run would start; the run
+would be found ended), so they raise ``ServiceUnavailable`` then. ``alive``
+(optional) ends the wait at once when it says the deployment is gone. When the
+window runs out the error names it and the setting.
+
 ``token`` is a run token (from ``start_run``) for run calls; ``admin_token``
 is for control calls. ``tls_ca`` (the deployment CA's PEM text) makes every
 connection TLS 1.2+ with the server's certificate verified for the host dialled;
@@ -24,6 +39,7 @@ import json
 import socket
 import ssl
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -36,10 +52,12 @@ from .errors import InvalidRequest, ServiceUnavailable, error_class
 from .gen.metadata import Metadata
 from .gen.metadata import ttypes as T
 
-__all__ = ["MetadataClient", "PutRequest", "DEFAULT_METADATA_PORT"]
+__all__ = ["MetadataClient", "PutRequest", "DEFAULT_METADATA_PORT", "FAILOVER_SETTING"]
 
 #: The metadata server's TCP port unless configured otherwise (sdk.Config.metadata_port).
 DEFAULT_METADATA_PORT = 7917
+#: What an exhausted failover wait names as the setting to change.
+FAILOVER_SETTING = "metadata_failover_s (FUNCSION_METADATA_FAILOVER_S)"
 
 R = TypeVar("R")
 PutRequest = T.PutRequest
@@ -54,6 +72,10 @@ def tls_context(ca_pem: str) -> ssl.SSLContext:
     except (ssl.SSLError, ValueError) as exc:
         raise InvalidRequest(f"the TLS CA is not a PEM certificate ({exc})") from None
     return ctx
+
+
+class _Unreachable(ServiceUnavailable):
+    """No connection could be opened (nothing was sent): a call may be tried again."""
 
 
 class _Conn:
@@ -80,8 +102,21 @@ class _Conn:
 
 class MetadataClient:
     def __init__(self, host: str = "127.0.0.1", port: int = DEFAULT_METADATA_PORT, *, token: str = "", admin_token: str = "",
-                 timeout_s: float = 30.0, tls_ca: str = "") -> None:
+                 timeout_s: float = 30.0, tls_ca: str = "", failover_s: float = 0.0,
+                 alive: Callable[[], bool] | None = None, retry_stale: bool = True) -> None:
+        """``failover_s``: how long a call waits for an unreachable server to come back (0: it
+        fails at once, after the one retry of a stale connection); ``alive``: asked while it
+        waits, False ends the wait (the whole deployment is gone). ``retry_stale=False``: a
+        connection that broke is not silently replaced by a new one, the call raises (the
+        daemon's control loop: it must say hello, and see whether the server is another
+        process, before it acknowledges anything to it)."""
+        if not failover_s >= 0:
+            raise InvalidRequest(f"metadata failover window must be >= 0 seconds, got {failover_s!r}")
         self.host, self.port = host, port
+        self.failover_s = failover_s
+        self.alive = alive
+        self.retry_stale = retry_stale
+        self.failovers = 0                # calls that waited for the server to come back
         self.tls_ca = tls_ca
         self._tls = tls_context(tls_ca) if tls_ca else None
         self.token = token
@@ -109,8 +144,8 @@ class MetadataClient:
                 raise ServiceUnavailable(f"TLS with the metadata server at {self.host}:{self.port} failed "
                                          f"({exc.reason or exc}): is it serving TLS (--tls-cert)?") from None
             except OSError as exc:
-                raise ServiceUnavailable(f"cannot reach the metadata server at {self.host}:{self.port}: "
-                                         f"{exc.strerror or exc}") from None
+                raise _Unreachable(f"cannot reach the metadata server at {self.host}:{self.port}: "
+                                   f"{exc.strerror or exc}") from None
             self._local.conn = conn
             with self._lock:
                 self._all.append(conn)
@@ -125,20 +160,53 @@ class MetadataClient:
                 if conn in self._all:
                     self._all.remove(conn)
 
-    def _call(self, fn: Callable[[Any], R]) -> R:
-        for attempt in (0, 1):
+    def _call(self, fn: Callable[[Any], R], *, resend: bool = True, failover: bool = True) -> R:
+        """``fn`` on this thread's connection. ``resend``: whether a request that may have
+        reached a server that then died may be sent again (see the module docstring)."""
+        stale_retry = self.retry_stale
+        deadline: float | None = None
+        delay = 0.05
+        while True:
             fresh = getattr(self._local, "conn", None) is None
             try:
-                return fn(self._conn().client)
+                conn = self._conn()
+            except _Unreachable as exc:       # nothing was sent: any call may be tried again
+                deadline, delay = self._wait(str(exc), deadline, delay, failover)
+                continue
+            try:
+                return fn(conn.client)
             except T.MetadataFault as fault:
                 raise error_class(fault.code)(fault.message or "", run_id=fault.run_id or "",
                                               function=fault.function_name or "",
                                               object=fault.object_name or "") from None
             except (TTransport.TTransportException, OSError, EOFError) as exc:
                 self._forget()
-                if attempt or fresh:      # retry only a connection that went stale (server restarted)
-                    raise ServiceUnavailable(f"metadata server at {self.host}:{self.port} failed: {exc}") from None
-        raise AssertionError("unreachable")
+                if stale_retry and not fresh:     # a connection that went stale (server restarted)
+                    stale_retry = False
+                    continue
+                what = f"metadata server at {self.host}:{self.port} failed: {exc}"
+                if not resend:
+                    raise ServiceUnavailable(what + " (this call is not sent twice: it may have taken effect; "
+                                             "check the run's state)") from None
+                deadline, delay = self._wait(what, deadline, delay, failover)
+
+    def _wait(self, what: str, deadline: float | None, delay: float, failover: bool) -> tuple[float, float]:
+        """Sleep before the next try, or raise ``ServiceUnavailable`` when the failover window
+        (``failover_s``) is over or ``alive`` says the deployment is gone."""
+        now = time.monotonic()
+        if deadline is None:
+            if self.failover_s <= 0 or not failover:
+                raise ServiceUnavailable(what)
+            deadline = now + self.failover_s
+            self.failovers += 1
+        if now + delay > deadline:
+            raise ServiceUnavailable(f"{what}; it did not come back within {self.failover_s:g} s "
+                                     f"({FAILOVER_SETTING}): is its replacement starting?")
+        if self.alive is not None and not _probe(self.alive):
+            raise ServiceUnavailable(f"{what}; the deployment's other servers are gone too, so no "
+                                     "replacement is coming")
+        time.sleep(delay)
+        return deadline, min(delay * 2, 1.0)
 
     def close(self) -> None:
         if self._view:
@@ -164,8 +232,9 @@ class MetadataClient:
         return view
 
     # -- control --------------------------------------------------------------------
-    def health(self) -> T.Health:
-        return self._call(lambda c: c.health())
+    def health(self, *, failover: bool = True) -> T.Health:
+        """``failover=False``: an unreachable server fails at once (a probe), whatever ``failover_s``."""
+        return self._call(lambda c: c.health(), failover=failover)
 
     def register_workflow(self, wds_json: str, params: dict[str, int] | None = None, source: str = ""
                           ) -> T.WorkflowInfo:
@@ -180,7 +249,7 @@ class MetadataClient:
         """Start a run; the keyword hints are Pocket's ``register_job`` hints (see ``RunHints``) and
         ``input_bytes``, the bytes of the run's inputs (0: unknown, the field is not sent)."""
         hints = T.RunHints(max_concurrency, capacity_bytes, latency_sensitive, input_bytes or None)
-        return self._call(lambda c: c.start_run(self.admin_token, workflow_key, policy, ttl_ms, hints))
+        return self._call(lambda c: c.start_run(self.admin_token, workflow_key, policy, ttl_ms, hints), resend=False)
 
     def register_capacity(self, function: str, blocks: int) -> int:
         return int(self._call(lambda c: c.register_capacity(self.admin_token, function, blocks)))
@@ -211,7 +280,8 @@ class MetadataClient:
         return self.token or self.admin_token
 
     def end_run(self, run_id: str, outcome: str = "succeeded") -> dict[str, Any]:
-        doc: dict[str, Any] = json.loads(self._call(lambda c: c.end_run(self._run_token, run_id, outcome)))
+        doc: dict[str, Any] = json.loads(self._call(lambda c: c.end_run(self._run_token, run_id, outcome),
+                                                    resend=False))
         return doc
 
     def begin_put(self, run_id: str, function: str, obj: str, size: int, checksum: str = "",
@@ -288,3 +358,10 @@ class MetadataClient:
 
     def finish_put_batch(self, run_id: str, function: str, objects: Sequence[str]) -> list[T.PutResult]:
         return self._call(lambda c: c.finish_put_batch(self._run_token, run_id, function, list(objects)))
+
+
+def _probe(alive: Callable[[], bool]) -> bool:
+    try:
+        return bool(alive())
+    except Exception:  # noqa: BLE001 - a probe that fails says: gone
+        return False

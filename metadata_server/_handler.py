@@ -100,6 +100,7 @@ class MetadataHandler:
         self.default_ttl_s = default_ttl_s
         self.lock = threading.RLock()
         self.started = clock()
+        self.instance = secrets.token_hex(8)        # this process (stats "instance": a follower sees a replacement)
         self._rids = map("m{}".format, itertools.count(1))     # request ids m1, m2, ...
         self._listeners: list[Listener] = []
         self._run_observers: list[Callable[[RunRecord], None]] = []
@@ -414,6 +415,7 @@ class MetadataHandler:
         with self.lock:
             doc = self.state.stats()
         doc["journal_seq"] = self.journal.seq if self.journal else 0
+        doc["instance"] = self.instance
         return json.dumps(doc)
 
     @_boundary

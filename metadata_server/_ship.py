@@ -86,6 +86,7 @@ class JournalShipper:
         self.journal, self.store, self.prefix, self.lag_s = journal, store, prefix.rstrip("/"), lag_s
         self.synchronous = lag_s == 0
         self._ship_lock = threading.Lock()
+        self._halted = False
         self._started_ms = int(clock() * 1000)
         self._gen = ""
         self._base = -1
@@ -102,9 +103,10 @@ class JournalShipper:
         return f"g{base:020d}-{self._started_ms:015d}"
 
     def ship_once(self) -> int:
-        """Upload what the journal gained since the last call; returns the bytes shipped."""
+        """Upload what the journal gained since the last call; returns the bytes shipped
+        (nothing once ``halt`` was called)."""
         with self._ship_lock:
-            return self._ship()
+            return 0 if self._halted else self._ship()
 
     def _ship(self) -> int:
         base = self._base
@@ -148,6 +150,15 @@ class JournalShipper:
             self.errors += 1
             log.exception("could not ship the journal to COS under %s (will retry in %.1f s; a host loss "
                           "now loses what was journaled since the last shipped piece)", self.prefix, self.lag_s)
+
+    def halt(self) -> None:
+        """Stop the thread without shipping what is left, as a killed process would (the
+        embedded stack's ``kill_metadata``): COS keeps what was shipped, no more."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        with self._ship_lock:               # waits for a round in progress
+            self._halted = True
 
     def stop(self) -> None:
         """Stop the thread and ship what is left."""

@@ -48,7 +48,11 @@ from ._store_client import PUT_HINTS, StoreClient
 from ._values import Upload, ValueStream, is_file_like
 from .exceptions import StoreFailure
 
-__all__ = ["Client", "Endpoints", "AlreadyCommitted", "parse_addr"]
+__all__ = ["Client", "Endpoints", "AlreadyCommitted", "parse_addr", "DEFAULT_FAILOVER_S"]
+
+#: How long an SDK call waits for a lost metadata shard or daemon to be replaced (config
+#: ``metadata_failover_s``, ``daemon_failover_s``): a replacement process's start and restore.
+DEFAULT_FAILOVER_S = 120.0
 
 _CODEC_IDS = {name: i for i, name in enumerate(CODECS)}
 _CODEC_NAMES = {i: name for name, i in _CODEC_IDS.items()}
@@ -87,6 +91,10 @@ class Endpoints:
     #: the deployment CA's PEM text: every connection is TLS, each server verified against it
     #: for the host part of its address ("": plaintext)
     tls_ca: str = ""
+    #: how long a call waits for an unreachable metadata shard / daemon to be replaced
+    #: (config ``metadata_failover_s`` / ``daemon_failover_s``; the tasks' events carry them)
+    metadata_failover_s: float = DEFAULT_FAILOVER_S
+    daemon_failover_s: float = DEFAULT_FAILOVER_S
 
     def codec(self) -> Codec:
         """The codec for this stack's shape."""
@@ -100,10 +108,11 @@ class Endpoints:
         return tuple(a.strip() for a in self.metadata.split(";") if a.strip()) or (self.metadata,)
 
     def stack_alive(self) -> bool:
-        """Whether the stack's metadata server takes connections: while it does, a daemon that
-        went away is restarting and worth waiting for (``StoreClient``'s ``alive``); once it does
-        not, the whole stack is gone and nothing will come back."""
-        for addr in self.metadata_shards:
+        """Whether any of the stack's servers (a metadata shard, the daemon) takes connections:
+        while one does, a server that went away is being replaced and worth waiting for
+        (``StoreClient``'s and ``MetadataClient``'s ``alive``); once none does, the whole stack
+        is gone and nothing will come back."""
+        for addr in (*self.metadata_shards, *([self.daemon] if self.daemon else [])):
             try:
                 socket.create_connection(parse_addr(addr), timeout=1.0).close()
             except OSError:
@@ -126,7 +135,8 @@ class Endpoints:
             d["cos_url"] = self.cos_url
         if self.tls_ca:
             d["tls_ca"] = self.tls_ca
-        for k, default in (("block_size", DEFAULT_THRESHOLD), ("ec_data", DEFAULT_D), ("ec_parity", DEFAULT_P)):
+        for k, default in (("block_size", DEFAULT_THRESHOLD), ("ec_data", DEFAULT_D), ("ec_parity", DEFAULT_P),
+                           ("metadata_failover_s", DEFAULT_FAILOVER_S), ("daemon_failover_s", DEFAULT_FAILOVER_S)):
             if getattr(self, k) not in (0, default):      # the defaults go without saying
                 d[k] = getattr(self, k)
         return d
@@ -154,17 +164,19 @@ class Client:
         addrs = endpoints.metadata_shards
         owns_shards = shards is None and len(addrs) > 1 and metadata is None
         if shards is None:          # one client per shard, in the shards' order (one: the run's own)
-            shards = [MetadataClient(*parse_addr(a), admin_token=endpoints.admin_token, tls_ca=endpoints.tls_ca)
+            shards = [MetadataClient(*parse_addr(a), admin_token=endpoints.admin_token, tls_ca=endpoints.tls_ca,
+                                     failover_s=endpoints.metadata_failover_s, alive=endpoints.stack_alive)
                       for a in addrs] if owns_shards else []
         self._shards: tuple[MetadataClient, ...] = tuple(shards)
         if metadata is None and self._shards:    # several shards: the run's owner (none yet: the first)
             base = self._shards[routing.shard_of_run(run_id, len(self._shards)) if run_id else 0]
             metadata = base.for_run(token) if token else base
         self._md = metadata or MetadataClient(*parse_addr(addrs[0]), token=token,
-                                              admin_token=endpoints.admin_token, tls_ca=endpoints.tls_ca)
+                                              admin_token=endpoints.admin_token, tls_ca=endpoints.tls_ca,
+                                              failover_s=endpoints.metadata_failover_s, alive=endpoints.stack_alive)
         self._store = store or StoreClient(parse_addr(endpoints.daemon), endpoints.store_token,
                                            codec=endpoints.codec(), alive=endpoints.stack_alive,
-                                           tls_ca=endpoints.tls_ca)
+                                           tls_ca=endpoints.tls_ca, reconnect_s=endpoints.daemon_failover_s)
         self._owns = metadata is None and not self._shards, store is None
         self._owns_shards = owns_shards
         self.plan: dict[str, Any] = {}
@@ -244,7 +256,7 @@ class Client:
         best: tuple[tuple[int, int, int], MetadataClient] | None = None
         for i, md in enumerate(self._shards):
             try:
-                h = md.health()
+                h = md.health(failover=False)     # a shard that is down starts no run
             except MetadataError:         # unreachable: leave it out
                 continue
             load = (int(h.running_runs), int(h.journal_seq), i)
@@ -347,7 +359,7 @@ class Client:
                 try:
                     self._store.put_stream(self._key(name), frame.read_from_start(), frame.size,
                                            prefix=frame.prefix, alloc=alloc_of(g.placement),
-                                           hints=hint)
+                                           hints=hint, rewind=frame.read_from_start)
                 except NoRoom as exc:  # overflow never fails a put: the COS tier takes it
                     self._to_cos(name, frame.read_all(), exc)
                 except StorageError as exc:

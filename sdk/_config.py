@@ -62,7 +62,7 @@ def _check(name: str, value: Any, where: str) -> None:
     if name.startswith("wds_max_") and value < 1:
         raise bad("must be at least 1")
     if name in ("ec_parity", "kill_rate", "kill_storage_rate", "restart_daemon_after_s", "crash_rate", "run_ttl_s",
-                "persist_ttl_s",
+                "persist_ttl_s", "metadata_failover_s", "daemon_failover_s",
                 "idle_reclaim_min_s", "idle_reclaim_max_s", "task_concurrency", "retrain_every") and value < 0:
         raise bad("must not be negative")
     if name in ("kill_rate", "kill_storage_rate", "crash_rate") and value > 1:
@@ -118,6 +118,13 @@ class Config:
     metadata_state_id: str = "metadata-0"
     daemon_state_id: str = "daemon-0"
     control_ship_lag_s: float = 1.0
+    # losing one of several hosts mid-run: how long every SDK call (tasks and drivers) waits for
+    # an unreachable metadata shard (metadata_failover_s) or daemon (daemon_failover_s) to be
+    # replaced before it fails, naming the setting; long enough for a replacement process to
+    # start and restore its control state from COS. The wait ends at once when no server of the
+    # deployment answers (the whole stack is gone)
+    metadata_failover_s: float = 120.0
+    daemon_failover_s: float = 120.0
     # storage
     block_size: int = 1 << 20
     memory_grain: int = 4096  # storage functions back blocks by this grain, a page (0: whole blocks)

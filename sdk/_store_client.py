@@ -189,7 +189,8 @@ class StoreClient:
 
     def put_stream(self, key: str, read: Callable[[int], Any] | Any, size: int, *,
                    prefix: bytes | bytearray | memoryview = b"", alloc: Alloc | None = None,
-                   hints: Mapping[str, int] | None = None) -> PutResult:
+                   hints: Mapping[str, int] | None = None,
+                   rewind: Callable[[], Callable[[int], Any] | Any] | None = None) -> PutResult:
         """Store ``prefix`` followed by ``size`` bytes pulled from ``read``
         (``read(n) -> bytes``, e.g. an open file's ``read``, or the file
         itself) as a new version of ``key``, one stripe in memory at a time.
@@ -197,13 +198,19 @@ class StoreClient:
         and its chunks are those ``put(key, prefix + data)`` would store. A
         source shorter than ``size`` raises ValueError (before anything is
         sent if it is short in its first stripe; else the PUT is abandoned
-        and its connection closed)."""
+        and its connection closed). ``rewind``: a new ``read`` from the source's first byte, so
+        that a PUT the daemon went away from is sent again as ``put`` is (without it, never:
+        the source cannot be read again)."""
         total = len(prefix) + size
         self._check_size(key, total)
-        stripes = self.codec.stripe_pieces_from(read, size, prefix=prefix)
-        first = [next(stripes)]  # the first read happens before a connection is taken
-        return self._call(self._put, key, _then(first, stripes), total, alloc,  # type: ignore[no-any-return]
-                          hints, again=False)  # the source cannot be read again
+
+        def pieces(read: Any) -> tuple[Any, ...]:
+            stripes = self.codec.stripe_pieces_from(read, size, prefix=prefix)
+            first = [next(stripes)]  # the first read happens before a connection is taken
+            return key, _then(first, stripes), total, alloc, hints
+
+        again = (lambda: pieces(rewind())) if rewind is not None else False
+        return self._call(self._put, *pieces(read), again=again)  # type: ignore[no-any-return]
 
     def _check_size(self, key: str, size: int) -> None:
         if self.max_object_bytes is not None and size > self.max_object_bytes:
@@ -420,8 +427,25 @@ class StoreClient:
         soon as it is complete. Memory is the chunks that arrived ahead of
         the reader (about a stripe when they come in order), not the
         object. Close it (or use ``with``) when stopping early: it holds one
-        of this client's connections until the reply is received."""
-        return GetStream(self, self._borrow(), key, version)
+        of this client's connections until the reply is received. A daemon that cannot be
+        reached, or that goes away before the stream's head arrived, is tried again for
+        ``reconnect_s``; one that goes away mid-stream fails the stream (its bytes were handed out)."""
+        deadline = time.monotonic() + self.reconnect_s
+        delay = 0.05
+        while True:     # opening it is tried again as a call is (``_call``): nothing was handed out yet
+            try:
+                sock = self._borrow()
+            except (ConnectionRefusedError, ConnectionResetError, ConnectionAbortedError):
+                if time.monotonic() + delay > deadline or not self._may_return():
+                    raise
+                time.sleep(delay)  # the daemon is (re)starting
+                delay = min(delay * 2, 1.0)
+                continue
+            try:
+                return GetStream(self, sock, key, version)     # it settles the connection when it fails
+            except BaseException as exc:
+                if not _connection_lost(exc) or time.monotonic() > deadline or not self._may_return():
+                    raise
 
     def get_to(self, key: str, write: Callable[[Any], Any], version: int | None = None) -> int:
         """Write ``key``'s bytes through ``write`` (e.g. an open file's

@@ -41,7 +41,7 @@ from funcsion_rpc.errors import UnknownObject
 from wds import FuncsionError
 
 from ._persist import Persist
-from ._client import AlreadyCommitted, Client, Endpoints
+from ._client import DEFAULT_FAILOVER_S, AlreadyCommitted, Client, Endpoints
 from ._constants import EVENT_KEY
 from .exceptions import (FatalTaskError, MissingOutputs, NoRunContext, TaskError, TaskFailed, UndeclaredRead,
                          is_retryable)
@@ -79,7 +79,9 @@ class RunContext:
         ep = Endpoints(str(ctx["metadata"]), str(ctx["daemon"]), str(ctx["store_token"]),
                        cos_url=str(ctx.get("cos_url") or ""), block_size=int(ctx.get("block_size") or 0),
                        ec_data=int(ctx.get("ec_data") or 0), ec_parity=int(ctx.get("ec_parity") or 0),
-                       tls_ca=str(ctx.get("tls_ca") or ""))
+                       tls_ca=str(ctx.get("tls_ca") or ""),
+                       metadata_failover_s=float(ctx.get("metadata_failover_s") or DEFAULT_FAILOVER_S),
+                       daemon_failover_s=float(ctx.get("daemon_failover_s") or DEFAULT_FAILOVER_S))
         return cls(ep, str(event["run_id"]), str(ctx["token"]), str(event["function"]))
 
 

@@ -43,6 +43,14 @@ daemon and storage functions all over TLS) in the same run, at 4 KiB and 100 MiB
 ``get_<l>_mbps``, ``put_<l>_cpu_us``: this process's CPU per PUT). A latency ratio above 1
 and a throughput ratio below 1 are what TLS costs.
 
+``--durable-puts`` measures what ``DaemonConfig.durable_puts`` costs (a PUT answered only
+once its version is in COS, what a stack that must survive losing the daemon's host runs
+with): the store alone, write-behind and then durable, in the same run, at 4 KiB, 1 MiB and
+100 MiB (or ``--sizes``), COS being the local directory (a COS PUT to S3 costs more: its
+latency is added to every durable PUT); ``--json``'s object is then ``{"plain": {...},
+"durable": {...}, "durable_over_plain": {...}, "sizes": {...}, "code", "iters"}`` with the
+keys of ``--tls``'s.
+
 ``write_behind`` is the daemon's buffer over the whole run (``PersistentBuffer.stats``):
 every benchmark object is read back after its upload, so none is skipped here; the
 share of uploads a workflow skips is in ``funcsion bench run``.
@@ -84,6 +92,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--p", type=int, default=2, help="parity chunks (default 2)")
     p.add_argument("--tls", action="store_true",
                    help="measure the store with TLS against plaintext in one run (4 KiB and 100 MiB unless --sizes)")
+    p.add_argument("--durable-puts", action="store_true",
+                   help="measure what answering a PUT only once it is in COS costs (DaemonConfig.durable_puts, "
+                        "what survives losing the daemon's host) against write-behind (4 KiB, 1 MiB, 100 MiB "
+                        "unless --sizes)")
     p.add_argument("--large-send-mbps", type=float, default=75.0,
                    help="each function's modelled send bandwidth while it serves the 100 MiB object of the "
                         "small-behind-large measurement (default 75, SION's figure; 0 = unlimited)")
@@ -126,15 +138,17 @@ def _timed(fn: Callable[..., Any], *args: Any) -> float:
 
 # -- the store ------------------------------------------------------------------
 def _bench_store(sizes: list[int], base: int, d: int, p: int,
-                 write_behind: dict[str, Any] | None = None, certs: dict[str, Any] | None = None
-                 ) -> dict[int, dict[str, float]]:
-    """The store's figures per size; ``certs`` (``make_certs``' paths): everything over TLS."""
+                 write_behind: dict[str, Any] | None = None, certs: dict[str, Any] | None = None,
+                 daemon: dict[str, Any] | None = None) -> dict[int, dict[str, float]]:
+    """The store's figures per size; ``certs`` (``make_certs``' paths): everything over TLS;
+    ``daemon``: ``DaemonConfig`` fields to set (``durable_puts``)."""
     from sdk._erasure import Codec
     from sdk._store_client import StoreClient
     from storage_functions.daemon import LocalStore
 
     settings: dict[str, Any] = {"tls_cert": str(certs["server.pem"]), "tls_key": str(certs["server.key"]),
                 "tls_ca": str(certs["ca.pem"])} if certs else {}
+    settings.update(daemon or {})
     ca = certs["ca.pem"].read_text() if certs else ""
     res: dict[int, dict[str, float]] = {}
     with LocalStore(function_memory_mb=2048, max_object_bytes=max(sizes) * 2, idle_s=60.0,
@@ -407,24 +421,38 @@ def _bench_tls(args: argparse.Namespace, sizes: list[int], base: int) -> dict[st
 
     from .certs_cmd import make_certs
 
-    keys = ("put_p50_us", "get_p50_us", "put_mbps", "get_mbps", "put_cpu_us")
-    doc: dict[str, Any] = {"plain": {}, "tls": {}, "tls_over_plain": {}, "sizes": {}, "code": f"{args.d}+{args.p}",
-                           "iters": base}
     with tempfile.TemporaryDirectory(prefix="funcsion-bench-tls-") as tmp:
         certs = make_certs(tmp, ["127.0.0.1"])
         runs = {"plain": _bench_store(sizes, base, args.d, args.p),
                 "tls": _bench_store(sizes, base, args.d, args.p, certs=certs)}
+    return _compare(args, sizes, base, runs, "tls")
+
+
+def _bench_durable(args: argparse.Namespace, sizes: list[int], base: int) -> dict[str, Any]:
+    """Write-behind, then durable PUTs, in one run (see the module docstring)."""
+    runs = {"plain": _bench_store(sizes, base, args.d, args.p),
+            "durable": _bench_store(sizes, base, args.d, args.p, daemon={"durable_puts": True})}
+    return _compare(args, sizes, base, runs, "durable")
+
+
+def _compare(args: argparse.Namespace, sizes: list[int], base: int, runs: dict[str, dict[int, dict[str, float]]],
+             mode: str) -> dict[str, Any]:
+    """``runs["plain"]`` next to ``runs[mode]``: the document and table of ``--tls``/``--durable-puts``."""
+    keys = ("put_p50_us", "get_p50_us", "put_mbps", "get_mbps", "put_cpu_us")
+    ratio = f"{mode}_over_plain"
+    doc: dict[str, Any] = {"plain": {}, mode: {}, ratio: {}, "sizes": {}, "code": f"{args.d}+{args.p}",
+                           "iters": base}
     for size in sizes:
-        doc["sizes"][str(size)] = {mode: runs[mode][size] for mode in runs}
+        doc["sizes"][str(size)] = {m: runs[m][size] for m in runs}
         for k in keys:
             op, _, what = k.partition("_")
             name = f"{op}_{_label(size)}_{what}"
-            for mode in runs:
-                doc[mode][name] = runs[mode][size][k]
+            for m in runs:
+                doc[m][name] = runs[m][size][k]
             if doc["plain"][name]:
-                doc["tls_over_plain"][name] = round(doc["tls"][name] / doc["plain"][name], 3)
-    rows = [["", *doc["plain"]]] + [[mode, *map(str, doc[mode].values())] for mode in ("plain", "tls")] + \
-        [["tls/plain", *[str(doc["tls_over_plain"].get(k, "-")) for k in doc["plain"]]]]
+                doc[ratio][name] = round(doc[mode][name] / doc["plain"][name], 3)
+    rows = [["", *doc["plain"]]] + [[m, *map(str, doc[m].values())] for m in ("plain", mode)] + \
+        [[f"{mode}/plain", *[str(doc[ratio].get(k, "-")) for k in doc["plain"]]]]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         sys.stdout.write("  ".join(x.rjust(w) for x, w in zip(r, widths)) + "\n")
@@ -433,10 +461,20 @@ def _bench_tls(args: argparse.Namespace, sizes: list[int], base: int) -> dict[st
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.tls and args.durable_puts:
+        raise SystemExit("funcsion bench store: --tls and --durable-puts each compare against plaintext "
+                         "write-behind; give one of them")
     if args.tls and args.sizes == ",".join(map(str, DEFAULT_SIZES)):
         args.sizes = f"4096,{100 * MiB}"
+    if args.durable_puts and args.sizes == ",".join(map(str, DEFAULT_SIZES)):
+        args.sizes = f"4096,{MiB},{100 * MiB}"
     sizes = [int(s) for s in str(args.sizes).split(",") if s]
     base = 5 if args.quick else max(3, int(args.iters))
+    if args.durable_puts:
+        costs = _bench_durable(args, sizes, base)
+        if args.json:
+            sys.stdout.write(json.dumps(costs, separators=(",", ":")) + "\n")
+        return 0
     if args.tls:
         costs = _bench_tls(args, sizes, base)
         if args.json:

@@ -42,7 +42,7 @@ class MetadataSource:
         st: dict[str, Any] = self.client.stats()
         return SourceView(int(st["block_size"]), {str(k): int(v) for k, v in st.get("functions", {}).items()},
                           frozenset(str(r["run_id"]) for r in st.get("runs", []) if r.get("state") == "running"),
-                          int(st.get("last_seq", 0)))
+                          int(st.get("last_seq", 0)), str(st.get("instance", "")))
 
     def register_capacity(self, function: str, blocks: int) -> None:
         self.client.register_capacity(function, blocks)
@@ -62,8 +62,10 @@ def follow_metadata(daemon: Any, metadata: str, admin_token: str, *, tls_ca: str
     from .._client import parse_addr
 
     host, port = parse_addr(metadata)
+    # a broken connection fails the round (no silent reconnect): the follower says hello again and
+    # sees whether the server is another process (a replacement) before it acknowledges anything
     return Follower(MetadataSource(MetadataClient(host, port, admin_token=admin_token, timeout_s=10.0,
-                                                  tls_ca=tls_ca)), daemon, **options)
+                                                  tls_ca=tls_ca, retry_stale=False)), daemon, **options)
 
 
 def follow_shards(daemon: Any, metadata: str, admin_token: str, *, tls_ca: str = "",

@@ -5,7 +5,11 @@ child runs a ``LocalStore`` (the SION daemon, its local Lambda platform and
 the COS directory) and the control loop following the stack's metadata server,
 as ``funcsion serve daemon --metadata`` does, and prints its address once it
 listens. ``kill`` is SIGKILL: the table, the buffer and COS are left as they
-are, and the platform's instances die with the daemon (their memory too);
+are, and the platform's instances die with the daemon (their memory too): left
+alone they would end a moment later (their connections to the daemon break, then
+their request pipes), so ``kill`` SIGKILLs them at once and returns once they are
+gone (on Linux: they are the processes holding the platform's log files open),
+as a host loss would take them;
 ``start`` again on the same port rebuilds the table from the durable log
 (``storage_functions.daemon._restore``). Not for AWS.
 """
@@ -43,6 +47,7 @@ class DaemonProcess:
         self.start_timeout_s = start_timeout_s
         self.address: tuple[str, int] = (config.host, config.port)
         self.restarts = 0
+        self.functions_killed = 0       # processes of its platform that ``kill`` ended
         self._proc: subprocess.Popen[str] | None = None
         self._lock = threading.Lock()
 
@@ -81,11 +86,20 @@ class DaemonProcess:
         return self
 
     def kill(self) -> None:
-        """SIGKILL: nothing is flushed, closed or uploaded."""
+        """SIGKILL: nothing is flushed, closed or uploaded; the storage function instances
+        (and the platform's fork server) are SIGKILLed too (the module docstring)."""
         with self._lock:
             if self._proc is not None and self._proc.poll() is None:
                 self._proc.kill()
             self._reap()
+            self.functions_killed += _kill_holders(self._log_files)
+
+    def _log_files(self, path: str) -> bool:
+        """Whether ``path`` is one of this daemon's log files: its own, its functions'."""
+        logs = os.path.dirname(os.path.abspath(self.log_path))
+        name = os.path.basename(path)
+        return os.path.dirname(path) in (logs, os.path.abspath(str(self.platform.get("log_dir", logs)))) and (
+            path == os.path.abspath(self.log_path) or name.startswith(f"{self.config.function_prefix}-"))
 
     def restart(self) -> None:
         """kill -9, then start again on the same port, root and token."""
@@ -114,6 +128,54 @@ class DaemonProcess:
         proc.wait()
         if proc.stdout is not None:
             proc.stdout.close()
+
+
+def _kill_holders(owned: Any, timeout_s: float = 10.0) -> int:
+    """SIGKILL every other process holding a file open that ``owned(path)`` accepts, and wait
+    until none does; returns how many there were (0 where there is no ``/proc``)."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    killed: set[int] = set()
+    while True:
+        pids = _holders(owned)
+        if not pids:
+            return len(killed)
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed.add(pid)
+            except OSError:
+                pass
+        if time.monotonic() > deadline:
+            raise DaemonProcessError(f"processes {sorted(pids)} of the killed daemon's platform did not end "
+                                     f"within {timeout_s:g} s of SIGKILL")
+        time.sleep(0.01)    # the kernel takes a moment to close a killed process's files
+
+
+def _holders(owned: Any) -> list[int]:
+    """The processes other than this one with a file open that ``owned(path)`` accepts."""
+    me, found = os.getpid(), []
+    try:
+        pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return []
+    for pid in pids:
+        if pid == me:
+            continue
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:             # gone, or another user's
+            continue
+        for fd in fds:
+            try:
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if target.startswith("/") and owned(target):
+                found.append(pid)
+                break
+    return found
 
 
 def _child() -> int:

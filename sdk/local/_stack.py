@@ -27,6 +27,23 @@ runs one in a background process and writes its endpoints to
 ``<state_dir>/stack.json`` for later commands. The state directory and what
 the stack writes there are private (0700 / 0600).
 
+Host loss (``control_in_cos``, issue 31 item 4): every shard ships its journal and the daemon
+its durable table to the stack's COS (``metadata_server._ship``, ``storage_functions.daemon
+._control_ship``); ``kill_metadata(i)`` / ``kill_daemon(i)`` stand for losing the host of shard
+``i`` / daemon ``i`` (the server's connections break at once, nothing more is shipped, its state
+files are deleted), ``start_metadata(i)`` / ``start_daemon(i)`` start a replacement at the same
+address and state id that restores from COS, and ``replace_metadata(i)`` / ``replace_daemon(i)``
+do both. A metadata shard runs in this process, so its loss is a close of its server without a
+reply more; a daemon needs ``daemon_process`` and is killed with -9 (its storage functions'
+connections break, they end their invocations and exit: their memory dies with the daemon).
+Meanwhile every SDK call waits for the replacement (config ``metadata_failover_s``,
+``daemon_failover_s``). What a loss can lose is the shipping window: the journal records and
+table records of the last ``control_in_cos`` seconds (0, synchronous: nothing answered). The
+daemon answers a PUT only once its version is in COS (``DaemonConfig.durable_puts``, on with
+``control_in_cos``), so no version a run can depend on lives only in the memory of functions
+that die with it; without it, the versions whose upload had not finished
+(``upload_delay_s``, ``parity_upload_delay_s``, the queue) would be lost with them.
+
 TLS: with the config's ``tls_cert``/``tls_key``/``tls_ca`` (``FUNCSION_TLS_*``) both
 servers serve TLS (the certificate must hold ``host``), the control loop and every
 client verify them against the CA, and the endpoints (``stack.json``, each task's
@@ -65,7 +82,8 @@ class Stack:
 
     def __init__(self, config: Config, *, metadata_port: int | None = None, daemon_port: int | None = None,
                  journal: bool = True, daemon: Mapping[str, Any] | None = None,
-                 daemon_process: bool | None = None, platform: Any = None, metadata_shards: int = 1) -> None:
+                 daemon_process: bool | None = None, platform: Any = None, metadata_shards: int = 1,
+                 control_in_cos: float | None = None) -> None:
         """``daemon``: ``DaemonConfig`` fields to override (e.g. a small pool:
         ``{"max_functions": 12}``). ``daemon_process``: run the daemon (with its platform and
         control loop) in a child process that ``restart_daemon`` can kill -9 (default: when
@@ -74,7 +92,20 @@ class Stack:
         ``deploy`` and ``invoke_async``; the caller shuts it down; not with ``daemon_process``):
         the as-deployed tests run them from the storage zip. ``metadata_shards``: run that many
         metadata servers (shard 0 on ``metadata_port``, the others on free ports), each owning the
-        runs and function groups ``funcsion_rpc.routing`` gives it; the daemon follows them all."""
+        runs and function groups ``funcsion_rpc.routing`` gives it; the daemon follows them all.
+        ``control_in_cos``: ship every shard's journal and the daemon's table to COS within that many
+        seconds (0: before each reply; None: they stay on this host), so that ``replace_metadata``
+        and ``replace_daemon`` can stand for a host loss (the module docstring)."""
+        if control_in_cos is not None and not control_in_cos >= 0:
+            raise ValueError(f"Stack: control_in_cos must be >= 0 seconds (0: synchronous) or None, got {control_in_cos!r}")
+        if control_in_cos is not None and not journal:
+            raise ValueError("Stack: control_in_cos ships the metadata journal: it needs journal=True")
+        self.control_in_cos = control_in_cos
+        self.shippers: list[Any] = []           # per shard: its journal's shipper to COS (None: not shipped)
+        self.metadata_restores: list[Any] = []  # per shard: what its last start restored from COS (RestoreReport)
+        self.metadata_replacements = [0] * metadata_shards
+        self._cos: Any = None
+        self._edge: Any = None
         if metadata_shards < 1:
             raise ValueError(f"Stack: metadata_shards must be at least 1, got {metadata_shards}")
         self.metadata_shards = metadata_shards
@@ -118,32 +149,20 @@ class Stack:
     def _start(self, cfg: Config) -> None:
         from dataclasses import replace
 
-        from lifetime_model import BUNDLED_MODELS
-        from metadata_server import Journal, MetadataHandler, MetadataServer, MetadataState, attach_lifetimes
         from storage_functions.daemon import DaemonConfig, LocalStore
         from storage_functions.local import LocalPlatform, PlatformConfig
 
         private_dir(self.root / "logs")
-        edge = self._tls(cfg)
+        self._edge = self._tls(cfg)
         n = self.metadata_shards
-        self.handlers, self.metadata_servers, self.journals = [], [], []
+        if self.control_in_cos is not None:
+            from storage_functions.cos import open_cos
+
+            self._cos = open_cos(cfg.resolved_cos_url)
+        self.handlers, self.metadata_servers, self.journals = [None] * n, [None] * n, [None] * n
+        self.shippers, self.metadata_restores = [None] * n, [None] * n
         for k in range(n):      # shard k: metadata-k (its journal: metadata.journal for shard 0, as always)
-            state = MetadataState(block_size=cfg.block_size, data_chunks=cfg.ec_data, parity_chunks=cfg.ec_parity,
-                                  memory_budget=cfg.memory_budget_mb << 20, wds_limits=cfg.wds_limits(),
-                                  memory_grain=cfg.memory_grain, shard=k, shards=n)
-            journal = (Journal(str(self.root / ("metadata.journal" if k == 0 else f"metadata-{k}.journal")))
-                       if self.use_journal else None)
-            self.journals.append(journal)
-            handler = MetadataHandler(state, journal=journal, admin_token=self.admin_token,
-                                      default_ttl_s=cfg.run_ttl_s)
-            self.handlers.append(handler)
-            lifetimes = attach_lifetimes(handler, data_dir=cfg.resolved_lifetime_data,
-                                         models_dirs=[cfg.resolved_lifetime_models, BUNDLED_MODELS],
-                                         retrain_every=cfg.retrain_every)
-            if k == 0:
-                self.lifetimes = lifetimes
-            self.metadata_servers.append(MetadataServer(handler, cfg.host, self.metadata_port if k == 0 else 0,
-                                                        edge=edge).start())
+            self._open_shard(k, self.metadata_port if k == 0 else 0)
         self.journal, self.handler, self.metadata_server = self.journals[0], self.handlers[0], self.metadata_servers[0]
         platform: dict[str, Any] = {"idle_reclaim_s": (cfg.idle_reclaim_min_s, cfg.idle_reclaim_max_s), "kill_rate": cfg.kill_rate,
                     "kill_functions": "sion-*", "log_dir": str(self.root / "logs")}
@@ -152,7 +171,9 @@ class Stack:
                             cos_url=cfg.resolved_cos_url, buffer_dir=str(self.root / "buffer"),
                             placement="metadata",  # the metadata server decides where every chunk lives
                             state_id=cfg.daemon_state_id,  # its control state's name in COS (when shipped)
-                            persist_ttl_s=cfg.persist_ttl_s,
+                            persist_ttl_s=cfg.persist_ttl_s, control_ship_lag_s=self.control_in_cos,
+                            # with control state in COS, no answered PUT lives only on this host
+                            durable_puts=self.control_in_cos is not None,
                             tls_cert=cfg.tls_cert, tls_key=cfg.tls_key, tls_ca=cfg.tls_ca if cfg.tls_cert else "")
         if n > 1:   # each shard owns whole erasure-code groups of the daemon's functions
             dcfg = replace(dcfg, group_size=cfg.ec_data + cfg.ec_parity)
@@ -169,7 +190,7 @@ class Stack:
         if n == 1:
             host, port = parse_addr(self.endpoints.metadata)
             self.followers = [Follower(MetadataSource(MetadataClient(host, port, admin_token=self.admin_token,
-                                                                     tls_ca=self.tls_ca)),
+                                                                     tls_ca=self.tls_ca, retry_stale=False)),
                                        self.store.daemon, poll_s=0.5)]  # the listener below wakes it at once
         else:       # one control loop per shard, each registering the groups its shard owns
             self.followers = follow_shards(self.store.daemon, self.endpoints.metadata, self.admin_token,
@@ -181,6 +202,136 @@ class Stack:
             self.store.daemon.wait_warm(follower.hello(), timeout_s=20.0)
             handler.add_listener(follower.wake)
             follower.start()
+
+    def _journal_path(self, k: int) -> Path:
+        return self.root / ("metadata.journal" if k == 0 else f"metadata-{k}.journal")
+
+    def _shard_state_id(self, k: int) -> str:
+        """Shard k's name in COS: the configured one, ``metadata-k`` for shard k of several left at
+        the default (as ``funcsion serve metadata --shard K/M`` names it)."""
+        configured = self.config.metadata_state_id
+        return f"metadata-{k}" if self.metadata_shards > 1 and configured == "metadata-0" else configured
+
+    def _open_shard(self, k: int, port: int) -> None:
+        """Start metadata shard ``k`` listening on ``port`` (0: a free one), from its journal; with
+        ``control_in_cos`` and no journal on disk (a new host), restored from COS first."""
+        from lifetime_model import BUNDLED_MODELS
+        from metadata_server import (Journal, JournalShipper, MetadataHandler, MetadataServer, MetadataState,
+                                     attach_lifetimes, control_prefix, restore_journal)
+
+        cfg, n = self.config, self.metadata_shards
+        state = MetadataState(block_size=cfg.block_size, data_chunks=cfg.ec_data, parity_chunks=cfg.ec_parity,
+                              memory_budget=cfg.memory_budget_mb << 20, wds_limits=cfg.wds_limits(),
+                              memory_grain=cfg.memory_grain, shard=k, shards=n)
+        journal = shipper = None
+        if self.use_journal:
+            path = self._journal_path(k)
+            if self._cos is not None:
+                prefix = control_prefix("", "metadata", self._shard_state_id(k))
+                snapshot = path.with_name(path.name + ".snapshot")
+                if not (path.exists() and path.stat().st_size) and not snapshot.exists():
+                    self.metadata_restores[k] = restore_journal(self._cos, prefix, path)
+            journal = Journal(str(path))
+            if self._cos is not None:
+                shipper = JournalShipper(journal, self._cos, prefix, lag_s=self.control_in_cos or 0.0)
+                shipper.restored = self.metadata_restores[k]
+        self.journals[k], self.shippers[k] = journal, shipper
+        handler = MetadataHandler(state, journal=journal, admin_token=self.admin_token,
+                                  default_ttl_s=cfg.run_ttl_s)
+        if shipper is not None:
+            if shipper.synchronous:
+                handler.after_journal = shipper.ship_once   # each round's journal write, before its replies
+            shipper.ship_once()                             # the new generation, before the first reply
+            shipper.start()
+        self.handlers[k] = handler
+        lifetimes = attach_lifetimes(handler, data_dir=cfg.resolved_lifetime_data,
+                                     models_dirs=[cfg.resolved_lifetime_models, BUNDLED_MODELS],
+                                     retrain_every=cfg.retrain_every)
+        if k == 0:
+            self.lifetimes = lifetimes
+        self.metadata_servers[k] = MetadataServer(handler, cfg.host, port, edge=self._edge).start()
+
+    # -- losing a host (tests, chaos) ---------------------------------------------------
+    def kill_metadata(self, i: int, *, lose_state: bool = True) -> None:
+        """Lose metadata shard ``i``'s host: its server stops at once (open connections break,
+        no reply more), nothing more is shipped to COS, and with ``lose_state`` its journal and
+        snapshot are deleted. Its runs' calls wait (``metadata_failover_s``) until
+        ``start_metadata(i)``; the other shards' runs go on."""
+        self._shard_index(i)
+        server, shipper, journal = self.metadata_servers[i], self.shippers[i], self.journals[i]
+        server.close()              # the loop ends; an answered round was shipped first (synchronous)
+        if shipper is not None:
+            shipper.halt()          # a killed process ships nothing more
+        if journal is not None:
+            journal.close()
+        if lose_state:
+            path = self._journal_path(i)
+            for f in (path, path.with_name(path.name + ".snapshot")):
+                f.unlink(missing_ok=True)
+
+    def start_metadata(self, i: int) -> None:
+        """Start a replacement for metadata shard ``i`` at the same address and state id: with its
+        journal gone, it restores it from COS (``metadata_restores[i]``); the daemon's control loop
+        for the shard follows the new process (its cursor starts again: ``Follower``)."""
+        self._shard_index(i)
+        old = self.metadata_servers[i]
+        self._open_shard(i, old.port)
+        self.metadata_replacements[i] += 1
+        if i == 0:
+            self.journal, self.handler, self.metadata_server = self.journals[0], self.handlers[0], self.metadata_servers[0]
+        if self.followers and not self.daemon_process:     # in-process control loops: the new listener
+            self.handlers[i].add_listener(self.followers[i].wake)
+            self.followers[i].wake()
+
+    def replace_metadata(self, i: int) -> None:
+        """``kill_metadata(i)`` (its state directory lost), then ``start_metadata(i)``."""
+        self.kill_metadata(i)
+        self.start_metadata(i)
+
+    def _shard_index(self, i: int) -> None:
+        if not 0 <= i < self.metadata_shards:
+            raise IndexError(f"this stack runs metadata shards 0..{self.metadata_shards - 1}, not {i}")
+        if self._cos is None:
+            raise RuntimeError("a replacement restores from COS: start the stack with control_in_cos=SECONDS")
+
+    def _daemon_index(self, i: int) -> Any:
+        from ._daemon_proc import DaemonProcess
+
+        if i != 0:
+            raise IndexError(f"this stack runs one daemon (index 0), not daemon {i}")
+        if not isinstance(self.store, DaemonProcess):
+            raise RuntimeError("losing a daemon needs a stack started with daemon_process=True")
+        if self._cos is None:
+            raise RuntimeError("a replacement restores from COS: start the stack with control_in_cos=SECONDS")
+        return self.store
+
+    def kill_daemon(self, i: int = 0, *, lose_state: bool = True) -> None:
+        """Lose daemon ``i``'s host: kill -9 its process (its storage functions lose their
+        connections, end their invocations and exit: their memory is gone) and with
+        ``lose_state`` delete its state directory (buffer, durable table). Data calls wait
+        (``daemon_failover_s``) until ``start_daemon(i)``."""
+        proc = self._daemon_index(i)
+        proc.kill()
+        if lose_state:
+            import shutil
+
+            for d in (self.daemon_config.buffer_dir, proc.root):
+                if d:
+                    shutil.rmtree(d, ignore_errors=True)
+
+    def start_daemon(self, i: int = 0) -> None:
+        """Start a replacement for daemon ``i`` with the same id, address, token and COS prefix: it
+        restores its table from COS (its stats' ``table_restored_from_cos_bytes``), reads the objects
+        whose functions died from their COS copies, and follows the metadata shards again."""
+        proc = self._daemon_index(i)
+        Path(proc.root).mkdir(parents=True, exist_ok=True, mode=0o700)
+        proc.start()
+        proc.restarts += 1
+
+    def replace_daemon(self, i: int = 0) -> None:
+        """``kill_daemon(i)`` (its state directory lost), then ``start_daemon(i)``."""
+        self.kill_daemon(i)
+        self.start_daemon(i)
 
     def _tls(self, cfg: Config) -> Any:
         """The metadata server's TLS edge factory (None: plaintext); sets ``tls_ca`` (PEM text)."""
@@ -240,9 +391,14 @@ class Stack:
                     self.platform.shutdown()
                 for server in self.metadata_servers:
                     server.close()
+                for shipper in self.shippers:
+                    if shipper is not None:
+                        shipper.stop()      # ships what is left
                 for journal in self.journals:
                     if journal is not None:
                         journal.close()
+                if self._cos is not None:
+                    self._cos.close()
             finally:
                 self._lock.release()
 
@@ -259,7 +415,8 @@ class Stack:
         c = self.config
         return Endpoints(self._metadata_addresses(), f"{dh}:{dp}", self.store.token, self.admin_token, c.resolved_cos_url,
                          block_size=c.block_size, ec_data=c.ec_data, ec_parity=c.ec_parity,
-                         tls_ca=getattr(self, "tls_ca", ""))
+                         tls_ca=getattr(self, "tls_ca", ""), metadata_failover_s=c.metadata_failover_s,
+                         daemon_failover_s=c.daemon_failover_s)
 
     def _metadata_addresses(self) -> str:
         """The metadata servers' HOST:PORT in shard order, joined by ``;`` (``Endpoints.metadata``)."""

@@ -421,6 +421,14 @@ class PersistentBuffer:
         if self.policy.coded(min((st.p for st in held.obj.stripes), default=0)):
             self.skipped_coded += 1
 
+    def wait_durable(self, obj: ObjectVersion, timeout: float) -> bool:
+        """Wait until ``obj``'s copy left the buffer: uploaded and logged by ``on_uploaded``, or
+        dropped (freed first, or nothing to upload to); False past ``timeout``."""
+        if self.cos is None:
+            return True
+        with self._cond:
+            return self._cond.wait_for(lambda: obj.held is None, timeout)
+
     def wait_idle(self, timeout: float) -> bool:
         """Wait until every queued upload and COS delete is done."""
         with self._cond:

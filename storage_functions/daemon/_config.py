@@ -50,6 +50,13 @@ class DaemonConfig:
     # memory that outlived the host
     state_id: str = "daemon-0"
     control_ship_lag_s: float | None = None
+    # a PUT is answered only once its version is in COS and the table records the copy (with
+    # control_ship_lag_s = 0: shipped too): no version a run can depend on lives only on this
+    # host, so losing it (its functions' memory with it) loses nothing answered. Uploads are then
+    # due at once (upload_delay_s, parity_upload_delay_s and pack_linger_s do not apply: every
+    # version is uploaded, none skipped for expiring first; the PUTs of a pipelined window still
+    # go up as packs) and each PUT waits one COS PUT more
+    durable_puts: bool = False
     # small in-memory versions of one run due together go up as one COS object (a pack) of at
     # most pack_max_bytes (0: one COS object per version, as SION); an uploader waits
     # pack_linger_s past the first due version so that versions PUT together travel together

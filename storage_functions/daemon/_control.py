@@ -53,7 +53,12 @@ of this pool's prefix beyond ``max_functions`` (left by an earlier, larger
 daemon) are withdrawn, and the first time, before this daemon stored anything,
 COS copies and buffer files of runs that are not running are swept. A source
 whose last seq is below what was acknowledged lost its history (a metadata
-server restarted without its journal): the follower starts again from 0.
+server restarted without its journal): the follower starts again from 0. So does
+one whose source is another process than before (``SourceView.instance``
+changed: a replacement restored from COS may have lost the shipping window's
+tail and issue new instructions under seqs this follower already carried
+out); what it had carried out and not acknowledged is offered again, and
+every instruction is idempotent.
 
 Faults: a failed round (source unreachable, COS failing) changes nothing here
 and is retried with exponential backoff (``backoff_min_s`` .. ``backoff_max_s``),
@@ -121,6 +126,8 @@ class SourceView:
     functions: Mapping[str, int] = field(default_factory=dict)
     running: frozenset[str] = frozenset()
     last_seq: int = 0
+    #: which process answers (a new one per server start; "": the source does not say)
+    instance: str = ""
 
 
 class InstructionSource(Protocol):
@@ -177,6 +184,8 @@ class Follower:
         self.load_poll_s = load_poll_s
         self.loaded = False           # the last report named a function with requests queued or in flight
         self.done = 0                 # the last seq carried out (acknowledged by the next fetch)
+        self.instance = ""            # the source process this follower last connected to
+        self.source_changes = 0       # times it connected to another process than before (a replacement)
         self.carried_out = 0          # instructions carried out (not counting duplicates)
         self.duplicates = 0           # instructions offered again and skipped
         self.groups_registered = 0
@@ -229,6 +238,13 @@ class Follower:
                             "up to #%d: it lost its history (restarted without its journal?); following from #0",
                             view.last_seq, self.done)
                 self.done = 0
+            elif view.instance and self.instance and view.instance != self.instance:
+                self.source_changes += 1
+                if self.done:
+                    log.warning("the metadata server is another process than before (a replacement?); following "
+                                "its instructions from #0 again (they are idempotent)")
+                    self.done = 0
+            self.instance = view.instance or self.instance
             prefix = f"{c.function_prefix}-"
             ours = [int(n[len(prefix):]) for n in view.functions
                     if n.startswith(prefix) and n[len(prefix):].isdigit()]

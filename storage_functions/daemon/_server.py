@@ -91,12 +91,14 @@ class Daemon(PutPath, GetPath):
         self.cache_functions = CacheFunctions(self)  # cache functions for GET bursts (``_burst``)
         self._own_buffer_dir = config.buffer_dir is None
         self.buffer_dir = config.buffer_dir or tempfile.mkdtemp(prefix="sion-buffer-")
+        now = config.durable_puts       # a durable PUT waits for its upload: due at once, no linger
         self.buffer = PersistentBuffer(self.buffer_dir, cos, workers=config.upload_workers,
-                                       policy=UploadPolicy(delay_s=config.upload_delay_s,
-                                                           parity_delay_s=config.parity_upload_delay_s),
+                                       policy=UploadPolicy(delay_s=0.0 if now else config.upload_delay_s,
+                                                           parity_delay_s=0.0 if now else config.parity_upload_delay_s),
                                        fsync=config.buffer_fsync, memory_bytes=config.buffer_memory_bytes,
                                        memory_max_object=config.buffer_memory_max_object,
-                                       pack_max_bytes=config.pack_max_bytes, pack_linger_s=config.pack_linger_s,
+                                       pack_max_bytes=config.pack_max_bytes,
+                                       pack_linger_s=0.0 if now else config.pack_linger_s,
                                        cos_prefix=config.cos_prefix, direct_io=config.buffer_direct_io,
                                        on_uploaded=self._uploaded,
                                        on_deletes=lambda queued, keys: self.durable.deletes(queued, keys))
@@ -205,6 +207,11 @@ class Daemon(PutPath, GetPath):
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+    def wait_durable(self, p: Any, timeout: float) -> bool:
+        """Wait until the version of PUT ``p`` (a ``PendingPut``) is in COS, its copy logged
+        (``durable_puts``); False past ``timeout``."""
+        return self.buffer.wait_durable(p.obj, timeout)
 
     def wait_uploads(self, timeout: float = 30.0) -> bool:
         return self.buffer.wait_idle(timeout)

@@ -24,7 +24,9 @@ next request, and answers it itself once ``put_timeout_s`` ran out. The COS
 proxy (COS_PUT/GET/DEL) reads and writes the SDK's own COS objects for
 clients, so tasks hold no COS credentials.
 
-Not here: what PUT, GET and free do (``_server``), function connections
+With ``durable_puts`` no PUT is armed and each is answered only once its copy is in
+COS (``PersistentBuffer.wait_durable``): the PUTs of a window are completed
+first, so their uploads overlap. Not here: what PUT, GET and free do (``_server``), function connections
 after their HELLO (``_functions``).
 """
 
@@ -75,7 +77,8 @@ PUT_WINDOW = 32
 class SessionHost(Protocol):
     """What a connection uses of the daemon: the config, COS (the proxy), the counters,
     the function handles by name (a function's HELLO), the set of client connections
-    (closed at stop), the PUT path (``_put.PutPath``), the GET path (``_get.GetPath``),
+    (closed at stop), the PUT path (``_put.PutPath``; ``wait_durable``: until a PUT's copy is
+    in COS), the GET path (``_get.GetPath``),
     free, and the stats."""
 
     @property
@@ -102,6 +105,8 @@ class SessionHost(Protocol):
     def _put_finish(self, p: PendingPut, timeout: float | None = None) -> dict[str, Any]: ...
 
     def _put_done(self, p: PendingPut) -> dict[str, Any]: ...
+
+    def wait_durable(self, p: PendingPut, timeout: float) -> bool: ...
 
     def _get(self, sock: socket.socket, lanes: Lanes, f: Frame) -> None: ...
 
@@ -254,7 +259,7 @@ class ClientSession:
                 self._finish_puts()  # their replies go before this one's error
                 raise
             idle = not readable([sock], 0)
-            if idle and not self._puts:  # nothing behind it: its last reply answers it
+            if idle and not self._puts and not d.config.durable_puts:  # its last reply answers it
                 self._arm(f.reqid, p, lanes)
                 return
             self._puts.append((f.reqid, p))
@@ -337,13 +342,21 @@ class ClientSession:
         """Complete the PUTs sent and not yet answered, and answer each in turn
         (``reply=False``, or once the socket fails: complete them only)."""
         d = self.daemon
+        done: list[tuple[int, PendingPut, bytes, bool]] = []
         while self._puts:
             reqid, p = self._puts.popleft()
             try:
                 meta = d._put_finish(p)
-                frame = frame_bytes(Op.REPLY, reqid=reqid, meta=meta)
+                frame, ok = frame_bytes(Op.REPLY, reqid=reqid, meta=meta), True
             except StorageError as exc:
-                frame = frame_bytes(Op.REPLY, reqid=reqid, status=status_for(exc), payload=str(exc).encode())
+                frame, ok = frame_bytes(Op.REPLY, reqid=reqid, status=status_for(exc), payload=str(exc).encode()), False
+            done.append((reqid, p, frame, ok))
+        for reqid, p, frame, ok in done:     # durable PUTs: answered once their copies are in COS (uploads overlap)
+            if ok and d.config.durable_puts and not d.wait_durable(p, max(0.0, p.deadline - time.monotonic())):
+                d.count("durable_put_timeouts")
+                frame = frame_bytes(Op.REPLY, reqid=reqid, status=Status.ERROR, payload=(
+                    f"PUT {p.key!r}: its COS copy did not land within put_timeout_s ({d.config.put_timeout_s:g} s; "
+                    "durable_puts answers a PUT once it is in COS): is COS reachable?").encode())
             if reply:
                 try:
                     self.sock.sendall(frame)

@@ -357,3 +357,38 @@ def test_a_metadata_server_that_lost_its_history_is_followed_from_the_start(worl
     f.step()
     assert d.freed == [f"{run}/in1"]
     assert "lost its history" in caplog.text
+
+
+def test_a_replaced_metadata_server_is_followed_from_the_start_even_past_the_old_cursor(
+        world: World, fig9_path: Path) -> None:
+    """A replacement restored from COS may have lost the tail of the old journal and since issued
+    other instructions under the same seqs: the follower sees another process (``instance``)
+    and follows it from #0, so none of them is skipped as done."""
+    core, d = world.core, world.daemon
+    f = world.follower()
+    f.hello()
+    run = core.start(core.key)
+    _inputs(core, run)
+    core.delete(run, "in1")
+    f.step()
+    f.step()
+    assert f.done >= 1 and d.freed == [f"{run}/in1"]
+    d.freed.clear()
+    state = MetadataState(block_size=BS, data_chunks=2, parity_chunks=1)
+    replacement = MetadataHandler(state, admin_token=ADMIN)    # its history: none of the old seqs
+    core2 = CoreDriver(state)
+    key = core2.register(fig9_path)  # type: ignore[attr-defined]
+    for i in range(3):                            # the capacity the daemon had registered (restored)
+        replacement.register_capacity(ADMIN, f"sion-{i}", 4)
+    runs = [core2.start(key) for _ in range(3)]
+    for r in runs:
+        _inputs(core2, r)
+        core2.delete(r, "in1")
+        core2.delete(r, "in2")
+    assert replacement.state.stats()["last_seq"] >= f.done     # not below: "lost its history" does not fire
+    world.client.h = replacement
+    f.connected = False                           # the connection broke: hello again
+    for _ in range(3):
+        f.step()
+    assert sorted(d.freed) == sorted(f"{r}/{o}" for r in runs for o in ("in1", "in2"))
+    assert f.source_changes == 1
