@@ -179,8 +179,10 @@ class MetadataClient:
         hints = T.RunHints(max_concurrency, capacity_bytes, latency_sensitive)
         return self._call(lambda c: c.start_run(self.admin_token, workflow_key, policy, ttl_ms, hints))
 
-    def register_capacity(self, function: str, blocks: int) -> int:
-        return int(self._call(lambda c: c.register_capacity(self.admin_token, function, blocks)))
+    def register_capacity(self, function: str, blocks: int, daemon: str = "") -> int:
+        """Offer ``function``'s ``blocks`` to the allocator; ``daemon``: the id of the daemon that
+        owns it (several daemons; "" sends none, as one daemon always did)."""
+        return int(self._call(lambda c: c.register_capacity(self.admin_token, function, blocks, daemon or None)))
 
     def unregister_capacity(self, function: str) -> int:
         return int(self._call(lambda c: c.unregister_capacity(self.admin_token, function)))

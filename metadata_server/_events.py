@@ -54,7 +54,8 @@ class Extent:
 class Placement:
     """Where an object lives. ``kind``: ``slice`` (one extent in a shared block),
     ``blocks`` (d+p chunks, each in whole blocks of a distinct function), ``exact``
-    (oracle policy, byte-granular), ``cos`` (COS tier only) or ``empty`` (zero bytes)."""
+    (oracle policy, byte-granular), ``cos`` (COS tier only) or ``empty`` (zero bytes).
+    ``daemon``: the id of the daemon whose functions hold the extents ("": the only daemon)."""
 
     tier: Tier
     kind: Literal["slice", "blocks", "exact", "cos", "empty"]
@@ -62,6 +63,7 @@ class Placement:
     data_chunks: int = 1
     parity_chunks: int = 0
     chunk_size: int = 0
+    daemon: str = ""
 
 
 # --------------------------------------------------------------------------- events
@@ -169,6 +171,7 @@ class Delete(Event):
 class RegisterCapacity(Event):
     function: str
     blocks: int
+    daemon: str = ""       # the daemon that owns the function ("": the only one)
 
 
 @dataclass(slots=True)

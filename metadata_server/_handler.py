@@ -395,9 +395,9 @@ class MetadataHandler:
                          json.dumps(r.plan))
 
     @_boundary
-    def register_capacity(self, admin_token: str, function_name: str, blocks: int) -> int:
+    def register_capacity(self, admin_token: str, function_name: str, blocks: int, daemon: str | None = None) -> int:
         self._admin(admin_token)
-        out = self._one(ev.RegisterCapacity(self.clock(), self._rid_next(), function_name, blocks))
+        out = self._one(ev.RegisterCapacity(self.clock(), self._rid_next(), function_name, blocks, daemon or ""))
         return out[0].total_blocks  # type: ignore[attr-defined, no-any-return]
 
     @_boundary

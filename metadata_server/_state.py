@@ -49,6 +49,7 @@ from funcsion_rpc.errors import (DuplicateWrite, InvalidRequest, ObjectExpired, 
                                  UnknownWorkflow)
 
 from ._allocator import MAX_FUNCTION_BLOCKS, MIB, Allocator
+from ._daemons import choose_daemon
 from ._events import (AckInstructions, BeginPut, CapacityChanged, Commit, Committed, CosFallback, Delete,
                       DeregisterWorkflow,
                       DropObject, EndRun, Event, Freed, FinishPut, Get, GetMany, Instruction, Placed, Placement,
@@ -603,7 +604,9 @@ class MetadataState:
             except ValueError as exc:
                 raise InvalidRequest(f"put of {name!r} in run {run.run_id}: {exc}", run_id=run.run_id,
                                      object=name) from None
-        need = a.new_blocks(size, run.run_id, key, chunk_bytes, run.policy.fills_holes)
+        daemon = choose_daemon(a, f"{run.run_id}/{name}", size, run.run_id, key, chunk_bytes,
+                               run.policy.fills_holes)      # None: one daemon
+        need = a.new_blocks(size, run.run_id, key, chunk_bytes, run.policy.fills_holes, daemon)
         over_run = run.budget_bytes and need and run.alloc_bytes + need * a.block_size > run.budget_bytes
         if over_run or (self.memory_budget is not None and need
                         and a.allocated_bytes + need * a.block_size > self.memory_budget):
@@ -612,7 +615,7 @@ class MetadataState:
             if over_run:
                 return _COS, f"over the run's capacity hint of {run.budget_bytes:,} bytes"
             return _COS, f"over the server's memory budget of {self.memory_budget:,} bytes"
-        placement = a.allocate(size, run.run_id, key, chunk_bytes, run.policy.fills_holes)
+        placement = a.allocate(size, run.run_id, key, chunk_bytes, run.policy.fills_holes, daemon)
         if placement is None:
             run.bump("cos_fallback")
             self._bump("cos_fallback")
@@ -810,7 +813,12 @@ class MetadataState:
                                  f"{self.shards}, not this one ({self.shard}): register each function with the "
                                  "shard funcsion_rpc.routing.shard_of_function names (by its group of "
                                  f"{group}), so no two shards hand out its blocks", function=ev.function)
-        total = self.allocator.register(ev.function, ev.blocks)
+        held = self.allocator.daemon_of(ev.function)
+        if ev.function in self.allocator.functions and held != ev.daemon:
+            raise InvalidRequest(f"storage function {ev.function!r} is registered by daemon {held or '(the only one)'!r}; "
+                                 f"daemon {ev.daemon or '(the only one)'!r} cannot register it too: function names "
+                                 "are unique across a deployment (each daemon's carry its id)", function=ev.function)
+        total = self.allocator.register(ev.function, ev.blocks, ev.daemon)
         return [CapacityChanged(ev.function, ev.blocks, total)]
 
     def _unregister_capacity(self, ev: UnregisterCapacity) -> list[Instruction]:

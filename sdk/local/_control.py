@@ -38,8 +38,11 @@ class MetadataSource:
                           frozenset(str(r["run_id"]) for r in st.get("runs", []) if r.get("state") == "running"),
                           int(st.get("last_seq", 0)))
 
-    def register_capacity(self, function: str, blocks: int) -> None:
-        self.client.register_capacity(function, blocks)
+    def register_capacity(self, function: str, blocks: int, daemon: str = "") -> None:
+        if daemon:      # one of several daemons names itself; the only one never did
+            self.client.register_capacity(function, blocks, daemon)
+        else:
+            self.client.register_capacity(function, blocks)
 
     def unregister_capacity(self, function: str) -> None:
         self.client.unregister_capacity(function)

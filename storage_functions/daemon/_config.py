@@ -49,6 +49,10 @@ class DaemonConfig:
     # had not finished (upload_delay_s, parity_upload_delay_s, the queue) except from function
     # memory that outlived the host
     state_id: str = "daemon-0"
+    # a deployment of several daemons: this one's id (daemon-0, daemon-1, ...), registered with
+    # its functions at the metadata server, which names it in every placement on them (""):
+    # the deployment's only daemon, registered as always)
+    daemon_id: str = ""
     control_ship_lag_s: float | None = None
     # small in-memory versions of one run due together go up as one COS object (a pack) of at
     # most pack_max_bytes (0: one COS object per version, as SION); an uploader waits

@@ -54,12 +54,13 @@ class Iface(object):
         """
         pass
 
-    def register_capacity(self, admin_token, function_name, blocks):
+    def register_capacity(self, admin_token, function_name, blocks, daemon):
         """
         Parameters:
          - admin_token
          - function_name
          - blocks
+         - daemon
 
         """
         pass
@@ -391,23 +392,25 @@ class Client(Iface):
             raise result.fault
         raise TApplicationException(TApplicationException.MISSING_RESULT, "start_run failed: unknown result")
 
-    def register_capacity(self, admin_token, function_name, blocks):
+    def register_capacity(self, admin_token, function_name, blocks, daemon):
         """
         Parameters:
          - admin_token
          - function_name
          - blocks
+         - daemon
 
         """
-        self.send_register_capacity(admin_token, function_name, blocks)
+        self.send_register_capacity(admin_token, function_name, blocks, daemon)
         return self.recv_register_capacity()
 
-    def send_register_capacity(self, admin_token, function_name, blocks):
+    def send_register_capacity(self, admin_token, function_name, blocks, daemon):
         self._oprot.writeMessageBegin('register_capacity', TMessageType.CALL, self._seqid)
         args = register_capacity_args()
         args.admin_token = admin_token
         args.function_name = function_name
         args.blocks = blocks
+        args.daemon = daemon
         args.write(self._oprot)
         self._oprot.writeMessageEnd()
         self._oprot.trans.flush()
@@ -1243,7 +1246,7 @@ class Processor(Iface, TProcessor):
         iprot.readMessageEnd()
         result = register_capacity_result()
         try:
-            result.success = self._handler.register_capacity(args.admin_token, args.function_name, args.blocks)
+            result.success = self._handler.register_capacity(args.admin_token, args.function_name, args.blocks, args.daemon)
             msg_type = TMessageType.REPLY
         except TTransport.TTransportException:
             raise
@@ -1880,11 +1883,11 @@ class register_workflow_args(object):
             elif fid == 3:
                 if ftype == TType.MAP:
                     self.params = {}
-                    (_ktype50, _vtype51, _size49) = iprot.readMapBegin()
-                    for _i53 in range(_size49):
-                        _key54 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
-                        _val55 = iprot.readI64()
-                        self.params[_key54] = _val55
+                    (_ktype57, _vtype58, _size56) = iprot.readMapBegin()
+                    for _i60 in range(_size56):
+                        _key61 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                        _val62 = iprot.readI64()
+                        self.params[_key61] = _val62
                     iprot.readMapEnd()
                 else:
                     iprot.skip(ftype)
@@ -1914,9 +1917,9 @@ class register_workflow_args(object):
         if self.params is not None:
             oprot.writeFieldBegin('params', TType.MAP, 3)
             oprot.writeMapBegin(TType.STRING, TType.I64, len(self.params))
-            for kiter56, viter57 in self.params.items():
-                oprot.writeString(kiter56.encode('utf-8') if sys.version_info[0] == 2 else kiter56)
-                oprot.writeI64(viter57)
+            for kiter63, viter64 in self.params.items():
+                oprot.writeString(kiter63.encode('utf-8') if sys.version_info[0] == 2 else kiter63)
+                oprot.writeI64(viter64)
             oprot.writeMapEnd()
             oprot.writeFieldEnd()
         if self.source is not None:
@@ -2419,6 +2422,7 @@ class register_capacity_args(object):
      - admin_token
      - function_name
      - blocks
+     - daemon
 
     """
 
@@ -2426,13 +2430,15 @@ class register_capacity_args(object):
         'admin_token',
         'function_name',
         'blocks',
+        'daemon',
     )
 
 
-    def __init__(self, admin_token=None, function_name=None, blocks=None,):
+    def __init__(self, admin_token=None, function_name=None, blocks=None, daemon=None,):
         self.admin_token = admin_token
         self.function_name = function_name
         self.blocks = blocks
+        self.daemon = daemon
 
     def read(self, iprot):
         if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
@@ -2458,6 +2464,11 @@ class register_capacity_args(object):
                     self.blocks = iprot.readI32()
                 else:
                     iprot.skip(ftype)
+            elif fid == 4:
+                if ftype == TType.STRING:
+                    self.daemon = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                else:
+                    iprot.skip(ftype)
             else:
                 iprot.skip(ftype)
             iprot.readFieldEnd()
@@ -2479,6 +2490,10 @@ class register_capacity_args(object):
         if self.blocks is not None:
             oprot.writeFieldBegin('blocks', TType.I32, 3)
             oprot.writeI32(self.blocks)
+            oprot.writeFieldEnd()
+        if self.daemon is not None:
+            oprot.writeFieldBegin('daemon', TType.STRING, 4)
+            oprot.writeString(self.daemon.encode('utf-8') if sys.version_info[0] == 2 else self.daemon)
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
         oprot.writeStructEnd()
@@ -2509,6 +2524,7 @@ register_capacity_args.thrift_spec = (
     (1, TType.STRING, 'admin_token', 'UTF8', None, ),  # 1
     (2, TType.STRING, 'function_name', 'UTF8', None, ),  # 2
     (3, TType.I32, 'blocks', None, None, ),  # 3
+    (4, TType.STRING, 'daemon', 'UTF8', None, ),  # 4
 )
 
 
@@ -3055,11 +3071,11 @@ class fetch_instructions_result(object):
             if fid == 0:
                 if ftype == TType.LIST:
                     self.success = []
-                    (_etype61, _size58) = iprot.readListBegin()
-                    for _i62 in range(_size58):
-                        _elem63 = Instruction()
-                        _elem63.read(iprot)
-                        self.success.append(_elem63)
+                    (_etype68, _size65) = iprot.readListBegin()
+                    for _i69 in range(_size65):
+                        _elem70 = Instruction()
+                        _elem70.read(iprot)
+                        self.success.append(_elem70)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -3081,8 +3097,8 @@ class fetch_instructions_result(object):
         if self.success is not None:
             oprot.writeFieldBegin('success', TType.LIST, 0)
             oprot.writeListBegin(TType.STRUCT, len(self.success))
-            for iter64 in self.success:
-                iter64.write(oprot)
+            for iter71 in self.success:
+                iter71.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.fault is not None:
@@ -4793,11 +4809,11 @@ class list_objects_result(object):
             if fid == 0:
                 if ftype == TType.LIST:
                     self.success = []
-                    (_etype68, _size65) = iprot.readListBegin()
-                    for _i69 in range(_size65):
-                        _elem70 = ObjectStatus()
-                        _elem70.read(iprot)
-                        self.success.append(_elem70)
+                    (_etype75, _size72) = iprot.readListBegin()
+                    for _i76 in range(_size72):
+                        _elem77 = ObjectStatus()
+                        _elem77.read(iprot)
+                        self.success.append(_elem77)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -4819,8 +4835,8 @@ class list_objects_result(object):
         if self.success is not None:
             oprot.writeFieldBegin('success', TType.LIST, 0)
             oprot.writeListBegin(TType.STRUCT, len(self.success))
-            for iter71 in self.success:
-                iter71.write(oprot)
+            for iter78 in self.success:
+                iter78.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.fault is not None:
@@ -5093,10 +5109,10 @@ class get_batch_args(object):
             elif fid == 4:
                 if ftype == TType.LIST:
                     self.object_names = []
-                    (_etype75, _size72) = iprot.readListBegin()
-                    for _i76 in range(_size72):
-                        _elem77 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
-                        self.object_names.append(_elem77)
+                    (_etype82, _size79) = iprot.readListBegin()
+                    for _i83 in range(_size79):
+                        _elem84 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                        self.object_names.append(_elem84)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -5125,8 +5141,8 @@ class get_batch_args(object):
         if self.object_names is not None:
             oprot.writeFieldBegin('object_names', TType.LIST, 4)
             oprot.writeListBegin(TType.STRING, len(self.object_names))
-            for iter78 in self.object_names:
-                oprot.writeString(iter78.encode('utf-8') if sys.version_info[0] == 2 else iter78)
+            for iter85 in self.object_names:
+                oprot.writeString(iter85.encode('utf-8') if sys.version_info[0] == 2 else iter85)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
@@ -5192,11 +5208,11 @@ class get_batch_result(object):
             if fid == 0:
                 if ftype == TType.LIST:
                     self.success = []
-                    (_etype82, _size79) = iprot.readListBegin()
-                    for _i83 in range(_size79):
-                        _elem84 = GetResult()
-                        _elem84.read(iprot)
-                        self.success.append(_elem84)
+                    (_etype89, _size86) = iprot.readListBegin()
+                    for _i90 in range(_size86):
+                        _elem91 = GetResult()
+                        _elem91.read(iprot)
+                        self.success.append(_elem91)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -5218,8 +5234,8 @@ class get_batch_result(object):
         if self.success is not None:
             oprot.writeFieldBegin('success', TType.LIST, 0)
             oprot.writeListBegin(TType.STRUCT, len(self.success))
-            for iter85 in self.success:
-                iter85.write(oprot)
+            for iter92 in self.success:
+                iter92.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.fault is not None:
@@ -5307,10 +5323,10 @@ class read_batch_args(object):
             elif fid == 4:
                 if ftype == TType.LIST:
                     self.object_names = []
-                    (_etype89, _size86) = iprot.readListBegin()
-                    for _i90 in range(_size86):
-                        _elem91 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
-                        self.object_names.append(_elem91)
+                    (_etype96, _size93) = iprot.readListBegin()
+                    for _i97 in range(_size93):
+                        _elem98 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                        self.object_names.append(_elem98)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -5339,8 +5355,8 @@ class read_batch_args(object):
         if self.object_names is not None:
             oprot.writeFieldBegin('object_names', TType.LIST, 4)
             oprot.writeListBegin(TType.STRING, len(self.object_names))
-            for iter92 in self.object_names:
-                oprot.writeString(iter92.encode('utf-8') if sys.version_info[0] == 2 else iter92)
+            for iter99 in self.object_names:
+                oprot.writeString(iter99.encode('utf-8') if sys.version_info[0] == 2 else iter99)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
@@ -5513,11 +5529,11 @@ class begin_put_batch_args(object):
             elif fid == 4:
                 if ftype == TType.LIST:
                     self.requests = []
-                    (_etype96, _size93) = iprot.readListBegin()
-                    for _i97 in range(_size93):
-                        _elem98 = PutRequest()
-                        _elem98.read(iprot)
-                        self.requests.append(_elem98)
+                    (_etype103, _size100) = iprot.readListBegin()
+                    for _i104 in range(_size100):
+                        _elem105 = PutRequest()
+                        _elem105.read(iprot)
+                        self.requests.append(_elem105)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -5546,8 +5562,8 @@ class begin_put_batch_args(object):
         if self.requests is not None:
             oprot.writeFieldBegin('requests', TType.LIST, 4)
             oprot.writeListBegin(TType.STRUCT, len(self.requests))
-            for iter99 in self.requests:
-                iter99.write(oprot)
+            for iter106 in self.requests:
+                iter106.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
@@ -5613,11 +5629,11 @@ class begin_put_batch_result(object):
             if fid == 0:
                 if ftype == TType.LIST:
                     self.success = []
-                    (_etype103, _size100) = iprot.readListBegin()
-                    for _i104 in range(_size100):
-                        _elem105 = PutGrant()
-                        _elem105.read(iprot)
-                        self.success.append(_elem105)
+                    (_etype110, _size107) = iprot.readListBegin()
+                    for _i111 in range(_size107):
+                        _elem112 = PutGrant()
+                        _elem112.read(iprot)
+                        self.success.append(_elem112)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -5639,8 +5655,8 @@ class begin_put_batch_result(object):
         if self.success is not None:
             oprot.writeFieldBegin('success', TType.LIST, 0)
             oprot.writeListBegin(TType.STRUCT, len(self.success))
-            for iter106 in self.success:
-                iter106.write(oprot)
+            for iter113 in self.success:
+                iter113.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.fault is not None:
@@ -5728,10 +5744,10 @@ class finish_put_batch_args(object):
             elif fid == 4:
                 if ftype == TType.LIST:
                     self.object_names = []
-                    (_etype110, _size107) = iprot.readListBegin()
-                    for _i111 in range(_size107):
-                        _elem112 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
-                        self.object_names.append(_elem112)
+                    (_etype117, _size114) = iprot.readListBegin()
+                    for _i118 in range(_size114):
+                        _elem119 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                        self.object_names.append(_elem119)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -5760,8 +5776,8 @@ class finish_put_batch_args(object):
         if self.object_names is not None:
             oprot.writeFieldBegin('object_names', TType.LIST, 4)
             oprot.writeListBegin(TType.STRING, len(self.object_names))
-            for iter113 in self.object_names:
-                oprot.writeString(iter113.encode('utf-8') if sys.version_info[0] == 2 else iter113)
+            for iter120 in self.object_names:
+                oprot.writeString(iter120.encode('utf-8') if sys.version_info[0] == 2 else iter120)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
@@ -5827,11 +5843,11 @@ class finish_put_batch_result(object):
             if fid == 0:
                 if ftype == TType.LIST:
                     self.success = []
-                    (_etype117, _size114) = iprot.readListBegin()
-                    for _i118 in range(_size114):
-                        _elem119 = PutResult()
-                        _elem119.read(iprot)
-                        self.success.append(_elem119)
+                    (_etype124, _size121) = iprot.readListBegin()
+                    for _i125 in range(_size121):
+                        _elem126 = PutResult()
+                        _elem126.read(iprot)
+                        self.success.append(_elem126)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -5853,8 +5869,8 @@ class finish_put_batch_result(object):
         if self.success is not None:
             oprot.writeFieldBegin('success', TType.LIST, 0)
             oprot.writeListBegin(TType.STRUCT, len(self.success))
-            for iter120 in self.success:
-                iter120.write(oprot)
+            for iter127 in self.success:
+                iter127.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.fault is not None:
