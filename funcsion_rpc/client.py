@@ -191,10 +191,11 @@ class MetadataClient:
         doc: dict[str, Any] = json.loads(self._call(lambda c: c.stats(self.admin_token)))
         return doc
 
-    def fetch_instructions(self, after_seq: int = 0, max_items: int = 1000) -> list[T.Instruction]:
+    def fetch_instructions(self, after_seq: int = 0, max_items: int = 1000, daemon: str = "") -> list[T.Instruction]:
         """Pending storage instructions with seq > after_seq; passing the last seq you
-        carried out acknowledges it and everything before."""
-        return self._call(lambda c: c.fetch_instructions(self.admin_token, after_seq, max_items))
+        carried out acknowledges it and everything before (``daemon``: for that one of several
+        daemons only; the server keeps an instruction until each has)."""
+        return self._call(lambda c: c.fetch_instructions(self.admin_token, after_seq, max_items, daemon or None))
 
     # -- one run --------------------------------------------------------------------
     @property

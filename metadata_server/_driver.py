@@ -92,5 +92,5 @@ class CoreDriver:
     def tick(self) -> list[Instruction]:
         return self._ev(Tick)
 
-    def ack(self, upto: int) -> list[Instruction]:
-        return self._ev(AckInstructions, upto)
+    def ack(self, upto: int, daemon: str = "") -> list[Instruction]:
+        return self._ev(AckInstructions, upto, daemon)

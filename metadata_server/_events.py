@@ -186,9 +186,11 @@ class Tick(Event):
 
 @dataclass(slots=True)
 class AckInstructions(Event):
-    """The storage layer carried out every storage instruction up to ``upto``."""
+    """The storage layer carried out every storage instruction up to ``upto`` (``daemon``: that
+    one of several daemons did; each acknowledges on its own)."""
 
     upto: int
+    daemon: str = ""
 
 
 @dataclass(slots=True)

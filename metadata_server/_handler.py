@@ -415,12 +415,14 @@ class MetadataHandler:
         return json.dumps(doc)
 
     @_boundary
-    def fetch_instructions(self, admin_token: str, after_seq: int, max_items: int) -> list[T.Instruction]:
+    def fetch_instructions(self, admin_token: str, after_seq: int, max_items: int,
+                           daemon: str | None = None) -> list[T.Instruction]:
         self._admin(admin_token)
         with self.lock:
-            acked = self.state.pending and self.state.pending[0].seq <= after_seq
+            acked = self.state.pending and self.state.pending[0].seq <= after_seq and (
+                not daemon or after_seq > self.state.acks.get(daemon, 0))
         if acked:
-            self._one(ev.AckInstructions(self.clock(), self._rid_next(), after_seq))
+            self._one(ev.AckInstructions(self.clock(), self._rid_next(), after_seq, daemon or ""))
         with self.lock:
             items = self.state.pending_instructions(after_seq, max(1, min(max_items or 1000, 10_000)))
         return [to_thrift_instruction(i) for i in items]

@@ -25,7 +25,10 @@ Semantics (see DESIGN.md "Data path and invariants"):
 - ``EndRun`` and an idle run's TTL (``Tick``) free everything left; workflow
   outputs and persisted objects stay ``kept`` in COS and in the summary.
 - Storage instructions stay pending until the storage layer acknowledges them
-  (``AckInstructions``); none is ever discarded. Back-pressure instead: while
+  (``AckInstructions``); none is ever discarded. Several daemons each
+  acknowledge for themselves (``acks``): an instruction stays until every daemon
+  that registered capacity or fetched has carried it out (each needs the drops of
+  its own objects, every one a run's end). Back-pressure instead: while
   ``max_pending`` or more wait, ``StartRun`` is refused (``ServiceUnavailable``)
   and running runs go on. The journal replays with back-pressure off
   (``backpressure``), since every journaled ``StartRun`` was accepted once.
@@ -96,6 +99,7 @@ class MetadataState:
         self.next_run = 1
         self.next_seq = 1
         self.pending: deque[StorageInstruction] = deque()
+        self.acks: dict[str, int] = {}      # several daemons: the last seq each acknowledged
         self.max_pending = max_pending      # back-pressure: no new runs while this many wait
         self.backpressure = True
         self.max_finished_runs = max_finished_runs
@@ -858,7 +862,11 @@ class MetadataState:
         return out
 
     def _ack(self, ev: AckInstructions) -> list[Instruction]:
-        while self.pending and self.pending[0].seq <= ev.upto:
+        upto = ev.upto
+        if ev.daemon:       # one of several daemons: what every one of them has carried out
+            self.acks[ev.daemon] = max(self.acks.get(ev.daemon, 0), ev.upto)
+            upto = min(self.acks.get(d, 0) for d in (self.allocator.daemons - {""}) | set(self.acks))
+        while self.pending and self.pending[0].seq <= upto:
             self.pending.popleft()
         return []
 

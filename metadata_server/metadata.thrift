@@ -228,9 +228,11 @@ service Metadata {
   i32 unregister_capacity(1: string admin_token, 2: string function_name) throws (1: MetadataFault fault),
   string stats(1: string admin_token) throws (1: MetadataFault fault),
   // storage-layer instructions with seq > after_seq (oldest first, at most max_items); calling it
-  // again with after_seq = the last seq you carried out acknowledges everything up to it
-  list<Instruction> fetch_instructions(1: string admin_token, 2: i64 after_seq, 3: i32 max_items)
-      throws (1: MetadataFault fault),
+  // again with after_seq = the last seq you carried out acknowledges everything up to it;
+  // daemon: the id of one of several daemons acknowledging for itself (an instruction stays until
+  // every daemon has carried it out); unset: the only daemon
+  list<Instruction> fetch_instructions(1: string admin_token, 2: i64 after_seq, 3: i32 max_items,
+                                       4: string daemon) throws (1: MetadataFault fault),
 
   // -- one run (its token; end_run also takes the admin token)
   string end_run(1: string token, 2: string run_id, 3: string outcome) throws (1: MetadataFault fault),

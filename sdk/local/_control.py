@@ -24,13 +24,16 @@ class MetadataSource:
     """``fetch`` / ``view`` / ``register_capacity`` / ``unregister_capacity`` over the
     metadata service's control calls (admin token)."""
 
-    def __init__(self, client: MetadataClient) -> None:
+    def __init__(self, client: MetadataClient, daemon: str = "") -> None:
         self.client = client
+        self.daemon = daemon        # one of several daemons: it acknowledges for itself
 
     def fetch(self, after_seq: int, limit: int) -> Sequence[Instruction]:
+        got = (self.client.fetch_instructions(after_seq, limit, self.daemon) if self.daemon
+               else self.client.fetch_instructions(after_seq, limit))
         return [Instruction(int(i.seq), str(i.kind), i.run_id or "", i.object_name or "", i.tier or "memory",
                             i.reason or "", int(i.blocks or 0), i.function_name or "")
-                for i in self.client.fetch_instructions(after_seq, limit)]
+                for i in got]
 
     def view(self) -> SourceView:
         st: dict[str, Any] = self.client.stats()
@@ -60,7 +63,8 @@ def follow_metadata(daemon: Any, metadata: str, admin_token: str, *, tls_ca: str
 
     host, port = parse_addr(metadata)
     return Follower(MetadataSource(MetadataClient(host, port, admin_token=admin_token, timeout_s=10.0,
-                                                  tls_ca=tls_ca)), daemon, **options)
+                                                  tls_ca=tls_ca), getattr(daemon.config, "daemon_id", "")),
+                    daemon, **options)
 
 
 def follow_shards(daemon: Any, metadata: str, admin_token: str, *, tls_ca: str = "",

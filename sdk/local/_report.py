@@ -99,7 +99,9 @@ def object_rows(st: Mapping[str, Any], t0: float) -> dict[str, Any]:
                 "reads": list(s.committed_by), "declared_reads": s.declared_reads,
                 "freed_reason": s.freed_reason or None,
                 "tier": s.placement.tier if s.placement is not None else None,
-                "tier_reason": getattr(s, "tier_reason", None) or None}
+                "tier_reason": getattr(s, "tier_reason", None) or None,
+                # several daemons: the one whose functions held it
+                **({"daemon": d} if (d := getattr(s.placement, "daemon", None)) else {})}
             for n, s in st.items()}
 
 

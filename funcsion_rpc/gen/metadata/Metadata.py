@@ -82,12 +82,13 @@ class Iface(object):
         """
         pass
 
-    def fetch_instructions(self, admin_token, after_seq, max_items):
+    def fetch_instructions(self, admin_token, after_seq, max_items, daemon):
         """
         Parameters:
          - admin_token
          - after_seq
          - max_items
+         - daemon
 
         """
         pass
@@ -502,23 +503,25 @@ class Client(Iface):
             raise result.fault
         raise TApplicationException(TApplicationException.MISSING_RESULT, "stats failed: unknown result")
 
-    def fetch_instructions(self, admin_token, after_seq, max_items):
+    def fetch_instructions(self, admin_token, after_seq, max_items, daemon):
         """
         Parameters:
          - admin_token
          - after_seq
          - max_items
+         - daemon
 
         """
-        self.send_fetch_instructions(admin_token, after_seq, max_items)
+        self.send_fetch_instructions(admin_token, after_seq, max_items, daemon)
         return self.recv_fetch_instructions()
 
-    def send_fetch_instructions(self, admin_token, after_seq, max_items):
+    def send_fetch_instructions(self, admin_token, after_seq, max_items, daemon):
         self._oprot.writeMessageBegin('fetch_instructions', TMessageType.CALL, self._seqid)
         args = fetch_instructions_args()
         args.admin_token = admin_token
         args.after_seq = after_seq
         args.max_items = max_items
+        args.daemon = daemon
         args.write(self._oprot)
         self._oprot.writeMessageEnd()
         self._oprot.trans.flush()
@@ -1324,7 +1327,7 @@ class Processor(Iface, TProcessor):
         iprot.readMessageEnd()
         result = fetch_instructions_result()
         try:
-            result.success = self._handler.fetch_instructions(args.admin_token, args.after_seq, args.max_items)
+            result.success = self._handler.fetch_instructions(args.admin_token, args.after_seq, args.max_items, args.daemon)
             msg_type = TMessageType.REPLY
         except TTransport.TTransportException:
             raise
@@ -2948,6 +2951,7 @@ class fetch_instructions_args(object):
      - admin_token
      - after_seq
      - max_items
+     - daemon
 
     """
 
@@ -2955,13 +2959,15 @@ class fetch_instructions_args(object):
         'admin_token',
         'after_seq',
         'max_items',
+        'daemon',
     )
 
 
-    def __init__(self, admin_token=None, after_seq=None, max_items=None,):
+    def __init__(self, admin_token=None, after_seq=None, max_items=None, daemon=None,):
         self.admin_token = admin_token
         self.after_seq = after_seq
         self.max_items = max_items
+        self.daemon = daemon
 
     def read(self, iprot):
         if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
@@ -2987,6 +2993,11 @@ class fetch_instructions_args(object):
                     self.max_items = iprot.readI32()
                 else:
                     iprot.skip(ftype)
+            elif fid == 4:
+                if ftype == TType.STRING:
+                    self.daemon = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                else:
+                    iprot.skip(ftype)
             else:
                 iprot.skip(ftype)
             iprot.readFieldEnd()
@@ -3008,6 +3019,10 @@ class fetch_instructions_args(object):
         if self.max_items is not None:
             oprot.writeFieldBegin('max_items', TType.I32, 3)
             oprot.writeI32(self.max_items)
+            oprot.writeFieldEnd()
+        if self.daemon is not None:
+            oprot.writeFieldBegin('daemon', TType.STRING, 4)
+            oprot.writeString(self.daemon.encode('utf-8') if sys.version_info[0] == 2 else self.daemon)
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
         oprot.writeStructEnd()
@@ -3038,6 +3053,7 @@ fetch_instructions_args.thrift_spec = (
     (1, TType.STRING, 'admin_token', 'UTF8', None, ),  # 1
     (2, TType.I64, 'after_seq', None, None, ),  # 2
     (3, TType.I32, 'max_items', None, None, ),  # 3
+    (4, TType.STRING, 'daemon', 'UTF8', None, ),  # 4
 )
 
 
