@@ -64,3 +64,66 @@ def test_word_count_on_two_daemons_and_two_shards(two: Stack, tmp_path: Path) ->
         held_runs = s.daemon.stats().get("runs", {})
         assert not any(r.run_id in held_runs for r in reports), held_runs
         assert s.daemon.ledger.allocated_bytes() == 0
+
+
+@pytest.mark.slow
+def test_funcsion_up_with_two_daemons_and_two_shards_runs_the_examples(tmp_path: Path) -> None:
+    """`funcsion up --daemons 2 --metadata-shards 2` (a daemon process each) lists both daemons in
+    stack.json; `funcsion run` on it runs word count (twice), the gg compile and the video examples
+    with the right outputs and nothing leaked, and the runs' objects lived on both daemons."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from sdk.cli._common import stack_endpoints
+    from sdk.local._stack import read_stack_file
+
+    from .examples import REPO, check_freed, load
+    from .examples import output as saved
+    from .test_example_gg import GG, run_program
+    from .test_example_video import VIDEO
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FUNCSION_")}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
+    state = tmp_path / "state"
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "sdk.cli", *args], capture_output=True, text=True,
+                              timeout=280, cwd=tmp_path, env=env)
+
+    def run(wds: Path, *args: str) -> dict:
+        proc = cli("run", str(wds), "--json", "--no-progress", "--state-dir", str(state), *args)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        report = json.loads(proc.stdout.strip().splitlines()[-1])
+        assert report["status"] == "succeeded", report.get("error")
+        check_freed(report)                                            # leaked_bytes == 0 among the rest
+        return report
+
+    up = cli("up", "--state-dir", str(state), "--daemons", "2", "--metadata-shards", "2", "--timeout", "120")
+    assert up.returncode == 0, up.stderr
+    try:
+        info = read_stack_file(state)
+        assert info is not None
+        ep = stack_endpoints(info)
+        assert [d["id"] for d in info["daemons"]] == ["daemon-0", "daemon-1"]
+        assert [i for i, _ in ep.daemons] == ["daemon-0", "daemon-1"] and len(ep.metadata_shards) == 2
+        cos = ep.cos_url or str(info["cos_url"])
+        text = "the quick brown fox jumps over the lazy dog\n" * 200
+        src = tmp_path / "book.txt"
+        src.write_text(text)
+        held: set[str] = set()
+        for _ in range(2):
+            wc = run(WC, "--input", f"raw_text={src}")
+            assert json.loads(saved(cos, wc, "word_counts")) == expected_counts(text)
+            held |= {o["daemon"] for o in wc["objects"].values() if o["tier"] == "memory"}
+        gg = run(GG)
+        cp = load("gg_compile", "cproject")
+        assert run_program(saved(cos, gg, "program"), tmp_path) == cp.expected_output(8, 12)
+        video = run(VIDEO)
+        assert json.loads(saved(cos, video, "summary"))["frames"] == 96
+        for r in (gg, video):
+            held |= {o["daemon"] for o in r["objects"].values() if o["tier"] == "memory"}
+        assert held == {"daemon-0", "daemon-1"}
+    finally:
+        cli("down", "--state-dir", str(state))
