@@ -220,6 +220,8 @@ class Allocator:
     @property
     def daemons(self) -> frozenset[str]:
         """The ids of the daemons with functions in the pool ({""}: one daemon)."""
+        if not self._daemon_of:         # one daemon (never named): no walk over the pool per put
+            return frozenset({""})
         return frozenset(self.daemon_of(f.name) for f in self.functions.values() if not f.retired)
 
     def _in(self, function: str) -> bool:
