@@ -255,11 +255,13 @@ class MetadataClient:
                     raise
                 self._no_read_batch = True
         results = self.get_batch(run_id, function, objects)
+        daemons = [(r.placement.daemon if r.placement else None) or "" for r in results]
         return T.ReadBatch(
             bytes(reads.TIER_CODES.get(r.placement.tier if r.placement else "memory", reads.TIER_MEMORY)
                   for r in results),
             bytes((reads.RECORDED if r.recorded else 0) | (reads.ALREADY_COMMITTED if r.already_committed else 0)
-                  | (reads.FREED_BY_READ if r.freed_by_read else 0) for r in results))
+                  | (reads.FREED_BY_READ if r.freed_by_read else 0) for r in results),
+            daemons if any(daemons) else None)
 
     def begin_put_batch(self, run_id: str, function: str, requests: Sequence[T.PutRequest]) -> list[T.PutGrant]:
         return self._call(lambda c: c.begin_put_batch(self._run_token, run_id, function, list(requests)))
