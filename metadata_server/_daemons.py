@@ -16,10 +16,11 @@ the report of issue 31), needs no load figure the daemons would have to ship,
 and adding a daemon moves about 1/N of the keys' homes, none between the
 others. Load only breaks ties that capacity forces (the fall-back).
 
-Pure: the allocator's state in, a daemon id out; no I/O. With one daemon
-(ids ``{""}``, or one id) it answers None: the allocator's unscoped path,
-exactly as before several daemons existed. Not covered: the placement inside
-the chosen daemon's functions (``_allocator``).
+Pure: the allocator's state in, a daemon id out; no I/O. With the only daemon
+(id ``""``) it answers None: the allocator's unscoped path, exactly as before
+several daemons existed; one named daemon (a shard that holds groups of one
+daemon of several) is still named. Not covered: the placement inside the
+chosen daemon's functions (``_allocator``).
 """
 
 from __future__ import annotations
@@ -37,10 +38,14 @@ def choose_daemon(allocator: Allocator, store_key: str, size: int, owner: Hashab
                   chunk_bytes: int = 0, holes: bool = True) -> str | None:
     """The daemon whose functions object ``store_key`` (``size`` bytes, owner ``owner``, pool
     ``key``) goes to: the first in its rendezvous order that has room, else the first; None
-    with one daemon (no scoping)."""
+    with one daemon that has no id (no scoping). A named daemon is named even when it is the
+    only one this server knows (a metadata shard may hold the function groups of one daemon of
+    several): the client must send the object there, not to its first daemon."""
     daemons = allocator.daemons
-    if len(daemons) <= 1 or size <= 0:
+    if size <= 0:
         return None
+    if len(daemons) == 1:
+        return next(iter(daemons)) or None
     order = routing.daemon_order(store_key, daemons)
     for d in order:
         if allocator.placeable(size, owner, key, chunk_bytes, holes, daemon=d):

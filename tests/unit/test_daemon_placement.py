@@ -62,6 +62,17 @@ def test_one_daemon_is_the_unscoped_path_and_names_none() -> None:
     assert p is not None and p.daemon == ""
 
 
+def test_a_server_that_knows_one_of_several_daemons_still_names_it() -> None:
+    """A metadata shard may hold the function groups of only one daemon of several: its
+    placements still name that daemon, or the client would send them to its first daemon."""
+    a = Allocator(block_size=1000, data_chunks=D, parity_chunks=P)
+    for i in range(D + P):
+        a.register(f"sion-d1-{i}", 8, "daemon-1")
+    assert choose_daemon(a, "r-1/x", 500, "r-1", 0) == "daemon-1"
+    p = a.allocate(500, "r-1", 0, daemon="daemon-1")
+    assert p is not None and p.daemon == "daemon-1"
+
+
 def test_the_choice_is_the_keys_rendezvous_daemon_then_the_next_with_room() -> None:
     a = two_daemons(blocks=1)
     keys = [f"r-1/o{i}" for i in range(30)]
