@@ -4,8 +4,8 @@ with its endpoints and tokens (mode 0600) and removes it on SIGTERM. With the co
 ``tls_cert``/``tls_key``/``tls_ca`` (``FUNCSION_TLS_*``) it serves TLS (``Stack``);
 without a certificate and bound off loopback it refuses to start unless given
 ``--insecure``. ``--metadata-shards M`` runs M metadata servers, ``--daemons N`` N daemon
-processes (default: one per core, at most one per erasure-code group of the pool's
-functions; one daemon runs in this process, as it always did) (``Stack``)."""
+processes (``auto``: one per core, at most one per erasure-code group of the pool's
+functions; the default, 1, runs the daemon in this process, as it always did) (``Stack``)."""
 
 from __future__ import annotations
 
@@ -39,8 +39,8 @@ DAEMONS_HELP = ("run N daemon processes on this host, each owning its own storag
                 "erasure-code groups, named sion-dK-I) and following every metadata shard; the metadata "
                 "server places each object on one of them (a rendezvous hash of its key over those with room) "
                 "and clients send its data there; stack.json lists them as daemon-K=HOST:PORT;... "
-                "(default auto: one per core, at most one per erasure-code group of the pool's 48 functions; "
-                "1 runs the daemon in the stack's own process, as before)")
+                "('auto': one per core, at most one per erasure-code group of the pool's 48 functions; "
+                "default 1: the daemon in the stack's own process, as before)")
 
 
 def daemons_for(asked: int, cores: int | None = None) -> int:
@@ -74,7 +74,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="run M metadata servers (shards): shard 0 on --metadata-port, the others on free ports; "
                         "each owns the runs and storage-function groups its rendezvous hash gives it, the daemon "
                         "follows them all; stack.json lists them in shard order, joined by ';' (default 1)")
-    p.add_argument("--daemons", type=daemon_count, default=0, metavar="N", help=DAEMONS_HELP)
+    p.add_argument("--daemons", type=daemon_count, default=1, metavar="N", help=DAEMONS_HELP)
     p.add_argument("--insecure", action="store_true",
                    help="allow plaintext on a non-loopback --host (without FUNCSION_TLS_CERT the stack speaks plaintext)")
 

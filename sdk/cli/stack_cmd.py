@@ -39,7 +39,7 @@ def add_parser(sub: Any) -> None:
     up_p.add_argument("--metadata-shards", type=shard_count, default=1, metavar="M",
                       help="run M metadata servers (shards; each owns the runs and storage-function groups "
                            "its rendezvous hash gives it); stack.json lists them in shard order (default 1)")
-    up_p.add_argument("--daemons", type=daemon_count, default=0, metavar="N", help=DAEMONS_HELP)
+    up_p.add_argument("--daemons", type=daemon_count, default=1, metavar="N", help=DAEMONS_HELP)
     up_p.set_defaults(run=up, _parser=up_p)
     down_p: argparse.ArgumentParser = sub.add_parser(
         "down", help="stop the local stack started by `funcsion up`",
