@@ -251,8 +251,10 @@ class MetadataClient:
         hints = T.RunHints(max_concurrency, capacity_bytes, latency_sensitive, input_bytes or None)
         return self._call(lambda c: c.start_run(self.admin_token, workflow_key, policy, ttl_ms, hints), resend=False)
 
-    def register_capacity(self, function: str, blocks: int) -> int:
-        return int(self._call(lambda c: c.register_capacity(self.admin_token, function, blocks)))
+    def register_capacity(self, function: str, blocks: int, daemon: str = "") -> int:
+        """Offer ``function``'s ``blocks`` to the allocator; ``daemon``: the id of the daemon that
+        owns it (several daemons; "" sends none, as one daemon always did)."""
+        return int(self._call(lambda c: c.register_capacity(self.admin_token, function, blocks, daemon or None)))
 
     def unregister_capacity(self, function: str) -> int:
         return int(self._call(lambda c: c.unregister_capacity(self.admin_token, function)))
@@ -263,15 +265,17 @@ class MetadataClient:
 
     def fetch_instructions(self, after_seq: int = 0, max_items: int = 1000,
                            loads: dict[str, tuple[int, int]] | None = None,
-                           buckets: dict[str, str] | None = None) -> list[T.Instruction]:
+                           buckets: dict[str, str] | None = None, daemon: str = "") -> list[T.Instruction]:
         """Pending storage instructions with seq > after_seq; passing the last seq you
         carried out acknowledges it and everything before. ``loads``: the daemon's storage
         functions with requests queued or in flight, name -> (queued, in-flight PUT bytes)
         (None: no report; {}: every function is idle). ``buckets``: the GC window's functions
         that must not take new data, name -> active | degraded | released (None: no report;
-        {}: every function is in the newest bucket)."""
+        {}: every function is in the newest bucket). ``daemon``: for that one of several daemons
+        only; the server keeps an instruction until each has carried it out."""
         sent = None if loads is None else {fn: T.FunctionLoad(int(q), int(b)) for fn, (q, b) in loads.items()}
-        return self._call(lambda c: c.fetch_instructions(self.admin_token, after_seq, max_items, sent, buckets))
+        return self._call(lambda c: c.fetch_instructions(self.admin_token, after_seq, max_items, sent, buckets,
+                                                           daemon or None))
 
     # -- one run --------------------------------------------------------------------
     @property
@@ -332,12 +336,14 @@ class MetadataClient:
                     raise
                 self._no_read_batch = True
         results = self.get_batch(run_id, function, objects)
+        daemons = [(r.placement.daemon if r.placement else None) or "" for r in results]
         return T.ReadBatch(
             bytes(reads.TIER_CODES.get(r.placement.tier if r.placement else "memory", reads.TIER_MEMORY)
                   for r in results),
             bytes((reads.RECORDED if r.recorded else 0) | (reads.ALREADY_COMMITTED if r.already_committed else 0)
                   | (reads.FREED_BY_READ if r.freed_by_read else 0)
-                  | (reads.LAST_READ if r.last_read else 0) for r in results))
+                  | (reads.LAST_READ if r.last_read else 0) for r in results),
+            daemons if any(daemons) else None)
 
     def read_done(self, run_id: str, function: str, objects: Sequence[str]) -> list[str]:
         """The reader has the bytes of reads answered as last ones (``last_read``): the server

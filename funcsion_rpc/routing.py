@@ -12,7 +12,13 @@ member list, with no coordination and no table to ship:
   Functions go by erasure-code group, not one by one: a daemon names its
   functions ``PREFIX-I`` and group g holds I in ``g*size .. g*size+size-1``; a
   shard needs a whole group (d+p distinct functions) to place a coded object;
-- ``owner(key, n)``: the general form (a member index in ``range(n)``).
+- ``owner(key, n)``: the general form (a member index in ``range(n)``);
+- ``daemon_order(key, daemons)`` / ``daemon_of(key, daemons)``: the storage daemons (named by
+  their ids, in any order) by rendezvous weight for an object key, highest first: the
+  allocator places an object on the first that has room (``metadata_server._daemons``), so one
+  daemon owns every chunk of it, and the SDK sends what names no daemon (its COS-tier objects)
+  to the first. By id, not by position, so a daemon joining or leaving the set moves only
+  the keys it wins or held.
 
 Rendezvous hashing moves, when a member is added, only the keys whose new
 highest weight is the new member's: about 1/(n+1) of them, and none between
@@ -28,8 +34,9 @@ send anything (``sdk`` routes, the metadata server refuses what it does not own)
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 
-__all__ = ["owner", "shard_of_function", "shard_of_group", "shard_of_run", "weight"]
+__all__ = ["daemon_of", "daemon_order", "owner", "shard_of_function", "shard_of_group", "shard_of_run", "weight"]
 
 
 def weight(member: int, key: str) -> int:
@@ -66,3 +73,23 @@ def shard_of_function(function_name: str, shards: int, group_size: int = 1) -> i
     if sep and prefix and index.isdigit() and group_size >= 1:
         return shard_of_group(prefix, int(index) // group_size, shards)
     return owner("function:" + function_name, shards)
+
+
+def _named_weight(member: str, key: str) -> int:
+    h = hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=8,
+                        key=member.encode("utf-8", "surrogatepass")[:64])
+    return int.from_bytes(h.digest(), "big")
+
+
+def daemon_order(key: str, daemons: Iterable[str]) -> list[str]:
+    """The daemon ids ``daemons`` by rendezvous weight for object key ``key``, highest first
+    (ties, vanishingly rare, by id). Where the key's object goes: the first with room."""
+    return sorted(set(daemons), key=lambda d: (-_named_weight(d, "object:" + key), d))
+
+
+def daemon_of(key: str, daemons: Iterable[str]) -> str:
+    """The daemon (one of ``daemons``, by id) that owns ``key`` while every daemon has room."""
+    order = daemon_order(key, daemons)
+    if not order:
+        raise ValueError(f"a deployment has at least one daemon to route {key!r} to, got none")
+    return order[0]

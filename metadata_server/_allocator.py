@@ -71,6 +71,14 @@ III-C1, SION Fig. 5). Pure: takes sizes, names and pool keys; no clock, no I/O.
   an entry over ``block, block+1, ...``, so stripe ``s`` of chunk ``i`` sits
   at the chunk's start plus the chunks of the stripes before it).
 
+Daemons (a deployment of several storage daemons, each owning its functions:
+``register(..., daemon=ID)``): ``allocate(..., daemon=ID)`` places the object on
+that daemon's functions only: blocks are taken, open blocks and holes found, and
+chunks probed among its functions alone, and slice pools are kept per daemon
+(``_slice_pool``), so a pool's active block is always on the daemon being
+placed on. Which daemon is ``_daemons``' choice; ``daemon=None`` (one daemon)
+is the unscoped path as before.
+
 The extents are where the bytes physically go: the SDK hands them to the
 daemon with the PUT, and the daemon stores every chunk exactly there.
 
@@ -97,7 +105,7 @@ between scaling out and the COS tier. Not covered: which policy frees what
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from collections.abc import Collection, Iterable
 from typing import Hashable, Literal, Protocol
 
@@ -178,6 +186,12 @@ class _Function:
 class Allocator:
     """Blocks, pools and chunk placement for every run of the server."""
 
+    #: the daemon an allocation is scoped to (None: every function), for one call
+    _scope: str | None = None
+    #: function -> the id of the daemon that owns it ("" for a deployment's only daemon); a
+    #: class default so that a snapshot of an older server restores (one daemon)
+    _daemon_of: dict[str, str] | None = None
+
     def __init__(self, block_size: int = MIB, data_chunks: int = 10, parity_chunks: int = 2,
                  grain: int = 0) -> None:
         if block_size <= 0 or data_chunks <= 0 or parity_chunks < 0:
@@ -212,13 +226,19 @@ class Allocator:
         return all(f.admits(function) for f, strict in self.filters if strict)
 
     # -- capacity -------------------------------------------------------------------
-    def register(self, function: str, blocks: int) -> int:
+    def register(self, function: str, blocks: int, daemon: str = "") -> int:
         """Set ``function``'s capacity to ``blocks`` blocks (idempotent); returns it.
+        ``daemon``: the id of the daemon that owns it ("": the only one).
 
         A function registered again after ``unregister`` keeps its place in the
         probing order and the numbers of its blocks still in use."""
         if not 0 < blocks <= MAX_FUNCTION_BLOCKS:
             raise ValueError(f"blocks must be 1 to {MAX_FUNCTION_BLOCKS}, got {blocks}")
+        owners = self._daemon_of
+        if owners is None:
+            owners = self._daemon_of = {}
+        if daemon or function in owners:
+            owners[function] = daemon
         f = self.functions.get(function)
         if f is None:
             self.functions[function] = _Function(function, blocks, list(range(blocks - 1, -1, -1)))
@@ -242,6 +262,24 @@ class Allocator:
         if f.used == 0:
             del self.functions[function]
         return f.used
+
+    def daemon_of(self, function: str) -> str:
+        """The id of the daemon that owns ``function`` ("": the only one)."""
+        return (self._daemon_of or {}).get(function, "")
+
+    @property
+    def daemons(self) -> frozenset[str]:
+        """The ids of the daemons with functions in the pool ({""}: one daemon)."""
+        if not self._daemon_of:         # one daemon (never named): no walk over the pool per put
+            return frozenset({""})
+        return frozenset(self.daemon_of(f.name) for f in self.functions.values() if not f.retired)
+
+    def _in(self, function: str) -> bool:
+        """Whether ``function`` is a candidate of the allocation under way (its daemon's)."""
+        return self._scope is None or self.daemon_of(function) == self._scope
+
+    def _scoped(self, daemon: str | None) -> _Scope:
+        return _Scope(self, daemon)
 
     @property
     def total_blocks(self) -> int:
@@ -275,10 +313,26 @@ class Allocator:
         return n * -(-self.chunk_bytes(size, chunk_bytes) // self.block_size)
 
     def new_blocks(self, size: int, owner: Hashable, key: Hashable = 0, chunk_bytes: int = 0,
-                   holes: bool = True) -> int:
-        """Blocks ``allocate(size, owner, key, holes=holes)`` would take from the free pool
-        now: 0 for a slice that fits an open block (its pool's or a shared one) or a hole,
-        one per packed chunk that does not."""
+                   holes: bool = True, daemon: str | None = None) -> int:
+        """Blocks ``allocate(size, owner, key, holes=holes, daemon=daemon)`` would take from the
+        free pool now: 0 for a slice that fits an open block (its pool's or a shared one) or a
+        hole, one per packed chunk that does not."""
+        with self._scoped(daemon):
+            return self._new_blocks(size, owner, key, chunk_bytes, holes)
+
+    def placeable(self, size: int, owner: Hashable, key: Hashable = 0, chunk_bytes: int = 0,
+                  holes: bool = True, daemon: str | None = None) -> bool:
+        """Whether ``allocate`` with the same arguments would place the object now."""
+        if size <= 0:
+            return True
+        with self._scoped(daemon):
+            if size <= self.block_size:
+                return (self._slice_home(size, owner, key) is not None
+                        or (holes and self._best_hole(size, owner, key, None) is not None)
+                        or any(f.free for f in self.functions.values() if self._in(f.name)))
+            return self._chunk_plan(owner, key, self.chunk_bytes(size, chunk_bytes), holes) is not None
+
+    def _new_blocks(self, size: int, owner: Hashable, key: Hashable, chunk_bytes: int, holes: bool) -> int:
         if 0 < size <= self.block_size:
             if self._slice_home(size, owner, key) is not None:
                 return 0
@@ -302,10 +356,19 @@ class Allocator:
         return asked
 
     def allocate(self, size: int, owner: Hashable, key: Hashable = 0, chunk_bytes: int = 0,
-                 holes: bool = True) -> Placement | None:
+                 holes: bool = True, daemon: str | None = None) -> Placement | None:
         """Place an object of ``size`` bytes of ``owner`` in pool ``key``. ``holes``: it may go
         into the span of a freed entry in a block still held (False for a policy that frees an
-        object before its reader has its bytes: the oracle frees at the read's lookup)."""
+        object before its reader has its bytes: the oracle frees at the read's lookup).
+        ``daemon``: on that daemon's functions only (None: any function)."""
+        with self._scoped(daemon):
+            placed = self._allocate(size, owner, key, chunk_bytes, holes)
+        if placed is not None and daemon and placed.tier == "memory":
+            placed = replace(placed, daemon=daemon)
+        return placed
+
+    def _allocate(self, size: int, owner: Hashable, key: Hashable, chunk_bytes: int,
+                  holes: bool) -> Placement | None:
         if size < 0:
             raise ValueError("size must be >= 0")
         if size == 0:
@@ -328,7 +391,7 @@ class Allocator:
                     state: Literal["active", "frozen"], function: _Function | None = None,
                     index: int | None = None) -> _Block | None:
         if function is None:
-            free = [f for f in self.functions.values() if f.free]
+            free = [f for f in self.functions.values() if f.free and self._in(f.name)]
             ranked = by_lifetime([f for f in free if self.admits(f.name)], owner, _base_key(pool)) or by_lifetime(
                 [f for f in free if self._strict_admits(f.name)], owner, _base_key(pool))
             function = ranked[0] if ranked else None
@@ -344,6 +407,11 @@ class Allocator:
         self.owner_blocks[owner] = self.owner_blocks.get(owner, 0) + 1
         self._reindex(b)
         return b
+
+    def _slice_pool(self, key: Hashable) -> Hashable:
+        """The pool slices of pool key ``key`` are carved from: ``key`` itself, or per daemon
+        when the allocation is scoped to one (a pool's active block stays on that daemon)."""
+        return key if self._scope is None else ("slices", key, self._scope)
 
     # -- shared blocks ----------------------------------------------------------------
     def _reindex(self, b: _Block) -> None:
@@ -370,7 +438,7 @@ class Allocator:
         fns = self.open.get(owner)
         if not fns:
             return None
-        pools = [fns.get(function, {})] if function is not None else list(fns.values())
+        pools = [fns.get(function, {})] if function is not None else [on for fn, on in fns.items() if self._in(fn)]
         best: _Block | None = None
         best_rank: tuple[int, float, int] = (9, 0.0, 0)
         limit = self.block_size - size
@@ -385,7 +453,7 @@ class Allocator:
 
     def _slice_home(self, size: int, owner: Hashable, key: Hashable) -> _Block | None:
         """Where a slice goes without a new block: its pool's active block, else a shared one."""
-        pool = self.pools.get((owner, key))
+        pool = self.pools.get((owner, self._slice_pool(key)))
         if pool is not None and pool.active is not None and pool.active.offset + size <= self.block_size \
                 and self._strict_admits(pool.active.function):
             return pool.active
@@ -402,7 +470,7 @@ class Allocator:
         fns = self.holed.get(owner)
         if not fns:
             return None
-        pools = [fns.get(function, {})] if function is not None else list(fns.values())
+        pools = [fns.get(function, {})] if function is not None else [on for fn, on in fns.items() if self._in(fn)]
         best: _Block | None = None
         best_rank: tuple[int, int, float, int] = (0, 0, 0.0, 0)
         for on in pools:
@@ -475,14 +543,15 @@ class Allocator:
         """``size`` bytes from the active block of pool ``(owner, key)``; when they do not
         fit, the active block is frozen and a free block (of ``function`` when given)
         becomes active."""
-        pool = self.pools.get((owner, key))
+        pk = self._slice_pool(key)
+        pool = self.pools.get((owner, pk))
         b = pool.active if pool is not None else None
         if b is None or b.offset + size > self.block_size:
-            nb = self._take_block(owner, key, "active", function)
+            nb = self._take_block(owner, pk, "active", function)
             if nb is None:
                 return None
             if pool is None:
-                pool = self.pools[(owner, key)] = _Pool(key, owner)
+                pool = self.pools[(owner, pk)] = _Pool(pk, owner)
             if b is not None:
                 b.state = "frozen"
                 pool.frozen[(b.function, b.index)] = b
@@ -503,7 +572,7 @@ class Allocator:
     def _chunk_plan_with(self, owner: Hashable, key: Hashable, chunk: int, holes: bool,
                          soft: bool) -> list[tuple[_Function, _Home]] | None:
         n = self.data_chunks + self.parity_chunks
-        fns = [f for f in self.functions.values() if not f.retired]
+        fns = [f for f in self.functions.values() if not f.retired and self._in(f.name)]
         plan: list[tuple[_Function, _Home]] = []
         for i in range(n):
             for f in by_lifetime([f for f in fns[i::n] if not self.filters or self.admits(f.name, soft)], owner, key):
@@ -725,8 +794,9 @@ def _shareable(pool: Hashable) -> bool:
 
 
 def _base_key(pool: Hashable) -> Hashable:
-    """The slice pool key a pool stands for (a chunk pool's key without its function)."""
-    if isinstance(pool, tuple) and len(pool) == 3 and pool[0] == "chunks":
+    """The slice pool key a pool stands for (a chunk pool's key without its function, a
+    daemon's slice pool's without its daemon)."""
+    if isinstance(pool, tuple) and len(pool) == 3 and pool[0] in ("chunks", "slices"):
         base: Hashable = pool[1]
         return base
     return pool
@@ -747,6 +817,22 @@ def _affinity(have: Collection[Hashable], want: Hashable) -> tuple[int, float]:
         if nums:
             return (2, float(want - max(nums)))
     return (3, 0.0)
+
+
+class _Scope:
+    """``with allocator._scoped(daemon):`` one allocation on ``daemon``'s functions only."""
+
+    __slots__ = ("allocator", "daemon", "before")
+
+    def __init__(self, allocator: Allocator, daemon: str | None) -> None:
+        self.allocator, self.daemon = allocator, daemon
+        self.before: str | None = None
+
+    def __enter__(self) -> None:
+        self.before, self.allocator._scope = self.allocator._scope, self.daemon or None
+
+    def __exit__(self, *exc: object) -> None:
+        self.allocator._scope = self.before
 
 
 def _chunk_pool(key: Hashable, function: str) -> Hashable:

@@ -89,11 +89,19 @@ class GcBuckets:
                              f"{', '.join(BUCKET_STATES)} (or not named: the newest bucket)")
         return dict(report)
 
-    def changes(self, report: Mapping[str, str]) -> bool:
-        return dict(report) != self.state
+    def _merged(self, report: Mapping[str, str], daemon: str) -> dict[str, str]:
+        """The bucket states after ``report``: the whole pool's with one daemon (``daemon`` ""),
+        else what ``daemon`` says of its own functions beside what the others said of theirs."""
+        if not daemon:
+            return dict(report)
+        mine = self.allocator.daemon_of
+        return {**{fn: s for fn, s in self.state.items() if mine(fn) != daemon}, **report}
 
-    def report(self, report: Mapping[str, str]) -> None:
-        self.state = dict(report)
+    def changes(self, report: Mapping[str, str], daemon: str = "") -> bool:
+        return self._merged(report, daemon) != self.state
+
+    def report(self, report: Mapping[str, str], daemon: str = "") -> None:
+        self.state = self._merged(report, daemon)
         self.asked = False
 
     def want_scale_out(self, functions: set[str]) -> bool:

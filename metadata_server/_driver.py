@@ -54,8 +54,8 @@ class CoreDriver:
         out = self._ev(RegisterWorkflow, text, dict(params or {}), str(wds_path))
         return out[0].key  # type: ignore[attr-defined, no-any-return]
 
-    def capacity(self, function: str, blocks: int) -> list[Instruction]:
-        return self._ev(RegisterCapacity, function, blocks)
+    def capacity(self, function: str, blocks: int, daemon: str = "") -> list[Instruction]:
+        return self._ev(RegisterCapacity, function, blocks, daemon)
 
     def start(self, key: str, policy: str = "funcstore", ttl_s: float = 3600.0, **hints: Any) -> str:
         """Start a run (the n-th run's token is ``tok-<n>``); ``hints``: max_concurrency,
@@ -95,5 +95,5 @@ class CoreDriver:
     def tick(self) -> list[Instruction]:
         return self._ev(Tick)
 
-    def ack(self, upto: int) -> list[Instruction]:
-        return self._ev(AckInstructions, upto)
+    def ack(self, upto: int, daemon: str = "") -> list[Instruction]:
+        return self._ev(AckInstructions, upto, daemon)

@@ -59,7 +59,8 @@ class Extent:
 class Placement:
     """Where an object lives. ``kind``: ``slice`` (one extent in a shared block),
     ``blocks`` (d+p chunks, each in whole blocks of a distinct function), ``exact``
-    (oracle policy, byte-granular), ``cos`` (COS tier only) or ``empty`` (zero bytes)."""
+    (oracle policy, byte-granular), ``cos`` (COS tier only) or ``empty`` (zero bytes).
+    ``daemon``: the id of the daemon whose functions hold the extents ("": the only daemon)."""
 
     tier: Tier
     kind: Literal["slice", "blocks", "exact", "cos", "empty"]
@@ -67,6 +68,7 @@ class Placement:
     data_chunks: int = 1
     parity_chunks: int = 0
     chunk_size: int = 0
+    daemon: str = ""
 
 
 # --------------------------------------------------------------------------- events
@@ -187,6 +189,7 @@ class Delete(Event):
 class RegisterCapacity(Event):
     function: str
     blocks: int
+    daemon: str = ""       # the daemon that owns the function ("": the only one)
 
 
 @dataclass(slots=True)
@@ -201,9 +204,11 @@ class Tick(Event):
 
 @dataclass(slots=True)
 class AckInstructions(Event):
-    """The storage layer carried out every storage instruction up to ``upto``."""
+    """The storage layer carried out every storage instruction up to ``upto`` (``daemon``: that
+    one of several daemons did; each acknowledges on its own)."""
 
     upto: int
+    daemon: str = ""
 
 
 @dataclass(slots=True)
@@ -244,9 +249,11 @@ class ReportLoad(Event):
 class ReportBuckets(Event):
     """The daemon's GC window when it fetched instructions: ``buckets`` maps each function
     that must not take new data to ``active`` (an older bucket), ``degraded`` or
-    ``released``; the report replaces the last one. Journaled only when it changed."""
+    ``released``; the report replaces the last one (``daemon``: that one of several daemons',
+    which replaces only what it said of its own functions). Journaled only when it changed."""
 
     buckets: dict[str, str]
+    daemon: str = ""
 
 
 EVENT_TYPES: dict[str, type[Event]] = {

@@ -398,9 +398,9 @@ class MetadataHandler:
                          json.dumps(r.plan))
 
     @_boundary
-    def register_capacity(self, admin_token: str, function_name: str, blocks: int) -> int:
+    def register_capacity(self, admin_token: str, function_name: str, blocks: int, daemon: str | None = None) -> int:
         self._admin(admin_token)
-        out = self._one(ev.RegisterCapacity(self.clock(), self._rid_next(), function_name, blocks))
+        out = self._one(ev.RegisterCapacity(self.clock(), self._rid_next(), function_name, blocks, daemon or ""))
         return out[0].total_blocks  # type: ignore[attr-defined, no-any-return]
 
     @_boundary
@@ -421,16 +421,18 @@ class MetadataHandler:
     @_boundary
     def fetch_instructions(self, admin_token: str, after_seq: int, max_items: int,
                            loads: dict[str, T.FunctionLoad] | None = None,
-                           buckets: dict[str, str] | None = None) -> list[T.Instruction]:
+                           buckets: dict[str, str] | None = None,
+                           daemon: str | None = None) -> list[T.Instruction]:
         self._admin(admin_token)
         if loads is not None:
             self._report_load(loads)
         if buckets is not None:
-            self._report_buckets(buckets)
+            self._report_buckets(buckets, daemon or "")
         with self.lock:
-            acked = self.state.pending and self.state.pending[0].seq <= after_seq
+            acked = self.state.pending and self.state.pending[0].seq <= after_seq and (
+                not daemon or after_seq > self.state.acks.get(daemon, 0))
         if acked:
-            self._one(ev.AckInstructions(self.clock(), self._rid_next(), after_seq))
+            self._one(ev.AckInstructions(self.clock(), self._rid_next(), after_seq, daemon or ""))
         with self.lock:
             items = self.state.pending_instructions(after_seq, max(1, min(max_items or 1000, 10_000)))
         return [to_thrift_instruction(i) for i in items]
@@ -447,8 +449,9 @@ class MetadataHandler:
                 return
         self._one(ev.ReportLoad(now, self._rid_next(), {fn: [q, b] for fn, (q, b) in got.items()}))
 
-    def _report_buckets(self, buckets: dict[str, str]) -> None:
-        """The daemon's GC window; journaled (``ReportBuckets``) only when it changed."""
+    def _report_buckets(self, buckets: dict[str, str], daemon: str = "") -> None:
+        """The daemon's GC window (``daemon``: one of several, reporting its own functions);
+        journaled (``ReportBuckets``) only when it changed."""
         if len(buckets) > 100_000:
             raise InvalidRequest(f"a bucket report names {len(buckets):,} storage functions; at most 100,000")
         try:
@@ -456,9 +459,9 @@ class MetadataHandler:
         except ValueError as exc:
             raise InvalidRequest(str(exc)) from None
         with self.lock:
-            if not self.state.buckets.changes(got):
+            if not self.state.buckets.changes(got, daemon):
                 return
-        self._one(ev.ReportBuckets(self.clock(), self._rid_next(), got))
+        self._one(ev.ReportBuckets(self.clock(), self._rid_next(), got, daemon))
 
     # -- service: one run -----------------------------------------------------------
     @_boundary

@@ -52,7 +52,8 @@ _LIST_OF_STRUCTS = bytes([TType.STRUCT])
 
 def to_thrift_placement(p: ev.Placement) -> T.Placement:
     return T.Placement(p.tier, p.kind, [T.Extent(e.function, e.block, e.offset, e.length, e.chunk)
-                                        for e in p.extents], p.data_chunks, p.parity_chunks, p.chunk_size)
+                                        for e in p.extents], p.data_chunks, p.parity_chunks, p.chunk_size,
+                       p.daemon or None)     # one daemon: unset, as before
 
 
 def to_thrift_instruction(i: ev.StorageInstruction) -> T.Instruction:
@@ -158,16 +159,19 @@ class GetResultEncoder:
 
 
 def read_columns(outs: list[list[ev.Instruction]]) -> T.ReadBatch:
-    """``read_batch``'s reply for the core's replies to a batch of ``Get`` events."""
+    """``read_batch``'s reply for the core's replies to a batch of ``Get`` events (with several
+    daemons, the id of the daemon holding each object too)."""
     tiers = bytearray(len(outs))
     flags = bytearray(len(outs))
+    daemons: list[str] = []           # several daemons: which holds each object
     codes = TIER_CODES
     for i, out in enumerate(outs):
         r = out[0]
         assert type(r) is ev.ReadRecorded
         tiers[i] = codes[r.placement.tier]
+        daemons.append(r.placement.daemon)
         f = (RECORDED if r.recorded else 0) | (ALREADY_COMMITTED if r.already_committed else 0)
         freed, rel = freed_or_last(out, r.object)
         f |= (FREED_BY_READ if freed else 0) | (LAST_READ if rel else 0)
         flags[i] = f
-    return T.ReadBatch(bytes(tiers), bytes(flags))
+    return T.ReadBatch(bytes(tiers), bytes(flags), daemons if any(daemons) else None)

@@ -35,7 +35,10 @@ Semantics (see DESIGN.md "Data path and invariants"):
 - ``EndRun`` and an idle run's TTL (``Tick``) free everything left; workflow
   outputs and persisted objects stay ``kept`` in COS and in the summary.
 - Storage instructions stay pending until the storage layer acknowledges them
-  (``AckInstructions``); none is ever discarded. Back-pressure instead: while
+  (``AckInstructions``); none is ever discarded. Several daemons each
+  acknowledge for themselves (``acks``): an instruction stays until every daemon
+  that registered capacity or fetched has carried it out (each needs the drops of
+  its own objects, every one a run's end). Back-pressure instead: while
   ``max_pending`` or more wait, ``StartRun`` is refused (``ServiceUnavailable``)
   and running runs go on. The journal replays with back-pressure off
   (``backpressure``), since every journaled ``StartRun`` was accepted once.
@@ -61,6 +64,7 @@ from funcsion_rpc.errors import (DuplicateWrite, InvalidRequest, ObjectExpired, 
 from ._allocator import MAX_FUNCTION_BLOCKS, MIB, Allocator
 from ._buckets import GcBuckets
 from ._busy import BusyFunctions
+from ._daemons import choose_daemon
 from ._events import (AckInstructions, BeginPut, CapacityChanged, Commit, Committed, CosFallback, Delete,
                       DeregisterWorkflow,
                       DropObject, EndRun, Event, Freed, FinishPut, Get, GetMany, Instruction, Placed, Placement,
@@ -116,6 +120,7 @@ class MetadataState:
         self.next_run = 1
         self.next_seq = 1
         self.pending: deque[StorageInstruction] = deque()
+        self.acks: dict[str, int] = {}      # several daemons: the last seq each acknowledged
         self.max_pending = max_pending      # back-pressure: no new runs while this many wait
         self.backpressure = True
         self.max_finished_runs = max_finished_runs
@@ -690,7 +695,9 @@ class MetadataState:
             except ValueError as exc:
                 raise InvalidRequest(f"put of {name!r} in run {run.run_id}: {exc}", run_id=run.run_id,
                                      object=name) from None
-        need = a.new_blocks(size, run.run_id, key, chunk_bytes, run.policy.fills_holes)
+        daemon = choose_daemon(a, f"{run.run_id}/{name}", size, run.run_id, key, chunk_bytes,
+                               run.policy.fills_holes)      # None: one daemon
+        need = a.new_blocks(size, run.run_id, key, chunk_bytes, run.policy.fills_holes, daemon)
         over_run = run.budget_bytes and need and run.alloc_bytes + need * a.block_size > run.budget_bytes
         if over_run or (self.memory_budget is not None and need
                         and a.allocated_bytes + need * a.block_size > self.memory_budget):
@@ -700,7 +707,7 @@ class MetadataState:
                 return _COS, f"over the run's capacity hint of {run.budget_bytes:,} bytes"
             return _COS, f"over the server's memory budget of {self.memory_budget:,} bytes"
         self.busy.advance(self.now)
-        placement = a.allocate(size, run.run_id, key, chunk_bytes, run.policy.fills_holes)
+        placement = a.allocate(size, run.run_id, key, chunk_bytes, run.policy.fills_holes, daemon)
         if placement is None:
             run.bump("cos_fallback")
             self._bump("cos_fallback")
@@ -908,7 +915,12 @@ class MetadataState:
                                  f"{self.shards}, not this one ({self.shard}): register each function with the "
                                  "shard funcsion_rpc.routing.shard_of_function names (by its group of "
                                  f"{group}), so no two shards hand out its blocks", function=ev.function)
-        total = self.allocator.register(ev.function, ev.blocks)
+        held = self.allocator.daemon_of(ev.function)
+        if ev.function in self.allocator.functions and held != ev.daemon:
+            raise InvalidRequest(f"storage function {ev.function!r} is registered by daemon {held or '(the only one)'!r}; "
+                                 f"daemon {ev.daemon or '(the only one)'!r} cannot register it too: function names "
+                                 "are unique across a deployment (each daemon's carry its id)", function=ev.function)
+        total = self.allocator.register(ev.function, ev.blocks, ev.daemon)
         return [CapacityChanged(ev.function, ev.blocks, total)]
 
     def _unregister_capacity(self, ev: UnregisterCapacity) -> list[Instruction]:
@@ -962,11 +974,15 @@ class MetadataState:
 
     def _report_buckets(self, ev: ReportBuckets) -> list[Instruction]:
         """The daemon's GC window: the bucket filters follow it (``_buckets``)."""
-        self.buckets.report(ev.buckets)
+        self.buckets.report(ev.buckets, ev.daemon)
         return []
 
     def _ack(self, ev: AckInstructions) -> list[Instruction]:
-        while self.pending and self.pending[0].seq <= ev.upto:
+        upto = ev.upto
+        if ev.daemon:       # one of several daemons: what every one of them has carried out
+            self.acks[ev.daemon] = max(self.acks.get(ev.daemon, 0), ev.upto)
+            upto = min(self.acks.get(d, 0) for d in (self.allocator.daemons - {""}) | set(self.acks))
+        while self.pending and self.pending[0].seq <= upto:
             self.pending.popleft()
         return []
 

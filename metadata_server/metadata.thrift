@@ -44,6 +44,8 @@ struct Extent {
 }
 
 // tier: memory | cos | empty;  kind: slice | blocks | cos | empty
+// daemon: the id of the storage daemon whose functions hold the extents (a deployment of several
+// daemons: the client sends the object's PUT / GET / free there); unset or "": the only daemon
 struct Placement {
   1: string tier,
   2: string kind,
@@ -51,6 +53,7 @@ struct Placement {
   4: i32 data_chunks,
   5: i32 parity_chunks,
   6: i64 chunk_size,
+  7: optional string daemon,
 }
 
 struct WorkflowInfo {
@@ -144,9 +147,12 @@ struct GetResult {
 // read_batch's reply: get_batch without the placements, one byte per object asked, in order
 // (what a task's get_many needs). tiers: m (memory), c (cos), e (empty); flags: 1 recorded,
 // 2 already_committed, 4 freed_by_read, 8 last_read (funcsion_rpc.reads)
+// daemons: with several storage daemons, per object the id of the daemon holding it in memory
+// ("" for the COS tier and empty objects); unset with one daemon
 struct ReadBatch {
   1: binary tiers,
   2: binary flags,
+  3: optional list<string> daemons,
 }
 
 struct CommitResult {
@@ -232,19 +238,24 @@ service Metadata {
   void deregister_workflow(1: string admin_token, 2: string key) throws (1: MetadataFault fault),
   RunInfo start_run(1: string admin_token, 2: string workflow_key, 3: string policy, 4: i64 ttl_ms,
                     5: RunHints hints) throws (1: MetadataFault fault),
-  i32 register_capacity(1: string admin_token, 2: string function_name, 3: i32 blocks)
-      throws (1: MetadataFault fault),
+  // daemon: the id of the storage daemon that owns the function (several daemons: each object's
+  // chunks are placed on one daemon's functions); unset or "": a deployment's only daemon
+  i32 register_capacity(1: string admin_token, 2: string function_name, 3: i32 blocks,
+                        4: string daemon) throws (1: MetadataFault fault),
   i32 unregister_capacity(1: string admin_token, 2: string function_name) throws (1: MetadataFault fault),
   string stats(1: string admin_token) throws (1: MetadataFault fault),
   // storage-layer instructions with seq > after_seq (oldest first, at most max_items); calling it
-  // again with after_seq = the last seq you carried out acknowledges everything up to it
+  // again with after_seq = the last seq you carried out acknowledges everything up to it;
+  // daemon (optional): the id of one of several daemons acknowledging for itself (an instruction
+  // stays until every daemon has carried it out); unset: the only daemon
   // loads (optional): the daemon's storage functions with requests queued or in flight, by name
   // (any function not named is idle); the allocator's coded placement skips busy ones a while.
   // buckets (optional): the daemon's GC window, the functions that must not take new data by
   // name: "active" (an older bucket), "degraded" or "released" (any function not named is in
   // the newest bucket); the allocator places new data on the newest bucket's functions
   list<Instruction> fetch_instructions(1: string admin_token, 2: i64 after_seq, 3: i32 max_items,
-                                       4: map<string, FunctionLoad> loads, 5: map<string, string> buckets)
+                                       4: map<string, FunctionLoad> loads, 5: map<string, string> buckets,
+                                       6: string daemon)
       throws (1: MetadataFault fault),
 
   // -- one run (its token; end_run also takes the admin token)

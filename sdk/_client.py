@@ -44,6 +44,7 @@ from ._codecs import CODECS, CodecError, decode, encode
 from ._cos_io import cos_location, output_key, persist_key, tier_key
 from ._persist import Persist, persist_lifetime
 from ._erasure import DEFAULT_D, DEFAULT_P, DEFAULT_THRESHOLD, Codec
+from ._daemons import DaemonStores, parse_daemons
 from ._store_client import PUT_HINTS, StoreClient
 from ._values import Upload, ValueStream, is_file_like
 from .exceptions import StoreFailure
@@ -79,6 +80,8 @@ class Endpoints:
     #: the metadata server's HOST:PORT; several shards: their addresses in shard order joined
     #: by ``;`` (``metadata_shards``)
     metadata: str
+    #: the daemon's HOST:PORT; several daemons: ``ID=HOST:PORT`` entries in order joined by ``;``
+    #: (``daemons``; a grant names the daemon by its id)
     daemon: str
     store_token: str
     admin_token: str = ""
@@ -106,6 +109,11 @@ class Endpoints:
         """The metadata servers' addresses in shard order (``metadata`` holds them joined by ``;``;
         one address: the only shard). Every run's calls go to ``routing.shard_of_run`` of them."""
         return tuple(a.strip() for a in self.metadata.split(";") if a.strip()) or (self.metadata,)
+
+    @property
+    def daemons(self) -> tuple[tuple[str, str], ...]:
+        """``(id, HOST:PORT)`` of each daemon, in order (one address: the only daemon, id ``""``)."""
+        return parse_daemons(self.daemon)
 
     def stack_alive(self) -> bool:
         """Whether any of the stack's servers (a metadata shard, the daemon) takes connections:
@@ -158,7 +166,7 @@ class Client:
 
     def __init__(self, endpoints: Endpoints, *, run_id: str = "", token: str = "", function: str = "",
                  metadata: MetadataClient | None = None, store: StoreClient | None = None,
-                 shards: Sequence[MetadataClient] | None = None) -> None:
+                 shards: Sequence[MetadataClient] | None = None, stores: DaemonStores | None = None) -> None:
         self.endpoints = endpoints
         self.run_id, self.token, self.function = run_id, token, function
         addrs = endpoints.metadata_shards
@@ -174,10 +182,14 @@ class Client:
         self._md = metadata or MetadataClient(*parse_addr(addrs[0]), token=token,
                                               admin_token=endpoints.admin_token, tls_ca=endpoints.tls_ca,
                                               failover_s=endpoints.metadata_failover_s, alive=endpoints.stack_alive)
-        self._store = store or StoreClient(parse_addr(endpoints.daemon), endpoints.store_token,
-                                           codec=endpoints.codec(), alive=endpoints.stack_alive,
-                                           tls_ca=endpoints.tls_ca, reconnect_s=endpoints.daemon_failover_s)
-        self._owns = metadata is None and not self._shards, store is None
+        owns_stores = store is None and stores is None
+        if stores is None:     # one pooled client per daemon, each dialled when first used
+            stores = DaemonStores(endpoints.daemons, lambda addr: StoreClient(
+                parse_addr(addr), endpoints.store_token, codec=endpoints.codec(), alive=endpoints.stack_alive,
+                tls_ca=endpoints.tls_ca, reconnect_s=endpoints.daemon_failover_s), first=store)
+        self._stores = stores
+        self._store = stores.first       # the first daemon's (the only one's)
+        self._owns = metadata is None and not self._shards, owns_stores
         self._owns_shards = owns_shards
         self.plan: dict[str, Any] = {}
 
@@ -189,7 +201,7 @@ class Client:
             for md in self._shards:
                 md.close()
         if self._owns[1]:
-            self._store.close()
+            self._stores.close()
 
     def __enter__(self) -> Client:
         return self
@@ -209,7 +221,7 @@ class Client:
         c = Client(self.endpoints, run_id=self.run_id if run_id is None else run_id,
                    token=self.token if token is None else token,
                    function=self.function if function is None else function, metadata=md, store=self._store,
-                   shards=self._shards)
+                   shards=self._shards, stores=self._stores)
         # a run-scoped metadata client is the bound client's own (a view: closing it closes no socket)
         c._owns = (md is not self._md and md not in self._shards, False)
         return c
@@ -334,7 +346,7 @@ class Client:
         for g in grants:
             if g.already_committed:
                 raise AlreadyCommitted(self.function)
-        batch: list[tuple[str, bytes, Any]] = []  # in-memory values for the store: one pipelined call
+        batch: list[tuple[str, bytes, Any, str]] = []  # in-memory values: one pipelined call per daemon
         hints: dict[str, dict[str, int]] = {}  # store key -> what its grant says of it, passed with the PUT
         for g in grants:
             if g.freed:
@@ -347,17 +359,18 @@ class Client:
             if hint:
                 hints[self._key(name)] = hint
             cos_tier = g.placement is not None and g.placement.tier == "cos"
+            daemon = _daemon_of(g.placement)
             if not cos_tier and not isinstance(frame, Upload):
-                batch.append((name, frame, alloc_of(g.placement)))
+                batch.append((name, frame, alloc_of(g.placement), daemon))
                 continue
             # the COS paths take bytes: a file-like value is read into memory once, for both
             data = frame.read_all() if isinstance(frame, Upload) and (persist or cos_tier) else frame
             if cos_tier:
-                self._cos_call("put", name, self._store.cos_put, tier_key(self.run_id, name), data)
+                self._cos_put("put", name, tier_key(self.run_id, name), data)
             else:
                 assert isinstance(frame, Upload)
                 try:
-                    self._store.put_stream(self._key(name), frame.read_from_start(), frame.size,
+                    self._stores.of(daemon).put_stream(self._key(name), frame.read_from_start(), frame.size,
                                            prefix=frame.prefix, alloc=alloc_of(g.placement),
                                            hints=hint, rewind=frame.read_from_start)
                 except NoRoom as exc:  # overflow never fails a put: the COS tier takes it
@@ -365,22 +378,21 @@ class Client:
                 except StorageError as exc:
                     raise StoreFailure(f"put of {name!r} in run {self.run_id} failed in the store: {exc}") from exc
             if persist:
-                self._cos_call("persist", name, self._store.cos_put, persist_key(self.run_id, name), data,
-                               meta=lifetime)
-        if batch:
+                self._cos_put("persist", name, persist_key(self.run_id, name), data, meta=lifetime)
+        for daemon, items in _by_daemon(batch).items():
             try:
-                stored = self._store.put_many([(self._key(n), f, alloc) for n, f, alloc in batch], hints=hints)
+                stored = self._stores.of(daemon).put_many([(self._key(n), f, alloc) for n, f, alloc, _ in items],
+                                                          hints=hints)
             except StorageError as exc:
-                raise StoreFailure(f"put of {', '.join(repr(n) for n, _, _ in batch)} in run {self.run_id} failed "
+                raise StoreFailure(f"put of {', '.join(repr(n) for n, *_ in items)} in run {self.run_id} failed "
                                    f"in the store: {exc}") from exc
-            for (name, frame, _), res in zip(batch, stored):
+            for (name, frame, _, _), res in zip(items, stored):
                 if isinstance(res, NoRoom):  # overflow never fails a put: the COS tier takes it
                     self._to_cos(name, frame, res)
                 elif isinstance(res, StorageError):
                     raise StoreFailure(f"put of {name!r} in run {self.run_id} failed in the store: {res}") from res
                 if persist:
-                    self._cos_call("persist", name, self._store.cos_put, persist_key(self.run_id, name), frame,
-                                   meta=lifetime)
+                    self._cos_put("persist", name, persist_key(self.run_id, name), frame, meta=lifetime)
         results = self._md.finish_put_batch(self.run_id, self.function, [g.object_name for g in grants])
         self._free_keys([self._key(n) for r in results for n in (r.freed or ())])  # this commit freed them
         return any(r.committed for r in results)
@@ -388,7 +400,11 @@ class Client:
     def _to_cos(self, name: str, data: bytes | bytearray, why: NoRoom) -> None:
         """The daemon had no room where ``name`` was placed: tell the metadata server, write COS."""
         self._md.fallback_to_cos(self.run_id, self.function, name, str(why))
-        self._cos_call("put", name, self._store.cos_put, tier_key(self.run_id, name), data)
+        self._cos_put("put", name, tier_key(self.run_id, name), data)
+
+    def _cos_put(self, what: str, name: str, key: str, data: Any, **kw: Any) -> None:
+        """One of the SDK's COS objects, through the daemon its key routes to (``DaemonStores.for_key``)."""
+        self._cos_call(what, name, self._stores.for_key(key).cos_put, key, data, **kw)
 
     def get(self, name: str, *, delete: bool = False, stream: bool = False) -> Any:
         """Read one object (recorded once per function for deferred commit). ``delete=True``
@@ -410,36 +426,51 @@ class Client:
         instruction follows after a grace period anyway. Reads answered as an object's last
         (funcstore) release its function memory now (``_read_done``)."""
         results = list(results)
-        self._free_keys([self._key(r.object_name) for r in results
-                         if r.freed_by_read and r.placement is not None and r.placement.tier == "memory"])
-        self._read_done([r.object_name for r in results
+        for r in results:
+            if r.freed_by_read and r.placement is not None and r.placement.tier == "memory":
+                self._free_keys([self._key(r.object_name)], _daemon_of(r.placement))
+        self._read_done([(r.object_name, _daemon_of(r.placement)) for r in results
                          if r.last_read and r.placement is not None and r.placement.tier == "memory"])
 
-    def _read_done(self, names: list[str]) -> None:
-        """This reader has the bytes of ``names``, reads the metadata server answered as their
-        last declared ones: it releases their function memory (``read_done``) and the chunks
-        leave it (the daemon keeps each object's durable copy for a re-run reader until the
-        last commit; the control loop's eviction follows anyway, an eviction is idempotent).
-        Best effort: if either call fails, the memory goes at the last reader's commit."""
+    def _read_done(self, names: list[tuple[str, str]]) -> None:
+        """This reader has the bytes of ``names`` (object, the daemon holding it), reads the
+        metadata server answered as their last declared ones: it releases their function memory
+        (``read_done``) and the chunks leave it (the daemon keeps each object's durable copy for a
+        re-run reader until the last commit; the control loop's eviction follows anyway, an
+        eviction is idempotent). Best effort: if either call fails, the memory goes at the last
+        reader's commit."""
         if not names:
             return
         try:
-            released = self._md.read_done(self.run_id, self.function, names)
+            released = set(self._md.read_done(self.run_id, self.function, [n for n, _ in names]))
         except MetadataError:
             return
-        if released:
+        by_daemon: dict[str, list[str]] = {}
+        for n, d in names:
+            if n in released:
+                by_daemon.setdefault(d, []).append(self._key(n))
+        for daemon, keys in by_daemon.items():
             try:
-                self._store.evict([self._key(n) for n in released])
-            except StorageError:
+                self._stores.of(daemon).evict(keys)
+            except (StorageError, StoreFailure):
                 pass
 
-    def _free_keys(self, keys: list[str]) -> None:
+    def _free_keys(self, keys: list[str], daemon: str | None = None) -> None:
         """Objects the metadata server freed (a commit's, an oracle's read) leave function
         memory now rather than when the daemon's control loop carries out the drop (which
-        follows anyway; a free is idempotent)."""
-        if keys:
+        follows anyway; a free is idempotent). ``daemon``: the one that holds them (None: not
+        known, as for a commit's frees: every daemon is told, one that does not hold a key
+        ignores it)."""
+        if not keys:
+            return
+        try:
+            targets = [self._stores.of(daemon)] if daemon is not None or len(self._stores) == 1 \
+                else [c for _, c in self._stores.each()]
+        except StoreFailure:
+            return
+        for store in targets:
             try:
-                self._store.free(keys)
+                store.free(keys)
             except StorageError:
                 pass
 
@@ -449,7 +480,7 @@ class Client:
             inner: Any = io.BytesIO(memoryview(frame)[1:])
             size, head = len(frame) - 1, frame[:1]
         else:
-            inner = self._store_call("get", name, self._store.get_stream, self._key(name))
+            inner = self._store_call("get", name, self._stores.of(_daemon_of(placement)).get_stream, self._key(name))
             size = inner.size - 1
             head = self._store_call("get", name, inner.read, 1)
         codec = _CODEC_NAMES.get(head[0]) if head else None
@@ -466,30 +497,41 @@ class Client:
         reads = self._md.read_batch(self.run_id, self.function, names)
         if any(f & ALREADY_COMMITTED for f in reads.flags):
             raise AlreadyCommitted(self.function)
-        in_memory = [n for n, tier in zip(names, reads.tiers) if tier != TIER_COS]
-        try:
-            got = dict(zip(in_memory, self._store.get_many([self._key(n) for n in in_memory])))
-        except StorageError as exc:
-            raise StoreFailure(f"get of {len(in_memory)} objects in run {self.run_id} failed in the store: "
-                               f"{exc}") from exc
+        daemons = list(reads.daemons or ()) or [""] * len(names)    # several daemons: who holds each
+        if len(daemons) != len(names):
+            raise StoreFailure(f"read_batch of run {self.run_id} named the daemons of {len(daemons)} objects, "
+                               f"not of the {len(names)} asked")
+        got: dict[str, Any] = {}
+        for daemon, items in _by_daemon([(n, None, None, d) for n, tier, d in zip(names, reads.tiers, daemons)
+                                         if tier != TIER_COS]).items():
+            keys = [n for n, *_ in items]
+            try:
+                got.update(zip(keys, self._stores.of(daemon).get_many([self._key(n) for n in keys])))
+            except StorageError as exc:
+                raise StoreFailure(f"get of {len(keys)} objects in run {self.run_id} failed in the store: "
+                                   f"{exc}") from exc
         values = {}
         for n, tier in zip(names, reads.tiers):
             data = got[n] if tier != TIER_COS else self._fetch(n, True)
             if isinstance(data, StorageError):
                 raise StoreFailure(f"get of {n!r} in run {self.run_id} failed in the store: {data}") from data
             values[n] = self._unframe(data)
-        self._free_keys([self._key(n) for n, tier, f in zip(names, reads.tiers, reads.flags)
-                         if f & FREED_BY_READ and tier == TIER_MEMORY])
-        self._read_done([n for n, tier, f in zip(names, reads.tiers, reads.flags) if f & LAST_READ and tier == TIER_MEMORY])
+        for n, tier, f, d in zip(names, reads.tiers, reads.flags, daemons):
+            if f & FREED_BY_READ and tier == TIER_MEMORY:
+                self._free_keys([self._key(n)], d)
+        self._read_done([(n, d) for n, tier, f, d in zip(names, reads.tiers, reads.flags, daemons)
+                         if f & LAST_READ and tier == TIER_MEMORY])
         return values
 
     def _fetch_frame(self, name: str, placement: Any) -> bytes | bytearray:
-        return self._fetch(name, placement is not None and placement.tier == "cos")
+        return self._fetch(name, placement is not None and placement.tier == "cos", _daemon_of(placement))
 
-    def _fetch(self, name: str, cos: bool) -> bytes | bytearray:
+    def _fetch(self, name: str, cos: bool, daemon: str = "") -> bytes | bytearray:
         if cos:
-            return self._cos_call("get", name, self._store.cos_get, tier_key(self.run_id, name))  # type: ignore[no-any-return]
-        return self._store_call("get", name, self._store.get_buffer, self._key(name))  # type: ignore[no-any-return]
+            key = tier_key(self.run_id, name)
+            return self._cos_call("get", name, self._stores.for_key(key).cos_get, key)  # type: ignore[no-any-return]
+        return self._store_call("get", name, self._stores.of(daemon).get_buffer,  # type: ignore[no-any-return]
+                                self._key(name))
 
     def read_raw(self, name: str) -> bytes:
         """An object's encoded payload (no codec byte), without recording a read: for copying
@@ -508,14 +550,14 @@ class Client:
         frame = self._fetch_frame(name, self._md.lookup(self.run_id, name).placement)
         codec = _CODEC_NAMES.get(frame[0], "bytes") if frame else "bytes"
         key = output_key(self.run_id, name)
-        self._cos_call("output copy", name, self._store.cos_put, key, bytes(memoryview(frame)[1:]))
+        self._cos_put("output copy", name, key, bytes(memoryview(frame)[1:]))
         return cos_location(self.endpoints.cos_url, key), codec
 
     def persisted_lifetime(self, name: str) -> dict[str, Any] | None:
         """``{"keep_s", "expires_at"}`` of a persisted copy with a lifetime (``expires_at``: epoch
         seconds, None while its run runs), None for one kept until ``delete``."""
-        doc = json.loads(bytes(self._cos_call("lifetime", name, self._store.cos_lifetime,
-                                              persist_key(self.run_id, name))))
+        key = persist_key(self.run_id, name)
+        doc = json.loads(bytes(self._cos_call("lifetime", name, self._stores.for_key(key).cos_lifetime, key)))
         return doc if isinstance(doc, dict) else None
 
     def persisted_location(self, name: str) -> str:
@@ -526,13 +568,14 @@ class Client:
         """A kept object of this run from COS, also after the run ended: the decoded value of a
         ``persist=True`` object, or the payload bytes of a saved workflow output."""
         try:
-            return self._unframe(self._cos_call("fetch", name, self._store.cos_get, persist_key(self.run_id, name),
+            key = persist_key(self.run_id, name)
+            return self._unframe(self._cos_call("fetch", name, self._stores.for_key(key).cos_get, key,
                                                 missing_ok=True))
         except COSNotFound:
             pass
         try:
-            return bytes(self._cos_call("fetch", name, self._store.cos_get, output_key(self.run_id, name),
-                                        missing_ok=True))
+            key = output_key(self.run_id, name)
+            return bytes(self._cos_call("fetch", name, self._stores.for_key(key).cos_get, key, missing_ok=True))
         except COSNotFound:
             raise UnknownObject(f"run {self.run_id} kept no {name!r} in COS: only objects put with persist=True "
                                 "and saved workflow outputs outlive a run", run_id=self.run_id,
@@ -560,13 +603,27 @@ class Client:
         persisted = bool(self._md.lookup(self.run_id, name).persist)
         self._md.delete(self.run_id, name)
         if persisted:
-            self._cos_call("delete", name, self._store.cos_delete, persist_key(self.run_id, name))
+            key = persist_key(self.run_id, name)
+            self._cos_call("delete", name, self._stores.for_key(key).cos_delete, key)
 
     def lookup(self, name: str) -> Any:
         return self._md.lookup(self.run_id, name)
 
     def list(self, prefix: str = "") -> list[Any]:
         return list(self._md.list_objects(self.run_id, prefix))
+
+
+def _daemon_of(placement: Any) -> str:
+    """The id of the daemon a placement names ("": the only daemon, or none: COS tier, empty)."""
+    return str(getattr(placement, "daemon", None) or "") if placement is not None else ""
+
+
+def _by_daemon(items: Sequence[tuple[str, Any, Any, str]]) -> dict[str, list[tuple[str, Any, Any, str]]]:
+    """``(name, data, alloc, daemon)`` items grouped by daemon, each group in the items' order."""
+    out: dict[str, list[tuple[str, Any, Any, str]]] = {}
+    for item in items:
+        out.setdefault(item[3], []).append(item)
+    return out
 
 
 def alloc_of(placement: Any) -> list[tuple[str, int, int, int]] | None:

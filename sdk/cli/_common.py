@@ -57,12 +57,15 @@ def stack_option(text: str, env: Mapping[str, str]) -> Endpoints:
     (FUNCSION_ADMIN_TOKEN, FUNCSION_STORE_TOKEN); ``ca=PATH``: the servers speak TLS, verified
     against that CA (PEM). Several metadata shards: ``metadata=`` repeated, or their addresses
     joined by ``;`` (``metadata=H:P;H:P``), in shard order (every client and daemon must list them
-    in the same order). Raises ValueError saying what is wrong."""
+    in the same order). Several daemons likewise: ``daemon=`` repeated or ``daemon=H:P;H:P``, in
+    order (the K-th is daemon-K, as ``funcsion serve daemon --daemon-id daemon-K`` names itself), or
+    each as ``ID=H:P`` (``daemon=daemon-0=H:P;daemon-1=H:P``). Raises ValueError saying what is wrong."""
     import json
     from pathlib import Path
 
     from sdk._client import Endpoints, parse_addr
     from sdk._constants import ENV_ADMIN_TOKEN, ENV_STORE_TOKEN
+    from sdk._daemons import parse_daemons
 
     if "=" not in text:
         path = Path(text)
@@ -71,7 +74,7 @@ def stack_option(text: str, env: Mapping[str, str]) -> Endpoints:
         try:
             info = json.loads(path.read_text(encoding="utf-8"))
             ep = stack_endpoints(info)
-            for addr in (*ep.metadata_shards, ep.daemon):
+            for addr in (*ep.metadata_shards, *(a for _, a in ep.daemons)):
                 parse_addr(addr)
         except OSError as exc:
             raise ValueError(f"--stack {text}: cannot read {path}: {exc.strerror or exc}") from None
@@ -83,20 +86,26 @@ def stack_option(text: str, env: Mapping[str, str]) -> Endpoints:
     for item in text.split(","):
         name, sep, value = item.strip().partition("=")
         if not sep or name not in ("metadata", "daemon", "cos", "ca") or not value or (
-                name in parts and name != "metadata"):
+                name in parts and name not in ("metadata", "daemon")):
             raise ValueError(f"--stack {text!r}: write metadata=HOST:PORT,daemon=HOST:PORT (optionally ,cos=URL "
-                             "and ,ca=PATH; several metadata shards: metadata= again, in shard order) or the path "
-                             "of a stack.json")
+                             "and ,ca=PATH; several metadata shards: metadata= again, in shard order; several "
+                             "daemons: daemon= again, in order) or the path of a stack.json")
         parts[name] = f"{parts[name]};{value}" if name in parts else value
     missing = [n for n in ("metadata", "daemon") if n not in parts]
     if missing:
         raise ValueError(f"--stack {text!r}: no {' and no '.join(missing)}=HOST:PORT")
-    for name in ("metadata", "daemon"):
-        for addr in parts[name].split(";") if name == "metadata" else [parts[name]]:
+    try:
+        daemons = parse_daemons(parts["daemon"])
+    except ValueError as exc:
+        raise ValueError(f"--stack daemon=: {exc}") from None
+    for name, addrs in (("metadata", parts["metadata"].split(";")), ("daemon", [a for _, a in daemons])):
+        for addr in addrs:
             try:
                 parse_addr(addr.strip())
             except ValueError as exc:
                 raise ValueError(f"--stack {name}=: {exc}") from None
+    if len(daemons) > 1:     # named in full, so that a grant's daemon id finds its address
+        parts["daemon"] = ";".join(f"{i}={a}" for i, a in daemons)
     tokens = {var: env.get(var, "") for var in (ENV_ADMIN_TOKEN, ENV_STORE_TOKEN)}
     unset = [var for var, tok in tokens.items() if not tok]
     if unset:

@@ -66,7 +66,10 @@ def add_parser(sub: Any) -> None:
                    help="run on this stack: a stack.json (as `funcsion up` writes) or "
                         "metadata=HOST:PORT,daemon=HOST:PORT[,cos=URL] of `funcsion serve metadata` and "
                         "`funcsion serve daemon --metadata`, with FUNCSION_ADMIN_TOKEN and FUNCSION_STORE_TOKEN set; "
-                        "several metadata shards: metadata= once per shard, in shard order (or 'metadata=H:P;H:P')")
+                        "several metadata shards: metadata= once per shard, in shard order (or 'metadata=H:P;H:P'); "
+                        "several daemons: daemon= once per daemon, in order (or 'daemon=H:P;H:P'; the K-th is "
+                        "daemon-K, as `funcsion serve daemon --daemon-id daemon-K` names itself; every daemon "
+                        "started with the same --token)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     jobs = p.add_argument_group("concurrent jobs (several WDS files)")
     jobs.add_argument("--admit-budget", type=parse_size, default=0, metavar="SIZE",

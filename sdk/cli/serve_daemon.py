@@ -101,6 +101,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "<prefix>/control/daemon/NAME/ and a daemon started with an empty --root and the same NAME "
                         f"restores it from there (env FUNCSION_DAEMON_STATE_ID; default: config daemon_state_id, "
                         f"{d.daemon_state_id}); give each daemon of a deployment its own")
+    p.add_argument("--daemon-id", metavar="ID", default="",
+                   help="one of several daemons of a deployment: its id (daemon-0, daemon-1, ... in the order "
+                        "clients list them: --stack daemon=A;B), registered with its storage functions so the "
+                        "metadata server names it in their placements; its local functions are sion-ID-I, its COS "
+                        "copies go under <cos prefix>/ID, and --state-id defaults to it. Start every daemon of the "
+                        "deployment with the same --token (default: the deployment's only daemon)")
     p.add_argument("--control-ship-lag-s", type=float, default=None, metavar="SECONDS",
                    help="ship what the durable table gained to COS this often, off the request path; a lost host "
                         "loses the objects PUT in this window, and the bytes of objects whose COS upload had not "
@@ -191,9 +197,19 @@ def daemon_settings(args: argparse.Namespace, *, warn: Callable[[str], None] | N
                  "hello_pending_max"):
         if getattr(args, name, None) is not None:
             overrides[name] = getattr(args, name)
-    control = Config.load(daemon_state_id=getattr(args, "state_id", None),
+    ident = str(getattr(args, "daemon_id", "") or "")
+    if ident and (not ident.replace("-", "").replace("_", "").isalnum() or len(ident) > 64):
+        raise ServeDaemonError(f"--daemon-id {ident!r}: give letters, digits, '-' or '_' (at most 64), e.g. daemon-1")
+    control = Config.load(daemon_state_id=getattr(args, "state_id", None) or ident or None,
                           control_ship_lag_s=getattr(args, "control_ship_lag_s", None))
     overrides["state_id"] = control.daemon_state_id
+    if ident:       # one of several: its functions, COS copies and control state carry its id
+        from storage_functions.daemon import DaemonConfig
+
+        overrides["daemon_id"] = ident
+        overrides["cos_prefix"] = f"{DaemonConfig().cos_prefix}/{ident}"
+        if args.invoker == "local":
+            overrides["function_prefix"] = f"{DaemonConfig().function_prefix}-{ident}"
     overrides["control_ship_lag_s"] = control.control_ship_lag_s
     for name in ("upload_delay_s", "parity_upload_delay_s"):
         if overrides.get(name, 0) < 0:

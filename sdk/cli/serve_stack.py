@@ -3,7 +3,9 @@
 with its endpoints and tokens (mode 0600) and removes it on SIGTERM. With the config's
 ``tls_cert``/``tls_key``/``tls_ca`` (``FUNCSION_TLS_*``) it serves TLS (``Stack``);
 without a certificate and bound off loopback it refuses to start unless given
-``--insecure``. ``--metadata-shards M`` runs M metadata servers (``Stack``)."""
+``--insecure``. ``--metadata-shards M`` runs M metadata servers, ``--daemons N`` N daemon
+processes (``auto``: one per core, at most one per erasure-code group of the pool's
+functions; the default, 1, runs the daemon in this process, as it always did) (``Stack``)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import argparse
 import signal
 import threading
 
-__all__ = ["HELP", "add_arguments", "run", "shard_count"]
+__all__ = ["HELP", "add_arguments", "daemon_count", "daemons_for", "run", "shard_count"]
 
 HELP = "run the embedded stack (metadata server, daemon, local platform, COS) in the foreground"
 
@@ -21,6 +23,40 @@ def shard_count(text: str) -> int:
     if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"expected how many metadata shards, at least 1; got {text!r}")
     return int(text)
+
+
+def daemon_count(text: str) -> int:
+    """``--daemons``: a whole number, at least 1, or ``auto`` (0: one per core, ``daemons_for``)."""
+    if text == "auto":
+        return 0
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected how many daemons, at least 1, or 'auto'; got {text!r}")
+    return int(text)
+
+
+#: ``--daemons``' help, shared by ``funcsion up``
+DAEMONS_HELP = ("run N daemon processes on this host, each owning its own storage functions (whole "
+                "erasure-code groups, named sion-dK-I) and following every metadata shard; the metadata "
+                "server places each object on one of them (a rendezvous hash of its key over those with room) "
+                "and clients send its data there; stack.json lists them as daemon-K=HOST:PORT;... "
+                "('auto': one per core, at most one per erasure-code group of the pool's 48 functions; "
+                "default 1: the daemon in the stack's own process, as before)")
+
+
+def daemons_for(asked: int, cores: int | None = None) -> int:
+    """How many daemons ``--daemons asked`` runs (0: one per core of this host, capped so each
+    owns at least one erasure-code group of the default pool)."""
+    import os
+
+    from sdk._config import Config
+    from sdk.local._stack import default_daemons
+    from storage_functions.daemon import DaemonConfig
+
+    if asked:
+        return asked
+    c = Config.load()
+    return default_daemons(cores if cores is not None else os.cpu_count(), DaemonConfig().max_functions,
+                           c.ec_data + c.ec_parity)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -38,6 +74,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="run M metadata servers (shards): shard 0 on --metadata-port, the others on free ports; "
                         "each owns the runs and storage-function groups its rendezvous hash gives it, the daemon "
                         "follows them all; stack.json lists them in shard order, joined by ';' (default 1)")
+    p.add_argument("--daemons", type=daemon_count, default=1, metavar="N", help=DAEMONS_HELP)
     p.add_argument("--insecure", action="store_true",
                    help="allow plaintext on a non-loopback --host (without FUNCSION_TLS_CERT the stack speaks plaintext)")
 
@@ -59,7 +96,9 @@ def run(args: argparse.Namespace) -> int:
     stop = threading.Event()
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
-        with Stack(cfg, metadata_shards=args.metadata_shards) as stack:
+        daemons = daemons_for(args.daemons)
+        with Stack(cfg, metadata_shards=args.metadata_shards, daemons=daemons,
+                   daemon_process=daemons > 1 or None) as stack:      # several: one process each, beyond the GIL
             path = stack.write_stack_file()
             ep = stack.endpoints
             print(f"funcsion stack up: metadata {ep.metadata}, daemon {ep.daemon}, state {stack.root}", flush=True)

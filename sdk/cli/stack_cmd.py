@@ -19,7 +19,7 @@ from typing import Any
 from storage_functions.private_files import open_private, private_dir
 from wds import FuncsionError
 
-from .serve_stack import shard_count
+from .serve_stack import DAEMONS_HELP, daemon_count, shard_count
 
 __all__ = ["add_parser", "up", "down"]
 
@@ -39,6 +39,7 @@ def add_parser(sub: Any) -> None:
     up_p.add_argument("--metadata-shards", type=shard_count, default=1, metavar="M",
                       help="run M metadata servers (shards; each owns the runs and storage-function groups "
                            "its rendezvous hash gives it); stack.json lists them in shard order (default 1)")
+    up_p.add_argument("--daemons", type=daemon_count, default=1, metavar="N", help=DAEMONS_HELP)
     up_p.set_defaults(run=up, _parser=up_p)
     down_p: argparse.ArgumentParser = sub.add_parser(
         "down", help="stop the local stack started by `funcsion up`",
@@ -68,7 +69,8 @@ def up(args: argparse.Namespace) -> int:
     log = open_private(state / "logs" / "stack.log", "ab")
     try:
         proc = subprocess.Popen([sys.executable, "-m", "sdk.cli", "serve", "stack", "--state-dir", str(state),
-                                 "--metadata-shards", str(args.metadata_shards)],
+                                 "--metadata-shards", str(args.metadata_shards),
+                                 "--daemons", str(args.daemons or "auto")],
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
     finally:

@@ -24,16 +24,17 @@ class MetadataSource:
     """``fetch`` / ``view`` / ``register_capacity`` / ``unregister_capacity`` over the
     metadata service's control calls (admin token)."""
 
-    def __init__(self, client: MetadataClient) -> None:
+    def __init__(self, client: MetadataClient, daemon: str = "") -> None:
         self.client = client
+        self.daemon = daemon        # one of several daemons: it acknowledges for itself
 
     def fetch(self, after_seq: int, limit: int, loads: Mapping[str, tuple[int, int]] | None = None,
               buckets: Mapping[str, str] | None = None) -> Sequence[Instruction]:
-        if loads is None and buckets is None:   # nothing to report: the call as before reports
+        if loads is None and buckets is None and not self.daemon:   # nothing to report: the call as before
             got = self.client.fetch_instructions(after_seq, limit)
         else:
             got = self.client.fetch_instructions(after_seq, limit, None if loads is None else dict(loads),
-                                                 None if buckets is None else dict(buckets))
+                                                 None if buckets is None else dict(buckets), self.daemon)
         return [Instruction(int(i.seq), str(i.kind), i.run_id or "", i.object_name or "", i.tier or "memory",
                             i.reason or "", int(i.blocks or 0), i.function_name or "")
                 for i in got]
@@ -44,8 +45,11 @@ class MetadataSource:
                           frozenset(str(r["run_id"]) for r in st.get("runs", []) if r.get("state") == "running"),
                           int(st.get("last_seq", 0)), str(st.get("instance", "")))
 
-    def register_capacity(self, function: str, blocks: int) -> None:
-        self.client.register_capacity(function, blocks)
+    def register_capacity(self, function: str, blocks: int, daemon: str = "") -> None:
+        if daemon:      # one of several daemons names itself; the only one never did
+            self.client.register_capacity(function, blocks, daemon)
+        else:
+            self.client.register_capacity(function, blocks)
 
     def unregister_capacity(self, function: str) -> None:
         self.client.unregister_capacity(function)
@@ -65,7 +69,9 @@ def follow_metadata(daemon: Any, metadata: str, admin_token: str, *, tls_ca: str
     # a broken connection fails the round (no silent reconnect): the follower says hello again and
     # sees whether the server is another process (a replacement) before it acknowledges anything
     return Follower(MetadataSource(MetadataClient(host, port, admin_token=admin_token, timeout_s=10.0,
-                                                  tls_ca=tls_ca, retry_stale=False)), daemon, **options)
+                                                  tls_ca=tls_ca, retry_stale=False),
+                                   getattr(daemon.config, "daemon_id", "")),
+                    daemon, **options)
 
 
 def follow_shards(daemon: Any, metadata: str, admin_token: str, *, tls_ca: str = "",

@@ -11,7 +11,11 @@ their request pipes), so ``kill`` SIGKILLs them at once and returns once they ar
 gone (on Linux: they are the processes holding the platform's log files open),
 as a host loss would take them;
 ``start`` again on the same port rebuilds the table from the durable log
-(``storage_functions.daemon._restore``). Not for AWS.
+(``storage_functions.daemon._restore``). The child outlives no parent: the
+parent keeps its stdin open, and when that closes (the parent died, even of
+SIGKILL: a ``funcsion up`` stack killed with its daemons in processes of their
+own) the child stops too, so no orphan holds the port or the state directory.
+Not for AWS.
 """
 
 from __future__ import annotations
@@ -69,8 +73,8 @@ class DaemonProcess:
                                     stdout=subprocess.PIPE, stderr=log, text=True, env=env)
         self._proc = proc
         assert proc.stdin is not None and proc.stdout is not None
-        proc.stdin.write(json.dumps(spec))
-        proc.stdin.close()
+        proc.stdin.write(json.dumps(spec) + "\n")
+        proc.stdin.flush()      # kept open: its end tells the child that this process is gone
         ready = readable([proc.stdout], self.start_timeout_s)
         line = proc.stdout.readline() if ready else ""
         if not line:
@@ -126,8 +130,12 @@ class DaemonProcess:
         if proc is None:
             return
         proc.wait()
-        if proc.stdout is not None:
-            proc.stdout.close()
+        for pipe in (proc.stdin, proc.stdout):
+            if pipe is not None:
+                try:
+                    pipe.close()
+                except OSError:     # a child that died unread leaves a broken pipe
+                    pass
 
 
 def _kill_holders(owned: Any, timeout_s: float = 10.0) -> int:
@@ -184,13 +192,14 @@ def _child() -> int:
     from storage_functions.daemon import LocalStore
     from storage_functions.local import PlatformConfig
 
-    spec = json.loads(sys.stdin.read())
+    spec = json.loads(sys.stdin.readline())
     pcfg = dict(spec["platform"])
     if "idle_reclaim_s" in pcfg:
         pcfg["idle_reclaim_s"] = tuple(pcfg["idle_reclaim_s"])
     store = LocalStore(spec["root"], config=DaemonConfig(**spec["config"]), platform_config=PlatformConfig(**pcfg))
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    threading.Thread(target=_orphaned, args=(stop,), name="parent-watch", daemon=True).start()
     store.start()
     ca = store.config.tls_ca
     followers = follow_shards(store.daemon, spec["metadata"], spec["admin_token"], poll_s=0.02,
@@ -211,6 +220,17 @@ def _child() -> int:
             follower.close()
         store.stop()
     return 0
+
+
+def _orphaned(stop: threading.Event) -> None:
+    """Stop when the parent's end of stdin closes: the parent is gone (a stopped parent sends
+    SIGTERM first; a killed one only closes the pipe)."""
+    try:
+        while sys.stdin.read(4096):
+            pass
+    except (OSError, ValueError):
+        pass
+    stop.set()
 
 
 if __name__ == "__main__":

@@ -100,7 +100,9 @@ def object_rows(st: Mapping[str, Any], t0: float) -> dict[str, Any]:
                 "reads": list(s.committed_by), "declared_reads": s.declared_reads,
                 "freed_reason": s.freed_reason or None,
                 "tier": s.placement.tier if s.placement is not None else None,
-                "tier_reason": getattr(s, "tier_reason", None) or None}
+                "tier_reason": getattr(s, "tier_reason", None) or None,
+                # several daemons: the one whose functions held it
+                **({"daemon": d} if (d := getattr(s.placement, "daemon", None)) else {})}
             for n, s in st.items()}
 
 
@@ -141,7 +143,12 @@ def memory_figures(summary: Mapping[str, Any] | None, leaked: int | None,
             "source": "storage functions", "series_source": "storage functions (the daemon's ledger)",
             "series": [[round(t - float(p.get("first_t", t)) + first_write, 4), int(a), int(v)]
                        for t, a, v in p.get("series", [])],
-            "leaked_bytes": leaked}
+            "leaked_bytes": leaked,
+            # several daemons: what each one's functions held for the run (``_daemon_stats``)
+            **({"daemons": {d: {"mb_s": round(float(q.get("allocated_mb_s", 0.0)), 6),
+                                "peak_bytes": int(q.get("peak_allocated_bytes", 0)),
+                                "live_mb_s": round(float(q.get("live_mb_s", 0.0)), 6)}
+                            for d, q in p["daemons"].items()}} if p.get("daemons") else {})}
 
 
 #: daemon counters the report's ``recovery`` shows, as (report key, counter names summed);

@@ -42,6 +42,7 @@ from ._executor import ExecutionResult, ExecutorOptions, LocalExecutor
 from ._inputs import InputError, PreparedRun, default_inputs, prepare_run
 from ._chaos import DaemonRestart, StorageChaos
 from ._cost import StoreSnapshot, run_cost
+from ._daemon_stats import merge_physical, merge_stats
 from ._drivers import DriverLock
 from ._report import RunReport, memory_figures, memory_series, object_rows, recovery_figures, task_rows
 from ._report_store import save_report
@@ -326,22 +327,30 @@ def _function_memory_mb(stack: Stack | None, config: Config) -> int:
 
 
 def _store_stats(endpoints: Endpoints) -> dict[str, Any] | None:
-    """The daemon's counters (store token), or None when it cannot be asked."""
+    """The daemons' counters (store token; several daemons: summed, each one's under
+    ``daemons``), or None when one cannot be asked."""
     try:
-        with StoreClient(parse_addr(endpoints.daemon), endpoints.store_token, alive=endpoints.stack_alive,
-                         tls_ca=endpoints.tls_ca) as store:
-            return store.stats()
+        per = {}
+        for ident, addr in endpoints.daemons:
+            with StoreClient(parse_addr(addr), endpoints.store_token, alive=endpoints.stack_alive,
+                             tls_ca=endpoints.tls_ca) as store:
+                per[ident] = store.stats()
+        return merge_stats(per)
     except Exception:  # noqa: BLE001 - no daemon to ask: the report says nothing about recovery
         return None
 
 
 def _physical(run_id: str, endpoints: Endpoints) -> dict[str, Any] | None:
-    """What the storage functions held for the run over its life (the daemon's ledger), asked
-    once the daemon dropped everything; None when the daemon cannot be asked."""
+    """What the storage functions held for the run over its life (each daemon's ledger, merged:
+    ``_daemon_stats``), asked once the daemons dropped everything; None when a daemon cannot be
+    asked."""
     try:
-        with StoreClient(parse_addr(endpoints.daemon), endpoints.store_token, alive=endpoints.stack_alive,
-                         tls_ca=endpoints.tls_ca) as store:
-            return store.memory(run_id)
+        per = {}
+        for ident, addr in endpoints.daemons:
+            with StoreClient(parse_addr(addr), endpoints.store_token, alive=endpoints.stack_alive,
+                             tls_ca=endpoints.tls_ca) as store:
+                per[ident] = store.memory(run_id)
+        return merge_physical(per)
     except Exception:  # noqa: BLE001 - an older daemon or one that is gone: the model stands in
         return None
 
@@ -354,15 +363,18 @@ def _leaked(run_id: str, endpoints: Endpoints, stack: Stack | None, summary: Map
     deadline = time.time() + Stack.ORACLE_GRACE_S + 5
     if stack is not None:
         stack.drain(timeout_s=Stack.ORACLE_GRACE_S + 5)
+    stores = [StoreClient(parse_addr(addr), endpoints.store_token, alive=endpoints.stack_alive,
+                          tls_ca=endpoints.tls_ca) for _, addr in endpoints.daemons]     # each daemon's share
     try:
-        with StoreClient(parse_addr(endpoints.daemon), endpoints.store_token, alive=endpoints.stack_alive,
-                         tls_ca=endpoints.tls_ca) as store:
-            while True:
-                if stack is not None:
-                    stack.pump_once()
-                in_daemon = int(store.stats().get("runs", {}).get(run_id, {}).get("bytes", 0))
-                if not in_daemon or time.time() > deadline:
-                    return held + in_daemon
-                time.sleep(0.02)
+        while True:
+            if stack is not None:
+                stack.pump_once()
+            in_daemon = sum(int(store.stats().get("runs", {}).get(run_id, {}).get("bytes", 0)) for store in stores)
+            if not in_daemon or time.time() > deadline:
+                return held + in_daemon
+            time.sleep(0.02)
     except Exception:  # noqa: BLE001 - the daemon is gone or refuses: say we do not know
         return None
+    finally:
+        for store in stores:
+            store.close()

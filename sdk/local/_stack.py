@@ -69,7 +69,7 @@ from ._control import MetadataSource, follow_shards
 from ._drivers import end_orphaned_runs
 from ._statedir import StateDirLock
 
-__all__ = ["Stack", "read_stack_file", "STACK_FILE"]
+__all__ = ["Stack", "daemon_layout", "default_daemons", "read_stack_file", "STACK_FILE"]
 
 STACK_FILE = "stack.json"
 
@@ -83,7 +83,7 @@ class Stack:
     def __init__(self, config: Config, *, metadata_port: int | None = None, daemon_port: int | None = None,
                  journal: bool = True, daemon: Mapping[str, Any] | None = None,
                  daemon_process: bool | None = None, platform: Any = None, metadata_shards: int = 1,
-                 control_in_cos: float | None = None) -> None:
+                 control_in_cos: float | None = None, daemons: int = 1) -> None:
         """``daemon``: ``DaemonConfig`` fields to override (e.g. a small pool:
         ``{"max_functions": 12}``). ``daemon_process``: run the daemon (with its platform and
         control loop) in a child process that ``restart_daemon`` can kill -9 (default: when
@@ -95,7 +95,11 @@ class Stack:
         runs and function groups ``funcsion_rpc.routing`` gives it; the daemon follows them all.
         ``control_in_cos``: ship every shard's journal and the daemon's table to COS within that many
         seconds (0: before each reply; None: they stay on this host), so that ``replace_metadata``
-        and ``replace_daemon`` can stand for a host loss (the module docstring)."""
+        and ``replace_daemon`` can stand for a host loss (the module docstring).
+        ``daemons``: run that many daemons (``daemon_layout``: daemon-K owns functions
+        ``sion-dK-I``, its COS copies under ``<cos_prefix>/daemon-K``, its state id daemon-K; the
+        first on ``daemon_port``), each following every shard; the metadata server places each
+        object on one of them (``metadata_server._daemons``)."""
         if control_in_cos is not None and not control_in_cos >= 0:
             raise ValueError(f"Stack: control_in_cos must be >= 0 seconds (0: synchronous) or None, got {control_in_cos!r}")
         if control_in_cos is not None and not journal:
@@ -108,6 +112,10 @@ class Stack:
         self._edge: Any = None
         if metadata_shards < 1:
             raise ValueError(f"Stack: metadata_shards must be at least 1, got {metadata_shards}")
+        if daemons < 1:
+            raise ValueError(f"Stack: daemons must be at least 1, got {daemons}")
+        self.daemons = daemons
+        self.stores: list[Any] = []             # one per daemon, in order (``store``: the first)
         self.metadata_shards = metadata_shards
         self.followers: list[Follower] = []
         self.handlers: list[Any] = []           # one per metadata shard, in shard order (as below)
@@ -175,33 +183,44 @@ class Stack:
                             # with control state in COS, no answered PUT lives only on this host
                             durable_puts=self.control_in_cos is not None,
                             tls_cert=cfg.tls_cert, tls_key=cfg.tls_key, tls_ca=cfg.tls_ca if cfg.tls_cert else "")
-        if n > 1:   # each shard owns whole erasure-code groups of the daemon's functions
+        if n > 1 or self.daemons > 1:   # each shard, each daemon owns whole erasure-code groups of functions
             dcfg = replace(dcfg, group_size=cfg.ec_data + cfg.ec_parity)
         if self.daemon_overrides:
             dcfg = replace(dcfg, **self.daemon_overrides)
+        dcfg = replace(dcfg, token=dcfg.token or secrets.token_hex(16))    # every daemon checks the same tokens
+        layouts = daemon_layout(dcfg, self.daemons, default_state_id=cfg.daemon_state_id == "daemon-0")
         if self.daemon_process:
-            self._start_daemon_process(dcfg, platform)
+            self._start_daemon_process(layouts, platform)
             return
         self.platform = self._given_platform or LocalPlatform(PlatformConfig(**platform))
-        self.store = LocalStore(str(self.root / "store"), config=dcfg, platform=self.platform).start()
+        self.stores = []
+        for k, d in enumerate(layouts):
+            self.stores.append(LocalStore(str(self.root / _suffixed("store", k)), config=d,
+                                          platform=self.platform).start())
+            if k == 0:
+                self.store = self.stores[0]
         self.daemon_config = self.store.config
         self._started = True
         self._admin = Client(self.endpoints)
-        if n == 1:
-            host, port = parse_addr(self.endpoints.metadata)
-            self.followers = [Follower(MetadataSource(MetadataClient(host, port, admin_token=self.admin_token,
-                                                                     tls_ca=self.tls_ca, retry_stale=False)),
-                                       self.store.daemon, poll_s=0.5)]  # the listener below wakes it at once
-        else:       # one control loop per shard, each registering the groups its shard owns
-            self.followers = follow_shards(self.store.daemon, self.endpoints.metadata, self.admin_token,
-                                           tls_ca=self.tls_ca, poll_s=0.5)
+        self.followers = []
+        for store in self.stores:
+            if n == 1:
+                host, port = parse_addr(self.endpoints.metadata)
+                mine = [Follower(MetadataSource(MetadataClient(host, port, admin_token=self.admin_token,
+                                                               tls_ca=self.tls_ca, retry_stale=False),
+                                                store.config.daemon_id),
+                                 store.daemon, poll_s=0.5)]  # the listener below wakes it at once
+            else:       # one control loop per shard, each registering the groups its shard owns
+                mine = follow_shards(store.daemon, self.endpoints.metadata, self.admin_token,
+                                     tls_ca=self.tls_ca, poll_s=0.5)
+            self.followers += mine
+            for follower, handler in zip(mine, self.handlers):
+                # the first group is up before the first put (as a warm pool would be): a put never waits
+                # for a cold start, and memory is held from the moment the allocator hands it out
+                store.daemon.wait_warm(follower.hello(), timeout_s=20.0)
+                handler.add_listener(follower.wake)
+                follower.start()
         self.follower = self.followers[0]
-        for follower, handler in zip(self.followers, self.handlers):
-            # the first group is up before the first put (as a warm pool would be): a put never waits
-            # for a cold start, and memory is held from the moment the allocator hands it out
-            self.store.daemon.wait_warm(follower.hello(), timeout_s=20.0)
-            handler.add_listener(follower.wake)
-            follower.start()
 
     def _journal_path(self, k: int) -> Path:
         return self.root / ("metadata.journal" if k == 0 else f"metadata-{k}.journal")
@@ -297,13 +316,14 @@ class Stack:
     def _daemon_index(self, i: int) -> Any:
         from ._daemon_proc import DaemonProcess
 
-        if i != 0:
-            raise IndexError(f"this stack runs one daemon (index 0), not daemon {i}")
-        if not isinstance(self.store, DaemonProcess):
+        if not 0 <= i < len(self.stores):
+            raise IndexError(f"this stack runs daemons 0..{len(self.stores) - 1}, not daemon {i}")
+        store = self.stores[i]
+        if not isinstance(store, DaemonProcess):
             raise RuntimeError("losing a daemon needs a stack started with daemon_process=True")
         if self._cos is None:
             raise RuntimeError("a replacement restores from COS: start the stack with control_in_cos=SECONDS")
-        return self.store
+        return store
 
     def kill_daemon(self, i: int = 0, *, lose_state: bool = True) -> None:
         """Lose daemon ``i``'s host: kill -9 its process (its storage functions lose their
@@ -315,7 +335,7 @@ class Stack:
         if lose_state:
             import shutil
 
-            for d in (self.daemon_config.buffer_dir, proc.root):
+            for d in (proc.config.buffer_dir, proc.root):
                 if d:
                     shutil.rmtree(d, ignore_errors=True)
 
@@ -350,30 +370,33 @@ class Stack:
         ctx = tls.server_context(cfg.tls_cert, cfg.tls_key)
         return lambda deliver: tls.TlsAcceptor(ctx, deliver)
 
-    def _start_daemon_process(self, dcfg: Any, platform: dict[str, Any]) -> None:
-        import secrets as _secrets
-        from dataclasses import replace
-
+    def _start_daemon_process(self, layouts: list[Any], platform: dict[str, Any]) -> None:
         from ._daemon_proc import DaemonProcess
 
-        dcfg = replace(dcfg, token=dcfg.token or _secrets.token_hex(16))
-        self.store = DaemonProcess(str(self.root / "store"), dcfg, metadata=self._metadata_addresses(),
-                                   admin_token=self.admin_token, platform=platform,
-                                   log_path=str(self.root / "logs" / "daemon.log"))
+        self.stores = [DaemonProcess(str(self.root / _suffixed("store", k)), d, metadata=self._metadata_addresses(),
+                                     admin_token=self.admin_token,
+                                     platform=dict(platform, log_dir=str(self.root / _suffixed("logs", k))),
+                                     log_path=str(self.root / "logs" / f"{_suffixed('daemon', k)}.log"))
+                       for k, d in enumerate(layouts)]
+        self.store = self.stores[0]
         self._started = True
-        self.store.start()
+        for k, store in enumerate(self.stores):
+            if k:
+                private_dir(self.root / _suffixed("logs", k))
+            store.start()
         self.daemon_config = self.store.config
         self._admin = Client(self.endpoints)
 
-    def restart_daemon(self) -> None:
-        """kill -9 the daemon process and start it again (``daemon_process`` stacks only): it
-        rebuilds its table from its durable log, its control loop follows the metadata
-        server again."""
+    def restart_daemon(self, index: int = 0) -> None:
+        """kill -9 daemon ``index``'s process and start it again (``daemon_process`` stacks
+        only): it rebuilds its table from its durable log, its control loop follows the
+        metadata server again."""
         from ._daemon_proc import DaemonProcess
 
-        if not isinstance(self.store, DaemonProcess):
+        store = self.stores[index] if self.stores else self.store
+        if not isinstance(store, DaemonProcess):
             raise RuntimeError("restart_daemon needs a stack started with daemon_process=True")
-        self.store.restart()
+        store.restart()
 
     def stop(self) -> None:
         if not self._started:
@@ -384,7 +407,8 @@ class Stack:
         if hasattr(self, "_admin"):
             self._admin.close()
         try:
-            self.store.stop()
+            for store in reversed(self.stores or [self.store]):
+                store.stop()
         finally:
             try:
                 if self.platform is not None and self.platform is not self._given_platform:
@@ -411,12 +435,20 @@ class Stack:
     # -- what clients need ------------------------------------------------------------
     @property
     def endpoints(self) -> Endpoints:
-        dh, dp = self.store.address
         c = self.config
-        return Endpoints(self._metadata_addresses(), f"{dh}:{dp}", self.store.token, self.admin_token, c.resolved_cos_url,
+        return Endpoints(self._metadata_addresses(), self._daemon_addresses(), self.store.token, self.admin_token,
+                         c.resolved_cos_url,
                          block_size=c.block_size, ec_data=c.ec_data, ec_parity=c.ec_parity,
                          tls_ca=getattr(self, "tls_ca", ""), metadata_failover_s=c.metadata_failover_s,
                          daemon_failover_s=c.daemon_failover_s)
+
+    def _daemon_addresses(self) -> str:
+        """``Endpoints.daemon``: the only daemon's HOST:PORT, or each daemon's ``ID=HOST:PORT`` in order."""
+        stores = self.stores or [self.store]
+        if len(stores) == 1:
+            dh, dp = stores[0].address
+            return f"{dh}:{dp}"
+        return ";".join(f"{s.config.daemon_id}={s.address[0]}:{s.address[1]}" for s in stores)
 
     def _metadata_addresses(self) -> str:
         """The metadata servers' HOST:PORT in shard order, joined by ``;`` (``Endpoints.metadata``)."""
@@ -432,6 +464,7 @@ class Stack:
         ep = self.endpoints
         with open_private(tmp, "wb") as fh:  # tokens: 0600 from the first byte
             fh.write(json.dumps({"pid": os.getpid(), "metadata": ep.metadata, "daemon": ep.daemon,
+                                 "daemons": [{"id": i or "daemon-0", "address": a} for i, a in ep.daemons],
                                  "store_token": ep.store_token, "admin_token": ep.admin_token,
                                  "cos_url": self.config.resolved_cos_url, "block_size": ep.block_size,
                                  "ec_data": ep.ec_data, "ec_parity": ep.ec_parity,
@@ -464,6 +497,43 @@ class Stack:
     def stats(self) -> dict[str, Any]:
         """The first metadata shard's stats (each shard's: ``handlers[k]`` or its own admin client)."""
         return self._admin.metadata.stats()
+
+
+def default_daemons(cores: int | None, max_functions: int, group_size: int) -> int:
+    """``--daemons``' default: one per core, at most one per erasure-code group of functions
+    (every daemon owns a whole group at least)."""
+    return max(1, min(cores or 1, max_functions // max(1, group_size)))
+
+
+def daemon_layout(base: Any, daemons: int, *, default_state_id: bool = True) -> list[Any]:
+    """Each daemon's ``DaemonConfig`` from the stack's ``base``: one daemon is ``base`` itself.
+    Several: daemon-K (its id, and its COS state id unless one was configured) owns
+    ``max_functions // daemons`` functions in whole groups (at least one group; none fewer than
+    a group is refused), named ``<prefix>-dK-I``, keeps its COS copies and control state under
+    ``<cos_prefix>/daemon-K`` and listens on a port of its own (the first on ``base.port``)."""
+    from dataclasses import replace
+
+    if daemons == 1:
+        return [base]
+    group = base.group_size
+    each = (base.max_functions // daemons) // group * group
+    if each < group:
+        raise ValueError(f"Stack: {daemons} daemons of {base.max_functions} storage functions leave a daemon less "
+                         f"than one erasure-code group of {group}: run at most {base.max_functions // group} "
+                         "daemons, or more functions (max_functions)")
+    out = []
+    for k in range(daemons):
+        ident = f"daemon-{k}"
+        out.append(replace(base, daemon_id=ident, function_prefix=f"{base.function_prefix}-d{k}", max_functions=each,
+                           cos_prefix=f"{base.cos_prefix}/{ident}", port=base.port if k == 0 else 0,
+                           state_id=ident if default_state_id else f"{base.state_id}-{k}",
+                           buffer_dir=_suffixed(base.buffer_dir, k) if base.buffer_dir else None))
+    return out
+
+
+def _suffixed(name: str, k: int) -> str:
+    """Daemon ``k``'s file or directory of the stack's ``name`` (daemon 0's is ``name``)."""
+    return name if k == 0 else f"{name}-{k}"
 
 
 def read_stack_file(state_dir: str | Path) -> dict[str, Any] | None:

@@ -49,6 +49,10 @@ class DaemonConfig:
     # had not finished (upload_delay_s, parity_upload_delay_s, the queue) except from function
     # memory that outlived the host
     state_id: str = "daemon-0"
+    # a deployment of several daemons: this one's id (daemon-0, daemon-1, ...), registered with
+    # its functions at the metadata server, which names it in every placement on them (""):
+    # the deployment's only daemon, registered as always)
+    daemon_id: str = ""
     control_ship_lag_s: float | None = None
     # a PUT is answered only once its version is in COS and the table records the copy (with
     # control_ship_lag_s = 0: shipped too): no version a run can depend on lives only on this

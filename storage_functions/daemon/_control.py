@@ -138,7 +138,8 @@ class InstructionSource(Protocol):
 
     def view(self) -> SourceView: ...
 
-    def register_capacity(self, function: str, blocks: int) -> None: ...
+    def register_capacity(self, function: str, blocks: int, daemon: str = "") -> None:
+        """Offer ``function``'s blocks; ``daemon``: this daemon's id (only one of several passes it)."""
 
     def unregister_capacity(self, function: str) -> None: ...
 
@@ -345,8 +346,12 @@ class Follower:
             g += 1                                  # another shard's group
         start = g * c.group_size
         end = min(start + c.group_size, c.max_functions)
+        daemon = getattr(c, "daemon_id", "")
         for i in range(start, end):
-            self.source.register_capacity(f"{c.function_prefix}-{i}", blocks)
+            if daemon:      # one of several daemons: the metadata server places on it by its id
+                self.source.register_capacity(f"{c.function_prefix}-{i}", blocks, daemon)
+            else:
+                self.source.register_capacity(f"{c.function_prefix}-{i}", blocks)
         if end > start:
             self.groups_registered += 1
             self.next_group = g + 1

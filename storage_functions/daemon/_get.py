@@ -84,7 +84,9 @@ class GetPath(_Host):
             version = meta_int(f.meta, "version", f"GET {f.key!r}")
         obj = self.table.latest(f.key, version)
         if obj is None:
-            raise UnknownKey(f"{f.key!r}{f' version {version}' if version is not None else ''}: no such object")
+            where = f" on daemon {self.config.daemon_id!r} (an object lives on the one daemon its placement " \
+                    "names; ask that one)" if self.config.daemon_id else ""
+            raise UnknownKey(f"{f.key!r}{f' version {version}' if version is not None else ''}: no such object{where}")
         self.count("gets")
         head = pack_header(Op.REPLY, reqid=f.reqid, meta=obj.head_json())
         r = self.buffer.open(obj)

@@ -219,7 +219,10 @@ class PutPath(_Host):
         prefix = self.config.function_prefix + "-"
         if isinstance(fn, str) and fn.startswith(prefix) and fn[len(prefix):].isdigit():
             return int(fn[len(prefix):])
-        raise StoreError(f"allocation names function {fn!r}, not one of {prefix}N")
+        me = f"daemon {self.config.daemon_id!r}" if self.config.daemon_id else "this daemon"
+        raise StoreError(f"allocation names function {fn!r}, not one of {me}'s ({prefix}N): the placement is "
+                         "another daemon's (a deployment's daemons own disjoint functions); send the PUT to the "
+                         "daemon its grant names")
 
     def _acked(self, obj: ObjectVersion, s: int, i: int, place: Place) -> Any:
         """What runs when a function acknowledges chunk ``i`` of stripe ``s`` at ``place``."""

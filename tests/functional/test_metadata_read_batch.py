@@ -75,3 +75,32 @@ def test_both_sides_use_the_accelerated_protocol(server):
     for proto in (frames._iprot, frames._oprot):
         assert proto._fast_decode is not None and proto._fast_encode is not None
         assert isinstance(proto.trans, CReadableTransport)
+
+
+@pytest.mark.parametrize("old_server", [False, True])
+def test_every_read_reply_names_the_daemon_holding_the_object(server, old_server):
+    """Several daemons (issue 31 item 1): get_batch's and lookup's placements and read_batch's
+    ``daemons`` column name the daemon whose functions hold each object (every chunk on one);
+    one daemon registered without an id names none, as before."""
+    if old_server:
+        del server.processor._processMap["read_batch"]
+    with MetadataClient(port=server.port, admin_token=ADMIN) as admin:
+        for k in range(2):
+            for i in range(3):
+                admin.register_capacity(f"sion-d{k}-{i}", 64, f"daemon-{k}")
+        run, c = _run(admin)
+        got = c.read_batch(run, "r", OUTS)
+        placed = [admin.lookup(run, o).placement for o in OUTS]
+        assert got.daemons == [p.daemon or "" for p in placed]
+        assert got.daemons[0] == "" and set(got.daemons[1:]) <= {"daemon-0", "daemon-1"}   # o0: empty
+        for p in placed[1:]:
+            assert {e.function_name.rsplit("-", 1)[0] for e in p.extents} == {f"sion-d{p.daemon[-1]}"}
+        assert [g.placement.daemon for g in c.get_batch(run, "r", OUTS[1:])] == got.daemons[1:]
+
+
+def test_one_daemon_names_none(server):
+    with MetadataClient(port=server.port, admin_token=ADMIN) as admin:
+        admin.register_capacity("s0", 64)
+        run, c = _run(admin)
+        assert c.read_batch(run, "r", OUTS).daemons is None
+        assert admin.lookup(run, "o2").placement.daemon is None

@@ -184,5 +184,9 @@ def test_stack_option_takes_several_shards_in_order() -> None:
     assert stack_option("metadata=h1:1,daemon=d:3", env).metadata_shards == ("h1:1",)
     with pytest.raises(ValueError, match="not host:port"):
         stack_option("metadata=h1:1;h2,daemon=d:3", env)
+    # several daemons (issue 31 item 1): daemon= repeated or joined, in order, daemon-K by position
+    two = stack_option("metadata=h1:1,daemon=d:3,daemon=d:4", env)
+    assert two.daemons == stack_option("metadata=h1:1,daemon=d:3;d:4", env).daemons == (
+        ("daemon-0", "d:3"), ("daemon-1", "d:4"))
     with pytest.raises(ValueError, match="daemon=HOST:PORT"):
-        stack_option("metadata=h1:1,daemon=d:3,daemon=d:4", env)
+        stack_option("metadata=h1:1,daemon=d:3,cos=x,cos=y", env)

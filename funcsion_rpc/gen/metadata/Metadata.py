@@ -54,12 +54,13 @@ class Iface(object):
         """
         pass
 
-    def register_capacity(self, admin_token, function_name, blocks):
+    def register_capacity(self, admin_token, function_name, blocks, daemon):
         """
         Parameters:
          - admin_token
          - function_name
          - blocks
+         - daemon
 
         """
         pass
@@ -81,7 +82,7 @@ class Iface(object):
         """
         pass
 
-    def fetch_instructions(self, admin_token, after_seq, max_items, loads, buckets):
+    def fetch_instructions(self, admin_token, after_seq, max_items, loads, buckets, daemon):
         """
         Parameters:
          - admin_token
@@ -89,6 +90,7 @@ class Iface(object):
          - max_items
          - loads
          - buckets
+         - daemon
 
         """
         pass
@@ -404,23 +406,25 @@ class Client(Iface):
             raise result.fault
         raise TApplicationException(TApplicationException.MISSING_RESULT, "start_run failed: unknown result")
 
-    def register_capacity(self, admin_token, function_name, blocks):
+    def register_capacity(self, admin_token, function_name, blocks, daemon):
         """
         Parameters:
          - admin_token
          - function_name
          - blocks
+         - daemon
 
         """
-        self.send_register_capacity(admin_token, function_name, blocks)
+        self.send_register_capacity(admin_token, function_name, blocks, daemon)
         return self.recv_register_capacity()
 
-    def send_register_capacity(self, admin_token, function_name, blocks):
+    def send_register_capacity(self, admin_token, function_name, blocks, daemon):
         self._oprot.writeMessageBegin('register_capacity', TMessageType.CALL, self._seqid)
         args = register_capacity_args()
         args.admin_token = admin_token
         args.function_name = function_name
         args.blocks = blocks
+        args.daemon = daemon
         args.write(self._oprot)
         self._oprot.writeMessageEnd()
         self._oprot.trans.flush()
@@ -512,7 +516,7 @@ class Client(Iface):
             raise result.fault
         raise TApplicationException(TApplicationException.MISSING_RESULT, "stats failed: unknown result")
 
-    def fetch_instructions(self, admin_token, after_seq, max_items, loads, buckets):
+    def fetch_instructions(self, admin_token, after_seq, max_items, loads, buckets, daemon):
         """
         Parameters:
          - admin_token
@@ -520,12 +524,13 @@ class Client(Iface):
          - max_items
          - loads
          - buckets
+         - daemon
 
         """
-        self.send_fetch_instructions(admin_token, after_seq, max_items, loads, buckets)
+        self.send_fetch_instructions(admin_token, after_seq, max_items, loads, buckets, daemon)
         return self.recv_fetch_instructions()
 
-    def send_fetch_instructions(self, admin_token, after_seq, max_items, loads, buckets):
+    def send_fetch_instructions(self, admin_token, after_seq, max_items, loads, buckets, daemon):
         self._oprot.writeMessageBegin('fetch_instructions', TMessageType.CALL, self._seqid)
         args = fetch_instructions_args()
         args.admin_token = admin_token
@@ -533,6 +538,7 @@ class Client(Iface):
         args.max_items = max_items
         args.loads = loads
         args.buckets = buckets
+        args.daemon = daemon
         args.write(self._oprot)
         self._oprot.writeMessageEnd()
         self._oprot.trans.flush()
@@ -1301,7 +1307,7 @@ class Processor(Iface, TProcessor):
         iprot.readMessageEnd()
         result = register_capacity_result()
         try:
-            result.success = self._handler.register_capacity(args.admin_token, args.function_name, args.blocks)
+            result.success = self._handler.register_capacity(args.admin_token, args.function_name, args.blocks, args.daemon)
             msg_type = TMessageType.REPLY
         except TTransport.TTransportException:
             raise
@@ -1379,7 +1385,7 @@ class Processor(Iface, TProcessor):
         iprot.readMessageEnd()
         result = fetch_instructions_result()
         try:
-            result.success = self._handler.fetch_instructions(args.admin_token, args.after_seq, args.max_items, args.loads, args.buckets)
+            result.success = self._handler.fetch_instructions(args.admin_token, args.after_seq, args.max_items, args.loads, args.buckets, args.daemon)
             msg_type = TMessageType.REPLY
         except TTransport.TTransportException:
             raise
@@ -1964,11 +1970,11 @@ class register_workflow_args(object):
             elif fid == 3:
                 if ftype == TType.MAP:
                     self.params = {}
-                    (_ktype50, _vtype51, _size49) = iprot.readMapBegin()
-                    for _i53 in range(_size49):
-                        _key54 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
-                        _val55 = iprot.readI64()
-                        self.params[_key54] = _val55
+                    (_ktype57, _vtype58, _size56) = iprot.readMapBegin()
+                    for _i60 in range(_size56):
+                        _key61 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                        _val62 = iprot.readI64()
+                        self.params[_key61] = _val62
                     iprot.readMapEnd()
                 else:
                     iprot.skip(ftype)
@@ -1998,9 +2004,9 @@ class register_workflow_args(object):
         if self.params is not None:
             oprot.writeFieldBegin('params', TType.MAP, 3)
             oprot.writeMapBegin(TType.STRING, TType.I64, len(self.params))
-            for kiter56, viter57 in self.params.items():
-                oprot.writeString(kiter56.encode('utf-8') if sys.version_info[0] == 2 else kiter56)
-                oprot.writeI64(viter57)
+            for kiter63, viter64 in self.params.items():
+                oprot.writeString(kiter63.encode('utf-8') if sys.version_info[0] == 2 else kiter63)
+                oprot.writeI64(viter64)
             oprot.writeMapEnd()
             oprot.writeFieldEnd()
         if self.source is not None:
@@ -2503,6 +2509,7 @@ class register_capacity_args(object):
      - admin_token
      - function_name
      - blocks
+     - daemon
 
     """
 
@@ -2510,13 +2517,15 @@ class register_capacity_args(object):
         'admin_token',
         'function_name',
         'blocks',
+        'daemon',
     )
 
 
-    def __init__(self, admin_token=None, function_name=None, blocks=None,):
+    def __init__(self, admin_token=None, function_name=None, blocks=None, daemon=None,):
         self.admin_token = admin_token
         self.function_name = function_name
         self.blocks = blocks
+        self.daemon = daemon
 
     def read(self, iprot):
         if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
@@ -2542,6 +2551,11 @@ class register_capacity_args(object):
                     self.blocks = iprot.readI32()
                 else:
                     iprot.skip(ftype)
+            elif fid == 4:
+                if ftype == TType.STRING:
+                    self.daemon = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                else:
+                    iprot.skip(ftype)
             else:
                 iprot.skip(ftype)
             iprot.readFieldEnd()
@@ -2563,6 +2577,10 @@ class register_capacity_args(object):
         if self.blocks is not None:
             oprot.writeFieldBegin('blocks', TType.I32, 3)
             oprot.writeI32(self.blocks)
+            oprot.writeFieldEnd()
+        if self.daemon is not None:
+            oprot.writeFieldBegin('daemon', TType.STRING, 4)
+            oprot.writeString(self.daemon.encode('utf-8') if sys.version_info[0] == 2 else self.daemon)
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
         oprot.writeStructEnd()
@@ -2593,6 +2611,7 @@ register_capacity_args.thrift_spec = (
     (1, TType.STRING, 'admin_token', 'UTF8', None, ),  # 1
     (2, TType.STRING, 'function_name', 'UTF8', None, ),  # 2
     (3, TType.I32, 'blocks', None, None, ),  # 3
+    (4, TType.STRING, 'daemon', 'UTF8', None, ),  # 4
 )
 
 
@@ -3018,6 +3037,7 @@ class fetch_instructions_args(object):
      - max_items
      - loads
      - buckets
+     - daemon
 
     """
 
@@ -3027,15 +3047,17 @@ class fetch_instructions_args(object):
         'max_items',
         'loads',
         'buckets',
+        'daemon',
     )
 
 
-    def __init__(self, admin_token=None, after_seq=None, max_items=None, loads=None, buckets=None,):
+    def __init__(self, admin_token=None, after_seq=None, max_items=None, loads=None, buckets=None, daemon=None,):
         self.admin_token = admin_token
         self.after_seq = after_seq
         self.max_items = max_items
         self.loads = loads
         self.buckets = buckets
+        self.daemon = daemon
 
     def read(self, iprot):
         if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
@@ -3064,24 +3086,29 @@ class fetch_instructions_args(object):
             elif fid == 4:
                 if ftype == TType.MAP:
                     self.loads = {}
-                    (_ktype59, _vtype60, _size58) = iprot.readMapBegin()
-                    for _i62 in range(_size58):
-                        _key63 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
-                        _val64 = FunctionLoad()
-                        _val64.read(iprot)
-                        self.loads[_key63] = _val64
+                    (_ktype66, _vtype67, _size65) = iprot.readMapBegin()
+                    for _i69 in range(_size65):
+                        _key70 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                        _val71 = FunctionLoad()
+                        _val71.read(iprot)
+                        self.loads[_key70] = _val71
                     iprot.readMapEnd()
                 else:
                     iprot.skip(ftype)
             elif fid == 5:
                 if ftype == TType.MAP:
                     self.buckets = {}
-                    (_ktype66, _vtype67, _size65) = iprot.readMapBegin()
-                    for _i69 in range(_size65):
-                        _key70 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
-                        _val71 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
-                        self.buckets[_key70] = _val71
+                    (_ktype73, _vtype74, _size72) = iprot.readMapBegin()
+                    for _i76 in range(_size72):
+                        _key77 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                        _val78 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                        self.buckets[_key77] = _val78
                     iprot.readMapEnd()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 6:
+                if ftype == TType.STRING:
+                    self.daemon = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
                 else:
                     iprot.skip(ftype)
             else:
@@ -3109,18 +3136,22 @@ class fetch_instructions_args(object):
         if self.loads is not None:
             oprot.writeFieldBegin('loads', TType.MAP, 4)
             oprot.writeMapBegin(TType.STRING, TType.STRUCT, len(self.loads))
-            for kiter72, viter73 in self.loads.items():
-                oprot.writeString(kiter72.encode('utf-8') if sys.version_info[0] == 2 else kiter72)
-                viter73.write(oprot)
+            for kiter79, viter80 in self.loads.items():
+                oprot.writeString(kiter79.encode('utf-8') if sys.version_info[0] == 2 else kiter79)
+                viter80.write(oprot)
             oprot.writeMapEnd()
             oprot.writeFieldEnd()
         if self.buckets is not None:
             oprot.writeFieldBegin('buckets', TType.MAP, 5)
             oprot.writeMapBegin(TType.STRING, TType.STRING, len(self.buckets))
-            for kiter74, viter75 in self.buckets.items():
-                oprot.writeString(kiter74.encode('utf-8') if sys.version_info[0] == 2 else kiter74)
-                oprot.writeString(viter75.encode('utf-8') if sys.version_info[0] == 2 else viter75)
+            for kiter81, viter82 in self.buckets.items():
+                oprot.writeString(kiter81.encode('utf-8') if sys.version_info[0] == 2 else kiter81)
+                oprot.writeString(viter82.encode('utf-8') if sys.version_info[0] == 2 else viter82)
             oprot.writeMapEnd()
+            oprot.writeFieldEnd()
+        if self.daemon is not None:
+            oprot.writeFieldBegin('daemon', TType.STRING, 6)
+            oprot.writeString(self.daemon.encode('utf-8') if sys.version_info[0] == 2 else self.daemon)
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
         oprot.writeStructEnd()
@@ -3153,6 +3184,7 @@ fetch_instructions_args.thrift_spec = (
     (3, TType.I32, 'max_items', None, None, ),  # 3
     (4, TType.MAP, 'loads', (TType.STRING, 'UTF8', TType.STRUCT, [FunctionLoad, None], False), None, ),  # 4
     (5, TType.MAP, 'buckets', (TType.STRING, 'UTF8', TType.STRING, 'UTF8', False), None, ),  # 5
+    (6, TType.STRING, 'daemon', 'UTF8', None, ),  # 6
 )
 
 
@@ -3186,11 +3218,11 @@ class fetch_instructions_result(object):
             if fid == 0:
                 if ftype == TType.LIST:
                     self.success = []
-                    (_etype79, _size76) = iprot.readListBegin()
-                    for _i80 in range(_size76):
-                        _elem81 = Instruction()
-                        _elem81.read(iprot)
-                        self.success.append(_elem81)
+                    (_etype86, _size83) = iprot.readListBegin()
+                    for _i87 in range(_size83):
+                        _elem88 = Instruction()
+                        _elem88.read(iprot)
+                        self.success.append(_elem88)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -3212,8 +3244,8 @@ class fetch_instructions_result(object):
         if self.success is not None:
             oprot.writeFieldBegin('success', TType.LIST, 0)
             oprot.writeListBegin(TType.STRUCT, len(self.success))
-            for iter82 in self.success:
-                iter82.write(oprot)
+            for iter89 in self.success:
+                iter89.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.fault is not None:
@@ -4924,11 +4956,11 @@ class list_objects_result(object):
             if fid == 0:
                 if ftype == TType.LIST:
                     self.success = []
-                    (_etype86, _size83) = iprot.readListBegin()
-                    for _i87 in range(_size83):
-                        _elem88 = ObjectStatus()
-                        _elem88.read(iprot)
-                        self.success.append(_elem88)
+                    (_etype93, _size90) = iprot.readListBegin()
+                    for _i94 in range(_size90):
+                        _elem95 = ObjectStatus()
+                        _elem95.read(iprot)
+                        self.success.append(_elem95)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -4950,8 +4982,8 @@ class list_objects_result(object):
         if self.success is not None:
             oprot.writeFieldBegin('success', TType.LIST, 0)
             oprot.writeListBegin(TType.STRUCT, len(self.success))
-            for iter89 in self.success:
-                iter89.write(oprot)
+            for iter96 in self.success:
+                iter96.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.fault is not None:
@@ -5224,10 +5256,10 @@ class get_batch_args(object):
             elif fid == 4:
                 if ftype == TType.LIST:
                     self.object_names = []
-                    (_etype93, _size90) = iprot.readListBegin()
-                    for _i94 in range(_size90):
-                        _elem95 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
-                        self.object_names.append(_elem95)
+                    (_etype100, _size97) = iprot.readListBegin()
+                    for _i101 in range(_size97):
+                        _elem102 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                        self.object_names.append(_elem102)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -5256,8 +5288,8 @@ class get_batch_args(object):
         if self.object_names is not None:
             oprot.writeFieldBegin('object_names', TType.LIST, 4)
             oprot.writeListBegin(TType.STRING, len(self.object_names))
-            for iter96 in self.object_names:
-                oprot.writeString(iter96.encode('utf-8') if sys.version_info[0] == 2 else iter96)
+            for iter103 in self.object_names:
+                oprot.writeString(iter103.encode('utf-8') if sys.version_info[0] == 2 else iter103)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
@@ -5323,11 +5355,11 @@ class get_batch_result(object):
             if fid == 0:
                 if ftype == TType.LIST:
                     self.success = []
-                    (_etype100, _size97) = iprot.readListBegin()
-                    for _i101 in range(_size97):
-                        _elem102 = GetResult()
-                        _elem102.read(iprot)
-                        self.success.append(_elem102)
+                    (_etype107, _size104) = iprot.readListBegin()
+                    for _i108 in range(_size104):
+                        _elem109 = GetResult()
+                        _elem109.read(iprot)
+                        self.success.append(_elem109)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -5349,8 +5381,8 @@ class get_batch_result(object):
         if self.success is not None:
             oprot.writeFieldBegin('success', TType.LIST, 0)
             oprot.writeListBegin(TType.STRUCT, len(self.success))
-            for iter103 in self.success:
-                iter103.write(oprot)
+            for iter110 in self.success:
+                iter110.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.fault is not None:
@@ -5438,10 +5470,10 @@ class read_batch_args(object):
             elif fid == 4:
                 if ftype == TType.LIST:
                     self.object_names = []
-                    (_etype107, _size104) = iprot.readListBegin()
-                    for _i108 in range(_size104):
-                        _elem109 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
-                        self.object_names.append(_elem109)
+                    (_etype114, _size111) = iprot.readListBegin()
+                    for _i115 in range(_size111):
+                        _elem116 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                        self.object_names.append(_elem116)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -5470,8 +5502,8 @@ class read_batch_args(object):
         if self.object_names is not None:
             oprot.writeFieldBegin('object_names', TType.LIST, 4)
             oprot.writeListBegin(TType.STRING, len(self.object_names))
-            for iter110 in self.object_names:
-                oprot.writeString(iter110.encode('utf-8') if sys.version_info[0] == 2 else iter110)
+            for iter117 in self.object_names:
+                oprot.writeString(iter117.encode('utf-8') if sys.version_info[0] == 2 else iter117)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
@@ -5644,10 +5676,10 @@ class read_done_args(object):
             elif fid == 4:
                 if ftype == TType.LIST:
                     self.object_names = []
-                    (_etype114, _size111) = iprot.readListBegin()
-                    for _i115 in range(_size111):
-                        _elem116 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
-                        self.object_names.append(_elem116)
+                    (_etype121, _size118) = iprot.readListBegin()
+                    for _i122 in range(_size118):
+                        _elem123 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                        self.object_names.append(_elem123)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -5676,8 +5708,8 @@ class read_done_args(object):
         if self.object_names is not None:
             oprot.writeFieldBegin('object_names', TType.LIST, 4)
             oprot.writeListBegin(TType.STRING, len(self.object_names))
-            for iter117 in self.object_names:
-                oprot.writeString(iter117.encode('utf-8') if sys.version_info[0] == 2 else iter117)
+            for iter124 in self.object_names:
+                oprot.writeString(iter124.encode('utf-8') if sys.version_info[0] == 2 else iter124)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
@@ -5743,10 +5775,10 @@ class read_done_result(object):
             if fid == 0:
                 if ftype == TType.LIST:
                     self.success = []
-                    (_etype121, _size118) = iprot.readListBegin()
-                    for _i122 in range(_size118):
-                        _elem123 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
-                        self.success.append(_elem123)
+                    (_etype128, _size125) = iprot.readListBegin()
+                    for _i129 in range(_size125):
+                        _elem130 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                        self.success.append(_elem130)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -5768,8 +5800,8 @@ class read_done_result(object):
         if self.success is not None:
             oprot.writeFieldBegin('success', TType.LIST, 0)
             oprot.writeListBegin(TType.STRING, len(self.success))
-            for iter124 in self.success:
-                oprot.writeString(iter124.encode('utf-8') if sys.version_info[0] == 2 else iter124)
+            for iter131 in self.success:
+                oprot.writeString(iter131.encode('utf-8') if sys.version_info[0] == 2 else iter131)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.fault is not None:
@@ -5857,11 +5889,11 @@ class begin_put_batch_args(object):
             elif fid == 4:
                 if ftype == TType.LIST:
                     self.requests = []
-                    (_etype128, _size125) = iprot.readListBegin()
-                    for _i129 in range(_size125):
-                        _elem130 = PutRequest()
-                        _elem130.read(iprot)
-                        self.requests.append(_elem130)
+                    (_etype135, _size132) = iprot.readListBegin()
+                    for _i136 in range(_size132):
+                        _elem137 = PutRequest()
+                        _elem137.read(iprot)
+                        self.requests.append(_elem137)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -5890,8 +5922,8 @@ class begin_put_batch_args(object):
         if self.requests is not None:
             oprot.writeFieldBegin('requests', TType.LIST, 4)
             oprot.writeListBegin(TType.STRUCT, len(self.requests))
-            for iter131 in self.requests:
-                iter131.write(oprot)
+            for iter138 in self.requests:
+                iter138.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
@@ -5957,11 +5989,11 @@ class begin_put_batch_result(object):
             if fid == 0:
                 if ftype == TType.LIST:
                     self.success = []
-                    (_etype135, _size132) = iprot.readListBegin()
-                    for _i136 in range(_size132):
-                        _elem137 = PutGrant()
-                        _elem137.read(iprot)
-                        self.success.append(_elem137)
+                    (_etype142, _size139) = iprot.readListBegin()
+                    for _i143 in range(_size139):
+                        _elem144 = PutGrant()
+                        _elem144.read(iprot)
+                        self.success.append(_elem144)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -5983,8 +6015,8 @@ class begin_put_batch_result(object):
         if self.success is not None:
             oprot.writeFieldBegin('success', TType.LIST, 0)
             oprot.writeListBegin(TType.STRUCT, len(self.success))
-            for iter138 in self.success:
-                iter138.write(oprot)
+            for iter145 in self.success:
+                iter145.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.fault is not None:
@@ -6072,10 +6104,10 @@ class finish_put_batch_args(object):
             elif fid == 4:
                 if ftype == TType.LIST:
                     self.object_names = []
-                    (_etype142, _size139) = iprot.readListBegin()
-                    for _i143 in range(_size139):
-                        _elem144 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
-                        self.object_names.append(_elem144)
+                    (_etype149, _size146) = iprot.readListBegin()
+                    for _i150 in range(_size146):
+                        _elem151 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                        self.object_names.append(_elem151)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -6104,8 +6136,8 @@ class finish_put_batch_args(object):
         if self.object_names is not None:
             oprot.writeFieldBegin('object_names', TType.LIST, 4)
             oprot.writeListBegin(TType.STRING, len(self.object_names))
-            for iter145 in self.object_names:
-                oprot.writeString(iter145.encode('utf-8') if sys.version_info[0] == 2 else iter145)
+            for iter152 in self.object_names:
+                oprot.writeString(iter152.encode('utf-8') if sys.version_info[0] == 2 else iter152)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
@@ -6171,11 +6203,11 @@ class finish_put_batch_result(object):
             if fid == 0:
                 if ftype == TType.LIST:
                     self.success = []
-                    (_etype149, _size146) = iprot.readListBegin()
-                    for _i150 in range(_size146):
-                        _elem151 = PutResult()
-                        _elem151.read(iprot)
-                        self.success.append(_elem151)
+                    (_etype156, _size153) = iprot.readListBegin()
+                    for _i157 in range(_size153):
+                        _elem158 = PutResult()
+                        _elem158.read(iprot)
+                        self.success.append(_elem158)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -6197,8 +6229,8 @@ class finish_put_batch_result(object):
         if self.success is not None:
             oprot.writeFieldBegin('success', TType.LIST, 0)
             oprot.writeListBegin(TType.STRUCT, len(self.success))
-            for iter152 in self.success:
-                iter152.write(oprot)
+            for iter159 in self.success:
+                iter159.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.fault is not None:

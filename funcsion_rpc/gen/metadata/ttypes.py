@@ -326,6 +326,7 @@ class Placement(object):
      - data_chunks
      - parity_chunks
      - chunk_size
+     - daemon
 
     """
 
@@ -336,16 +337,18 @@ class Placement(object):
         'data_chunks',
         'parity_chunks',
         'chunk_size',
+        'daemon',
     )
 
 
-    def __init__(self, tier=None, kind=None, extents=None, data_chunks=None, parity_chunks=None, chunk_size=None,):
+    def __init__(self, tier=None, kind=None, extents=None, data_chunks=None, parity_chunks=None, chunk_size=None, daemon=None,):
         self.tier = tier
         self.kind = kind
         self.extents = extents
         self.data_chunks = data_chunks
         self.parity_chunks = parity_chunks
         self.chunk_size = chunk_size
+        self.daemon = daemon
 
     def read(self, iprot):
         if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
@@ -392,6 +395,11 @@ class Placement(object):
                     self.chunk_size = iprot.readI64()
                 else:
                     iprot.skip(ftype)
+            elif fid == 7:
+                if ftype == TType.STRING:
+                    self.daemon = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                else:
+                    iprot.skip(ftype)
             else:
                 iprot.skip(ftype)
             iprot.readFieldEnd()
@@ -428,6 +436,10 @@ class Placement(object):
         if self.chunk_size is not None:
             oprot.writeFieldBegin('chunk_size', TType.I64, 6)
             oprot.writeI64(self.chunk_size)
+            oprot.writeFieldEnd()
+        if self.daemon is not None:
+            oprot.writeFieldBegin('daemon', TType.STRING, 7)
+            oprot.writeString(self.daemon.encode('utf-8') if sys.version_info[0] == 2 else self.daemon)
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
         oprot.writeStructEnd()
@@ -1329,18 +1341,21 @@ class ReadBatch(object):
     Attributes:
      - tiers
      - flags
+     - daemons
 
     """
 
     __slots__ = (
         'tiers',
         'flags',
+        'daemons',
     )
 
 
-    def __init__(self, tiers=None, flags=None,):
+    def __init__(self, tiers=None, flags=None, daemons=None,):
         self.tiers = tiers
         self.flags = flags
+        self.daemons = daemons
 
     def read(self, iprot):
         if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
@@ -1361,6 +1376,16 @@ class ReadBatch(object):
                     self.flags = iprot.readBinary()
                 else:
                     iprot.skip(ftype)
+            elif fid == 3:
+                if ftype == TType.LIST:
+                    self.daemons = []
+                    (_etype17, _size14) = iprot.readListBegin()
+                    for _i18 in range(_size14):
+                        _elem19 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                        self.daemons.append(_elem19)
+                    iprot.readListEnd()
+                else:
+                    iprot.skip(ftype)
             else:
                 iprot.skip(ftype)
             iprot.readFieldEnd()
@@ -1378,6 +1403,13 @@ class ReadBatch(object):
         if self.flags is not None:
             oprot.writeFieldBegin('flags', TType.STRING, 2)
             oprot.writeBinary(self.flags)
+            oprot.writeFieldEnd()
+        if self.daemons is not None:
+            oprot.writeFieldBegin('daemons', TType.LIST, 3)
+            oprot.writeListBegin(TType.STRING, len(self.daemons))
+            for iter20 in self.daemons:
+                oprot.writeString(iter20.encode('utf-8') if sys.version_info[0] == 2 else iter20)
+            oprot.writeListEnd()
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
         oprot.writeStructEnd()
@@ -1455,10 +1487,10 @@ class CommitResult(object):
             elif fid == 4:
                 if ftype == TType.LIST:
                     self.freed = []
-                    (_etype17, _size14) = iprot.readListBegin()
-                    for _i18 in range(_size14):
-                        _elem19 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
-                        self.freed.append(_elem19)
+                    (_etype24, _size21) = iprot.readListBegin()
+                    for _i25 in range(_size21):
+                        _elem26 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                        self.freed.append(_elem26)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -1487,8 +1519,8 @@ class CommitResult(object):
         if self.freed is not None:
             oprot.writeFieldBegin('freed', TType.LIST, 4)
             oprot.writeListBegin(TType.STRING, len(self.freed))
-            for iter20 in self.freed:
-                oprot.writeString(iter20.encode('utf-8') if sys.version_info[0] == 2 else iter20)
+            for iter27 in self.freed:
+                oprot.writeString(iter27.encode('utf-8') if sys.version_info[0] == 2 else iter27)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
@@ -1631,10 +1663,10 @@ class ObjectStatus(object):
             elif fid == 9:
                 if ftype == TType.LIST:
                     self.committed_by = []
-                    (_etype24, _size21) = iprot.readListBegin()
-                    for _i25 in range(_size21):
-                        _elem26 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
-                        self.committed_by.append(_elem26)
+                    (_etype31, _size28) = iprot.readListBegin()
+                    for _i32 in range(_size28):
+                        _elem33 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                        self.committed_by.append(_elem33)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -1724,8 +1756,8 @@ class ObjectStatus(object):
         if self.committed_by is not None:
             oprot.writeFieldBegin('committed_by', TType.LIST, 9)
             oprot.writeListBegin(TType.STRING, len(self.committed_by))
-            for iter27 in self.committed_by:
-                oprot.writeString(iter27.encode('utf-8') if sys.version_info[0] == 2 else iter27)
+            for iter34 in self.committed_by:
+                oprot.writeString(iter34.encode('utf-8') if sys.version_info[0] == 2 else iter34)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.placement is not None:
@@ -1834,20 +1866,20 @@ class FunctionStatus(object):
             elif fid == 3:
                 if ftype == TType.LIST:
                     self.inputs = []
-                    (_etype31, _size28) = iprot.readListBegin()
-                    for _i32 in range(_size28):
-                        _elem33 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
-                        self.inputs.append(_elem33)
+                    (_etype38, _size35) = iprot.readListBegin()
+                    for _i39 in range(_size35):
+                        _elem40 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                        self.inputs.append(_elem40)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
             elif fid == 4:
                 if ftype == TType.LIST:
                     self.outputs = []
-                    (_etype37, _size34) = iprot.readListBegin()
-                    for _i38 in range(_size34):
-                        _elem39 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
-                        self.outputs.append(_elem39)
+                    (_etype44, _size41) = iprot.readListBegin()
+                    for _i45 in range(_size41):
+                        _elem46 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                        self.outputs.append(_elem46)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -1877,15 +1909,15 @@ class FunctionStatus(object):
         if self.inputs is not None:
             oprot.writeFieldBegin('inputs', TType.LIST, 3)
             oprot.writeListBegin(TType.STRING, len(self.inputs))
-            for iter40 in self.inputs:
-                oprot.writeString(iter40.encode('utf-8') if sys.version_info[0] == 2 else iter40)
+            for iter47 in self.inputs:
+                oprot.writeString(iter47.encode('utf-8') if sys.version_info[0] == 2 else iter47)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.outputs is not None:
             oprot.writeFieldBegin('outputs', TType.LIST, 4)
             oprot.writeListBegin(TType.STRING, len(self.outputs))
-            for iter41 in self.outputs:
-                oprot.writeString(iter41.encode('utf-8') if sys.version_info[0] == 2 else iter41)
+            for iter48 in self.outputs:
+                oprot.writeString(iter48.encode('utf-8') if sys.version_info[0] == 2 else iter48)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.committed is not None:
@@ -1991,11 +2023,11 @@ class Instruction(object):
             elif fid == 5:
                 if ftype == TType.LIST:
                     self.extents = []
-                    (_etype45, _size42) = iprot.readListBegin()
-                    for _i46 in range(_size42):
-                        _elem47 = Extent()
-                        _elem47.read(iprot)
-                        self.extents.append(_elem47)
+                    (_etype52, _size49) = iprot.readListBegin()
+                    for _i53 in range(_size49):
+                        _elem54 = Extent()
+                        _elem54.read(iprot)
+                        self.extents.append(_elem54)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -2053,8 +2085,8 @@ class Instruction(object):
         if self.extents is not None:
             oprot.writeFieldBegin('extents', TType.LIST, 5)
             oprot.writeListBegin(TType.STRUCT, len(self.extents))
-            for iter48 in self.extents:
-                iter48.write(oprot)
+            for iter55 in self.extents:
+                iter55.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.keep_cos is not None:
@@ -2323,6 +2355,7 @@ Placement.thrift_spec = (
     (4, TType.I32, 'data_chunks', None, None, ),  # 4
     (5, TType.I32, 'parity_chunks', None, None, ),  # 5
     (6, TType.I64, 'chunk_size', None, None, ),  # 6
+    (7, TType.STRING, 'daemon', 'UTF8', None, ),  # 7
 )
 all_structs.append(WorkflowInfo)
 WorkflowInfo.thrift_spec = (
@@ -2396,6 +2429,7 @@ ReadBatch.thrift_spec = (
     None,  # 0
     (1, TType.STRING, 'tiers', 'BINARY', None, ),  # 1
     (2, TType.STRING, 'flags', 'BINARY', None, ),  # 2
+    (3, TType.LIST, 'daemons', (TType.STRING, 'UTF8', False), None, ),  # 3
 )
 all_structs.append(CommitResult)
 CommitResult.thrift_spec = (
