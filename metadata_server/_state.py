@@ -406,7 +406,9 @@ class MetadataState:
         run.written_bytes -= rec.size
         self._free_memory(run, rec, out)
         held = rec.placement
-        rec.placement = Placement(held.tier, held.kind, (), held.data_chunks, held.parity_chunks, held.chunk_size)
+        # no extents now, but the daemon stays: it holds the durable copy a re-run reader reads
+        rec.placement = Placement(held.tier, held.kind, (), held.data_chunks, held.parity_chunks, held.chunk_size,
+                                  held.daemon)
         rec.released_at = self.now
         rec.fetching = None
         run.bump("released_at_read")

@@ -118,3 +118,30 @@ def test_a_reducer_crashed_after_its_reads_reruns_on_the_released_inputs(stack: 
     stack.drain()
     assert stack.store.daemon.wait_uploads(60)
     assert _run_keys(stack, report.run_id) == []
+
+
+def test_on_two_daemons_a_rerun_reader_reads_released_inputs_from_their_own_daemon(tmp_path: Path) -> None:
+    """With several daemons a released object's placement still names its daemon (it holds the
+    durable copy): reducer_00 crashes after its reads, its re-run reads them from the daemons
+    that evicted them, and nothing is leaked."""
+    text = ("the quick brown fox jumps over the lazy dog\n" * 400 + "It's a dog's life\n" * 60) * 2
+    src = tmp_path / "book.txt"
+    src.write_text(text)
+    cfg = Config.load(state_dir=str(tmp_path / "state"), env={})
+    with Stack(cfg, metadata_port=0, daemon_port=0, daemons=2) as stack:
+        report = run_workflow(WC, config=stack.config, stack=stack, inputs={"raw_text": str(src)},
+                              params={"mappers": 4, "reducers": 3},
+                              options=ExecutorOptions(crash={"reducer_00": "after_read"}, retry_interval_s=0.05,
+                                                      progress=False))
+        assert report.status == "succeeded", report.error
+        assert report.tasks["reducer_00"]["attempts"] == 2
+        cos = open_cos(stack.config.resolved_cos_url)
+        try:
+            assert json.loads(cos.get(f"outputs/{report.run_id}/word_counts")) == _counts(text)
+        finally:
+            cos.close()
+        d = report.to_dict()
+        released = {o["daemon"] for o in d["objects"].values() if o.get("released_at") is not None}
+        assert released == {"daemon-0", "daemon-1"}, released
+        assert all(s.daemon.counters.get("evicted_versions", 0) > 0 for s in stack.stores)
+        assert report.memory["leaked_bytes"] == 0

@@ -27,7 +27,7 @@ def test_the_header_names_method_token_and_run(strict):
     body = sent("get_batch", "tok-\u00e9", "r-17", "F1", ["a", "b"], strict=strict)
     assert peek_head(body, 1024) == FrameHead("get_batch", 0, "tok-\u00e9", "r-17")
     assert peek_head(sent("stats", "adm"), 1024) == FrameHead("stats", 0, "adm", "")
-    assert peek_head(sent("fetch_instructions", "adm", 5, 10, None, None), 1024) == FrameHead("fetch_instructions", 0, "adm")
+    assert peek_head(sent("fetch_instructions", "adm", 5, 10, None, None, None), 1024) == FrameHead("fetch_instructions", 0, "adm")
 
 
 def test_a_prefix_inside_the_header_needs_more():
