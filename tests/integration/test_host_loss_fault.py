@@ -34,8 +34,8 @@ from .examples import output as saved
 from .test_wordcount_e2e import WC, expected_counts, output
 
 GG = EXAMPLES / "gg_compile" / "gg_compile.wds.json"
-#: daemons of the stack: 1 today; the lead adds 2 once ``Stack(daemons=N)`` is merged
-DAEMONS = [1]
+#: daemons of the stack: one, and two (each owning half the functions; daemon 0 is lost)
+DAEMONS = [1, 2]
 
 
 def _committed_runs(stack: Stack) -> dict[int, tuple[str, int]]:
@@ -114,6 +114,9 @@ def test_word_count_and_gg_survive_losing_a_shard_and_a_daemon(tmp_path: Path, d
             assert all(t["attempts"] == 1 and not t["errors"] for t in r.tasks.values()), r.tasks  # no handler saw an error
             assert r.memory["leaked_bytes"] == 0
         assert output(stack, wc, "word_counts") == expected_counts(text)
+        if daemons > 1:     # the runs' objects lived on both daemons, the lost one's share among them
+            held = {o.get("daemon") for r in (wc, gg) for o in r.to_dict()["objects"].values() if o["tier"] == "memory"}
+            assert {"daemon-0", "daemon-1"} <= held, held
         check_freed(gg.to_dict())
         binary = saved(cfg.resolved_cos_url, gg.to_dict(), "program")
         exe = tmp_path / "program"
