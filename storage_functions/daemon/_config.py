@@ -151,6 +151,12 @@ class DaemonConfig:
     # the modelled network bandwidth of an instance's GET replies (0 = unlimited; the
     # elasticity benchmark sets it, like function_bandwidth_mbps for downloads)
     function_send_mbps: float = 0.0
+    # the modelled NIC of this daemon's host, MB/s each way (0 = unlimited): each client
+    # request is held until its bytes are through (``throttle.HostLink``; a PUT's coded
+    # bytes come in from the client and go out to the functions, a GET's come in from the
+    # functions and go out to the client); ``funcsion bench scale`` sets it so that several
+    # daemon processes on one host stand for one VM each
+    host_bandwidth_mbps: float = 0.0
     # persisted copies (``put(..., persist=...)``, Pocket's PERSIST with a timeout): the
     # lifetime after its run ends of a copy put with persist=True (0 = until Client.delete),
     # and how often the sweep deletes the expired ones (``_persisted_io``)
