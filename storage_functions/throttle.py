@@ -59,21 +59,30 @@ class Throttle:
             if n <= 0:
                 return
 
-    def reserve(self, n: int, since: float) -> float:
-        """Book ``n`` bytes whole, starting no earlier than ``since`` (this link's clock):
-        when they are through. Does not wait; unlimited: ``since``."""
+    def reserve(self, n: int, since: float, burst_s: float = 0.0) -> float:
+        """Book ``n`` bytes whole, starting no earlier than ``since`` (this link's clock)
+        less ``burst_s``: a bucket that holds ``burst_s`` seconds of tokens, so that time a
+        waiter lost oversleeping is made up while the link stays busy. When they are
+        through; does not wait; unlimited: ``since``."""
         if self.rate <= 0 or n <= 0:
             return since
         with self.lock:
-            self.free_at = max(self.free_at, since) + n / self.rate
+            self.free_at = max(self.free_at, since - burst_s) + n / self.rate
             return self.free_at
 
 
 class HostLink:
-    """A host's full-duplex NIC of ``mbps`` MB/s each way (0: unlimited)."""
+    """A host's full-duplex NIC of ``mbps`` MB/s each way (0: unlimited), a token bucket
+    ``burst_s`` seconds deep: over any span T it carries at most ``mbps`` x (T + ``burst_s``)
+    each way. The depth makes up what sleeping past a turn loses (a process woken on a
+    loaded machine waits its turn for a core: milliseconds, which would otherwise cost a link
+    of small requests half its rate)."""
 
-    def __init__(self, mbps: float, clock: Callable[[], float] = time.monotonic) -> None:
+    BURST_S = 0.05
+
+    def __init__(self, mbps: float, clock: Callable[[], float] = time.monotonic, burst_s: float = BURST_S) -> None:
         self.mbps = mbps
+        self.burst_s = burst_s
         self.rx = Throttle(mbps, clock)
         self.tx = Throttle(mbps, clock)
         self.clock = clock
@@ -85,7 +94,7 @@ class HostLink:
         than its link)."""
         if self.mbps <= 0:
             return 0.0
-        done = max(self.rx.reserve(rx, since), self.tx.reserve(tx, since))
+        done = max(self.rx.reserve(rx, since, self.burst_s), self.tx.reserve(tx, since, self.burst_s))
         wait = done - self.clock()
         if wait <= 0:
             return 0.0
