@@ -180,6 +180,7 @@ def run_daemons(n: int, shape: DataShape, host_mbps: float) -> dict[str, Any]:
                 w.start()
             pids = [s.proc.pid for s in daemons]
             result: dict[str, Any] = {}
+            waited = _link_waited(addrs)
             for phase in PHASES:
                 if phase.startswith("get"):
                     _wait_uploads(addrs)
@@ -196,6 +197,9 @@ def run_daemons(n: int, shape: DataShape, host_mbps: float) -> dict[str, Any]:
                     raise RuntimeError("; ".join(map(str, errors)))
                 agg = aggregate([g[1] for g in got])
                 agg["daemon_cpu_cores"] = (cpu1 - cpu0) / max(t1 - t0, 1e-9)
+                before, waited = waited, _link_waited(addrs)
+                # requests held by the modelled NICs, per daemon and second: near 0, the cap did not bind
+                agg["link_held_share"] = (waited - before) / n / max(agg["seconds"], 1e-9)
                 result[phase] = agg
             for w in workers:
                 w.join(60)
@@ -206,6 +210,17 @@ def run_daemons(n: int, shape: DataShape, host_mbps: float) -> dict[str, Any]:
                     w.terminate()
                     w.join(10)
             stop(daemons)
+
+
+def _link_waited(addrs: list[tuple[str, int]]) -> float:
+    """Seconds the daemons' modelled NICs have held requests so far, all daemons together."""
+    from sdk._store_client import StoreClient
+
+    total = 0.0
+    for a in addrs:
+        with StoreClient(a, TOKEN) as c:
+            total += float(c.stats().get("host_link", {}).get("waited_s", 0.0))
+    return total
 
 
 def _errors(q: Any) -> str:

@@ -28,7 +28,10 @@ Each configuration is measured twice in the same run, with the same objects:
 
 Keys of the JSON (one object, the last line with ``--json``): ``daemons: {"1": {"physical":
 {...}, "modelled": {...}}, ...}`` (``get_mib_s``, ``put_mib_s``, ``get_4k_ops_s``,
-``put_4k_ops_s``, ``client_cpu_cores`` and ``daemon_cpu_cores`` per phase),
+``put_4k_ops_s``, ``client_cpu_cores`` and ``daemon_cpu_cores`` per phase, and
+``link_held_share``: seconds the modelled NICs held requests per daemon and second of the
+phase, summed over its concurrent requests -- near 0 the cap did not bind and the figure
+is the host's CPU, not the model),
 ``shards: {"1": {"physical": {"ops_s", "client_cpu_cores", "server_cpu_cores"},
 "modelled": {...}}, ...}``, ``efficiency_4_daemons`` (modelled 100 MiB GET at 4 over 4 x
 at 1; ``efficiency_4_daemons_by_metric`` for the others), ``efficiency_4_shards``,
@@ -101,7 +104,8 @@ def _data_row(res: dict[str, Any]) -> dict[str, Any]:
             "get_4k_ops_s": round(res["get_small"]["units_per_s"], 1),
             "put_4k_ops_s": round(res["put_small"]["units_per_s"], 1),
             "client_cpu_cores": {k: round(v["client_cpu_cores"], 3) for k, v in res.items()},
-            "daemon_cpu_cores": {k: round(v["daemon_cpu_cores"], 3) for k, v in res.items()}}
+            "daemon_cpu_cores": {k: round(v["daemon_cpu_cores"], 3) for k, v in res.items()},
+            "link_held_share": {k: round(v["link_held_share"], 3) for k, v in res.items()}}
 
 
 def _ratio(a: float, b: float) -> float | None:
@@ -183,7 +187,8 @@ def _fmt_data(row: dict[str, Any]) -> str:
         r = row[kind]
         parts.append(f"{kind} GET {r['get_mib_s']:.0f} MiB/s PUT {r['put_mib_s']:.0f} MiB/s, 4 KiB GET "
                      f"{r['get_4k_ops_s']:.0f}/s PUT {r['put_4k_ops_s']:.0f}/s (GET: clients "
-                     f"{r['client_cpu_cores']['get_large']} cores, daemons {r['daemon_cpu_cores']['get_large']})")
+                     f"{r['client_cpu_cores']['get_large']} cores, daemons {r['daemon_cpu_cores']['get_large']}"
+                     + (f", held by the NICs {r['link_held_share']['get_large']}" if kind == "modelled" else "") + ")")
     return "; ".join(parts)
 
 

@@ -36,11 +36,13 @@ def test_bench_scale_reports_every_configuration_and_honours_the_modelled_cap(tm
             assert DATA <= set(row[kind]), (n, kind)
             assert all(row[kind][k] > 0 for k in ("get_mib_s", "put_mib_s", "get_4k_ops_s", "put_4k_ops_s")), row
             assert set(row[kind]["client_cpu_cores"]) == PHASES and set(row[kind]["daemon_cpu_cores"]) == PHASES
+            assert set(row[kind]["link_held_share"]) == PHASES
             assert row[kind]["client_cpu_cores"]["get_large"] > 0
         # the cap: a GET's bytes cross each daemon's NIC once, a PUT's coded bytes (d+p over d)
         cap_mib = CAP_MBPS * 1e6 / (1 << 20) * int(n)
         assert row["modelled"]["get_mib_s"] <= cap_mib * 1.25, (n, row["modelled"], cap_mib)
         assert row["modelled"]["put_mib_s"] <= cap_mib * d / (d + p) * 1.25, (n, row["modelled"], cap_mib)
+        assert row["physical"]["link_held_share"]["get_large"] == 0  # no model, nothing held
     for m, row in doc["shards"].items():
         for kind in ("physical", "modelled"):
             assert row[kind]["ops_s"] > 0 and row[kind]["clients"] == 2 * int(m), (m, kind, row)
