@@ -102,29 +102,36 @@ def _thread_phase(phase: str, client: Any, keys: list[str], small_keys: list[str
     out.append((units, nbytes, t0, time.monotonic()))
 
 
-def _worker(c: int, addrs: list[tuple[str, int]], shape: DataShape, barrier: Any, q: Any) -> None:
-    """One load generator (a forked process): a thread per daemon, phase by phase."""
+#: a run's plan: (phase, index of the daemon set it drives), in order
+Plan = list[tuple[str, int]]
+
+
+def _worker(c: int, sets: list[list[tuple[str, int]]], plan: Plan, shape: DataShape, barrier: Any, q: Any) -> None:
+    """One load generator (a forked process): for each step of ``plan``, a thread per
+    daemon of the step's set."""
     from sdk._erasure import Codec
     from sdk._store_client import StoreClient
 
     try:
-        n = len(addrs)
         rng = random.Random(c)  # the same bytes in every configuration
         payload, tiny = rng.randbytes(shape.large), rng.randbytes(shape.small)
-        keys = [routed_keys(f"scale-c{c}-L", i, n, shape.k) for i in range(n)]
-        small = [routed_keys(f"scale-c{c}-s", i, n, shape.max_small) for i in range(n)]
-        written = [[0] for _ in range(n)]
-        clients = [StoreClient(a, TOKEN, codec=Codec(shape.d, shape.p)) for a in addrs]
-        bufs = [bytearray(shape.large) for _ in range(n)]
-        for cl in clients:
+        smalls = any(phase.endswith("_small") for phase, _ in plan)
+        keys = [[routed_keys(f"scale-c{c}-L", i, len(a), shape.k) for i in range(len(a))] for a in sets]
+        small = [[routed_keys(f"scale-c{c}-s", i, len(a), shape.max_small if smalls else 0) for i in range(len(a))]
+                 for a in sets]
+        written = [[[0] for _ in a] for a in sets]
+        clients = [[StoreClient(x, TOKEN, codec=Codec(shape.d, shape.p)) for x in a] for a in sets]
+        bufs = [[bytearray(shape.large) for _ in a] for a in sets]
+        for cl in (cl for row in clients for cl in row):
             cl.stats()  # connected before the clock starts
-        for phase in PHASES:
+        for phase, k in plan:
+            n = len(sets[k])
             barrier.wait()
             cpu0 = self_cpu_s()
             out: list[tuple[int, int, float, float]] = []
-            threads = [threading.Thread(target=_thread_phase, args=(phase, clients[i], keys[i], small[i], written[i],
-                                                                    payload, tiny, bufs[i], shape.seconds, out))
-                       for i in range(n)]
+            threads = [threading.Thread(target=_thread_phase, args=(
+                phase, clients[k][i], keys[k][i], small[k][i], written[k][i], payload, tiny, bufs[k][i],
+                shape.seconds, out)) for i in range(n)]
             for t in threads:
                 t.start()
             for t in threads:
@@ -134,7 +141,7 @@ def _worker(c: int, addrs: list[tuple[str, int]], shape: DataShape, barrier: Any
             q.put((phase, PhaseResult(sum(o[0] for o in out), sum(o[1] for o in out), min(o[2] for o in out),
                                       max(o[3] for o in out), self_cpu_s() - cpu0)))
             barrier.wait()
-        for cl in clients:
+        for cl in (cl for row in clients for cl in row):
             cl.close()
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, which stops the run
         q.put(("error", f"load generator {c}: {type(exc).__name__}: {exc}"))
@@ -155,6 +162,22 @@ def _wait_uploads(addrs: list[tuple[str, int]], timeout_s: float = 300.0) -> Non
 def run_daemons(n: int, shape: DataShape, host_mbps: float) -> dict[str, Any]:
     """One configuration: ``n`` daemon processes (each capped at ``host_mbps``, 0: not),
     ``shape.clients`` load generators; per phase the aggregate figures and CPU."""
+    return {phase: agg for phase, _, agg in _run([n], [(phase, 0) for phase in PHASES], shape, host_mbps)}
+
+
+def paired_gets(shape: DataShape, rounds: int) -> list[float]:
+    """The 100 MiB GET MiB/s of 2 daemon processes over 1's, no cap, in ``rounds`` rounds that
+    alternate the two sets (started together, the same objects PUT to both), so that load
+    from elsewhere on the machine hits both alike: one ratio per round."""
+    plan: Plan = [("put_large", 0), ("put_large", 1)] + [("get_large", k) for _ in range(rounds) for k in (0, 1)]
+    got = [agg["mib_per_s"] for phase, _, agg in _run([1, 2], plan, shape, 0.0) if phase == "get_large"]
+    return [two / one for one, two in zip(got[0::2], got[1::2]) if one > 0]
+
+
+def _run(sizes: list[int], plan: Plan, shape: DataShape, host_mbps: float) -> list[tuple[str, int, dict[str, Any]]]:
+    """Start a set of daemon processes per entry of ``sizes`` (each capped at ``host_mbps``, 0:
+    not) and ``shape.clients`` load generators, and carry out ``plan``: per step the phase,
+    its set and the aggregate figures and CPU."""
     group = shape.d + shape.p
     per_function_mib = shape.clients * shape.k * shape.large * group // shape.d // group >> 20
     memory_mb = max(1024, 2 * per_function_mib + 512)
@@ -163,44 +186,46 @@ def run_daemons(n: int, shape: DataShape, host_mbps: float) -> dict[str, Any]:
         daemons: list[Served] = []
         workers: list[Any] = []
         try:
-            daemons = serve([(["serve", "daemon", "--port", "0", "--token", TOKEN, "--root", f"{tmp}/d{i}",
+            daemons = serve([(["serve", "daemon", "--port", "0", "--token", TOKEN, "--root", f"{tmp}/s{k}d{i}",
                                "--max-functions", str(group), "--group-size", str(group),
                                "--function-memory-mb", str(memory_mb), "--idle-s", "120",
-                               "--host-bandwidth-mbps", str(host_mbps)], f"daemon {i}") for i in range(n)])
+                               "--host-bandwidth-mbps", str(host_mbps)], f"daemon {i} of {n}")
+                             for k, n in enumerate(sizes) for i in range(n)])
             addrs = []
             for s in daemons:
                 host, _, port = str(s.info["address"]).rpartition(":")
                 addrs.append((host, int(port)))
+            bounds = [sum(sizes[:k]) for k in range(len(sizes) + 1)]
+            sets = [addrs[bounds[k]:bounds[k + 1]] for k in range(len(sizes))]
+            pids = [[s.proc.pid for s in daemons[bounds[k]:bounds[k + 1]]] for k in range(len(sizes))]
             _warm(addrs, shape)
             barrier = ctx.Barrier(shape.clients + 1, timeout=600)
             q = ctx.Queue()
-            workers = [ctx.Process(target=_worker, args=(c, addrs, shape, barrier, q), daemon=True)
+            workers = [ctx.Process(target=_worker, args=(c, sets, plan, shape, barrier, q), daemon=True)
                        for c in range(shape.clients)]
             for w in workers:
                 w.start()
-            pids = [s.proc.pid for s in daemons]
-            result: dict[str, Any] = {}
-            waited = _link_waited(addrs)
-            for phase in PHASES:
+            result: list[tuple[str, int, dict[str, Any]]] = []
+            for phase, k in plan:
                 if phase.startswith("get"):
-                    _wait_uploads(addrs)
+                    _wait_uploads(sets[k])
+                waited = _link_waited(sets[k])
                 try:
                     barrier.wait()
-                    cpu0, t0 = tree_cpu_s(pids), time.monotonic()
+                    cpu0, t0 = tree_cpu_s(pids[k]), time.monotonic()
                     barrier.wait()
                 except threading.BrokenBarrierError:
                     raise RuntimeError(_errors(q) or f"bench scale: a load generator stopped in phase {phase}") from None
-                cpu1, t1 = tree_cpu_s(pids), time.monotonic()
+                cpu1, t1 = tree_cpu_s(pids[k]), time.monotonic()
                 got = [q.get(timeout=60) for _ in workers]
                 errors = [g[1] for g in got if g[0] == "error"]
                 if errors:
                     raise RuntimeError("; ".join(map(str, errors)))
                 agg = aggregate([g[1] for g in got])
                 agg["daemon_cpu_cores"] = (cpu1 - cpu0) / max(t1 - t0, 1e-9)
-                before, waited = waited, _link_waited(addrs)
                 # requests held by the modelled NICs, per daemon and second: near 0, the cap did not bind
-                agg["link_held_share"] = (waited - before) / n / max(agg["seconds"], 1e-9)
-                result[phase] = agg
+                agg["link_held_share"] = (_link_waited(sets[k]) - waited) / len(sets[k]) / max(agg["seconds"], 1e-9)
+                result.append((phase, k, agg))
             for w in workers:
                 w.join(60)
             return result
