@@ -30,6 +30,10 @@ accepted socket goes to the edge, which bounds and times its handshake and hands
 back the plain end of a relay (``_deliver``, from its thread; the loop registers
 it on its next wake-up). The loop itself never sees TLS.
 
+A modelled link (``link``, ``funcsion serve metadata --host-bandwidth-mbps``: one VM per
+shard in ``funcsion bench scale``): each round's replies go out once the round's bytes in
+and out are through it, booked from when the round began.
+
 ``stop()`` is safe from any thread and from a signal handler; ``serve_forever``
 then closes every socket before it returns. Not covered: multiple processes (the
 state lives in one process), a cap on the number of connections.
@@ -54,7 +58,7 @@ from ._frames import NEED_MORE, LogLimiter, fault_frame, peek_head
 from ._handler import MetadataHandler
 from ._process import FrameProcessor
 
-__all__ = ["MetadataServer", "tune_gc_for_serving", "Edge", "EdgeFactory"]
+__all__ = ["MetadataServer", "tune_gc_for_serving", "Edge", "EdgeFactory", "Link"]
 
 log = logging.getLogger("funcsion.metadata")
 _LEN = struct.Struct("!i")
@@ -73,6 +77,14 @@ class Edge(Protocol):
 
 #: ``factory(deliver) -> Edge``
 EdgeFactory = Callable[[Callable[[socket.socket, str], None]], Edge]
+
+
+class Link(Protocol):
+    """A modelled network link the server's traffic holds to (``storage_functions.throttle.HostLink``,
+    which ``sdk.cli.serve_metadata`` passes in; this package does not import it): ``carry`` books
+    a round's bytes received and sent from when the round began and waits until they are through."""
+
+    def carry(self, rx: int, tx: int, since: float) -> float: ...
 
 
 def tune_gc_for_serving() -> None:
@@ -107,7 +119,7 @@ class _Conn:
 class MetadataServer:
     def __init__(self, handler: MetadataHandler, host: str = "127.0.0.1", port: int = 0, *,
                  tick_interval_s: float = 1.0, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
-                 edge: EdgeFactory | None = None) -> None:
+                 edge: EdgeFactory | None = None, link: Link | None = None) -> None:
         if not MIN_MAX_FRAME_BYTES <= max_frame_bytes <= _HARD_MAX_FRAME:
             raise ValueError(f"max_frame_bytes must be {MIN_MAX_FRAME_BYTES:,} to {_HARD_MAX_FRAME:,} (a register "
                              f"call with the largest WDS, {MAX_WDS_BYTES:,} bytes, must fit), got {max_frame_bytes:,}")
@@ -131,6 +143,8 @@ class MetadataServer:
         self._edge = edge(self._deliver) if edge is not None else None
         self._arrived: list[tuple[socket.socket, str]] = []     # plain ends the edge handed over, for the loop
         self._arrived_lock = threading.Lock()
+        self._link = link
+        self._rx = self._tx = 0     # bytes this round read and replied (what ``link`` is given)
 
     @property
     def tls(self) -> bool:
@@ -178,7 +192,9 @@ class MetadataServer:
         try:
             while not self._stop:
                 timeout = max(0.0, next_tick - time.monotonic())
-                for key, mask in sel.select(timeout):
+                events = sel.select(timeout)
+                began = time.monotonic()
+                for key, mask in events:
                     if key.data is None:
                         self._accept()
                     elif key.data is _WAKE:
@@ -209,6 +225,9 @@ class MetadataServer:
                 # group commit: one journal transaction for everything applied in this round,
                 # before any of its replies is sent
                 self.handler.flush_journal()
+                if self._link is not None and (self._rx or self._tx):
+                    self._link.carry(self._rx, self._tx, began)
+                    self._rx = self._tx = 0
                 for conn in ready:
                     if conn.sock.fileno() >= 0:
                         self._flush(conn)
@@ -306,6 +325,7 @@ class MetadataServer:
         if not data:
             self._drop(conn)
             return
+        self._rx += len(data)
         buf = conn.inbuf
         if not buf and not conn.skip and len(data) >= 4:
             (n,) = _LEN.unpack_from(data, 0)
@@ -375,6 +395,7 @@ class MetadataServer:
             text = str(exc)
             raise _BadPeer(f"a {len(frame):,}-byte frame that does not decode ({type(exc).__name__}"
                            f"{': ' + text[:200] if text else ''})") from None
+        self._tx += 4 + len(out)
         return _LEN.pack(len(out)) + out
 
     def _flush(self, conn: _Conn) -> None:

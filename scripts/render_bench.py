@@ -181,6 +181,18 @@ MATRICES: dict[str, list[tuple[str, str, str, list[tuple[str, str]]]]] = {
         ("oracle.mb_s", "oracle")])],
     "metadata": [("Single-op RPCs by client processes", "levels", "clients", [
         ("ops_per_s", "ops/s"), ("p50_us", "p50 µs"), ("p99_us", "p99 µs"), ("mean_us", "mean µs")])],
+    "scale": [("Daemon processes (100 MiB in MiB/s, 4 KiB in ops/s; modelled: one VM per daemon)", "daemons",
+               "daemons", [
+                   ("physical.get_mib_s", "GET"), ("physical.put_mib_s", "PUT"),
+                   ("physical.get_4k_ops_s", "4 KiB GET"), ("physical.put_4k_ops_s", "4 KiB PUT"),
+                   ("modelled.get_mib_s", "modelled GET"), ("modelled.put_mib_s", "modelled PUT"),
+                   ("modelled.get_4k_ops_s", "modelled 4 KiB GET"), ("modelled.put_4k_ops_s", "modelled 4 KiB PUT"),
+                   ("physical.client_cpu_cores.get_large", "GET: clients' cores"),
+                   ("physical.daemon_cpu_cores.get_large", "GET: daemons' cores")]),
+              ("Metadata shards (`get` calls/s; modelled: one VM per shard)", "shards", "shards", [
+                  ("physical.ops_s", "calls/s"), ("modelled.ops_s", "modelled calls/s"),
+                  ("physical.clients", "client processes"), ("physical.client_cpu_cores", "clients' cores"),
+                  ("physical.server_cpu_cores", "shards' cores")])],
     "recovery": [("Recovery time by group size, s", "cos", "COS", [
         ("recover_1gib_s", "alone"), ("parallel_s.4", "group of 4"), ("parallel_s.8", "group of 8"),
         ("parallel_s.16", "group of 16")])],

@@ -47,7 +47,7 @@ DEFAULT_RUNTIME = "python3.12"
 RUNTIME_FILES = ("funcsion_errors/", "storage_functions/__init__.py", "storage_functions/exceptions.py",
                  "storage_functions/protocol.py", "storage_functions/checksum.py", "storage_functions/readiness.py",
                  "storage_functions/runtime/", "storage_functions/cos/", "storage_functions/private_files.py",
-                 "storage_functions/tls.py")
+                 "storage_functions/tls.py", "storage_functions/throttle.py")
 _ROOT = Path(__file__).resolve().parent.parent
 _EPOCH = (1980, 1, 1, 0, 0, 0)
 _ARN_ROLE = re.compile(r"^arn:aws[a-zA-Z-]*:iam::\d{12}:role/.+$")

@@ -43,7 +43,8 @@ _GROUPS = {
     "bench": ("benchmarks; add --json for one JSON object as the last line", {
         "metadata": "bench_metadata", "store": "bench_store", "hdag": "bench_hdag",
         "utilization": "bench_utilization", "lifetime": "bench_lifetime", "recovery": "bench_recovery",
-        "run": "bench_run", "elasticity": "bench_elasticity", "placement": "bench_placement"}),
+        "run": "bench_run", "elasticity": "bench_elasticity", "placement": "bench_placement",
+        "scale": "bench_scale"}),
     "deploy": ("deploy storage functions or a workflow", {
         "storage": "deploy_storage", "workflow": "deploy_workflow"}),
     "offload": ("offload large results of any Step Functions state machine", {

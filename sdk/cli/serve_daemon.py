@@ -96,6 +96,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--parity-upload-delay-s", type=float, default=None,
                    help="write-behind: a coded object waits this long, and is never uploaded if it is freed "
                         "by then (its parity covers the loss of up to p functions; default 2)")
+    p.add_argument("--host-bandwidth-mbps", type=float, default=None, metavar="MB/S",
+                   help="model this host's NIC: MB/s each way (10^6 bytes a second), a token bucket every client "
+                        "GET and PUT holds to by its coded bytes (a PUT's come in and go out to the functions, a "
+                        "GET's the other way); for benchmarks that stand several daemon processes on one host "
+                        "for one VM each (`funcsion bench scale`); default 0: unlimited")
     p.add_argument("--state-id", metavar="NAME", default=None,
                    help="this daemon's stable identity: its durable table is shipped to COS under "
                         "<prefix>/control/daemon/NAME/ and a daemon started with an empty --root and the same NAME "
@@ -194,7 +199,7 @@ def daemon_settings(args: argparse.Namespace, *, warn: Callable[[str], None] | N
         raise ServeDaemonError(f"--hello-pending-max {args.hello_pending_max}: give the number of connections "
                                "that may wait for their HELLO at once, at least 1 (default 1024)")
     for name in ("function_memory_mb", "max_functions", "upload_delay_s", "parity_upload_delay_s",
-                 "hello_pending_max"):
+                 "hello_pending_max", "host_bandwidth_mbps"):
         if getattr(args, name, None) is not None:
             overrides[name] = getattr(args, name)
     ident = str(getattr(args, "daemon_id", "") or "")
@@ -211,7 +216,7 @@ def daemon_settings(args: argparse.Namespace, *, warn: Callable[[str], None] | N
         if args.invoker == "local":
             overrides["function_prefix"] = f"{DaemonConfig().function_prefix}-{ident}"
     overrides["control_ship_lag_s"] = control.control_ship_lag_s
-    for name in ("upload_delay_s", "parity_upload_delay_s"):
+    for name in ("upload_delay_s", "parity_upload_delay_s", "host_bandwidth_mbps"):
         if overrides.get(name, 0) < 0:
             raise ServeDaemonError(f"--{name.replace('_', '-')} must be >= 0, got {overrides[name]}")
     if args.invoker == "local":

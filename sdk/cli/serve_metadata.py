@@ -110,6 +110,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "whose rendezvous hash (funcsion_rpc.routing) names I, mints only such run ids and refuses "
                         "calls for the others; list the M shards in this order in every client's --stack "
                         "(default 0/1: the only one)")
+    p.add_argument("--host-bandwidth-mbps", type=float, default=0.0, metavar="MB/S",
+                   help="model this host's NIC: MB/s each way (10^6 bytes a second), a token bucket each round of "
+                        "requests holds its replies to by its bytes in and out (storage_functions.throttle.HostLink); "
+                        "for benchmarks that stand several shard processes on one host for one VM each "
+                        "(`funcsion bench scale`); default 0: unlimited")
     p.add_argument("--advertise", metavar="HOST", default="",
                    help="the name or address clients dial; with --tls-cert the certificate must hold it "
                         "(default: the bound host)")
@@ -154,6 +159,9 @@ def build_served(args: argparse.Namespace) -> Any:
         raise InvalidRequest(f"--parity-chunks must be >= 0, got {args.parity_chunks}")
     if (args.ttl is not None and args.ttl <= 0) or args.tick <= 0:
         raise InvalidRequest("--ttl and --tick must be positive")
+    mbps = float(getattr(args, "host_bandwidth_mbps", 0.0) or 0.0)
+    if mbps < 0:
+        raise InvalidRequest(f"--host-bandwidth-mbps must be >= 0 (0: unlimited), got {mbps:g}")
     if args.port is not None and not 0 <= args.port <= 65535:
         raise InvalidRequest(f"--port must be 0..65535, got {args.port}")
     cfg = Config.load(host=args.host, metadata_port=args.port, block_size=args.block_size,
@@ -182,7 +190,7 @@ def build_served(args: argparse.Namespace) -> Any:
                      retrain_every=cfg.retrain_every)
     try:
         server = MetadataServer(handler, cfg.host, cfg.metadata_port, tick_interval_s=args.tick,
-                                max_frame_bytes=args.max_frame_bytes, edge=edge)
+                                max_frame_bytes=args.max_frame_bytes, edge=edge, link=_link(mbps))
     except (OSError, ValueError) as exc:
         if journal is not None:
             journal.close()
@@ -202,6 +210,15 @@ def _empty(journal: str) -> bool:
     """Whether the journal at ``journal`` is missing (with its snapshot): a new or replaced host."""
     path = Path(journal)
     return not (path.exists() and path.stat().st_size) and not path.with_name(path.name + ".snapshot").exists()
+
+
+def _link(mbps: float) -> Any:
+    """The modelled NIC the server's rounds hold to (None: unlimited)."""
+    if mbps <= 0:
+        return None
+    from storage_functions.throttle import HostLink
+
+    return HostLink(mbps)
 
 
 def _tls_edge(args: argparse.Namespace, host: str) -> Any:

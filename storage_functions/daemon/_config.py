@@ -175,6 +175,12 @@ class DaemonConfig:
     # report the functions' queues to the metadata server with the control plane's fetches, so
     # its placement goes around busy functions (False: it places as if every function were idle)
     report_loads: bool = True
+    # the modelled NIC of this daemon's host, MB/s each way (0 = unlimited): each client
+    # request is held until its bytes are through (``throttle.HostLink``; a PUT's coded
+    # bytes come in from the client and go out to the functions, a GET's come in from the
+    # functions and go out to the client); ``funcsion bench scale`` sets it so that several
+    # daemon processes on one host stand for one VM each
+    host_bandwidth_mbps: float = 0.0
     # persisted copies (``put(..., persist=...)``, Pocket's PERSIST with a timeout): the
     # lifetime after its run ends of a copy put with persist=True (0 = until Client.delete),
     # and how often the sweep deletes the expired ones (``_persisted_io``)

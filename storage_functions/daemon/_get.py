@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from ._objects import ObjectTable
     from ._outbox import BufferPool
     from ._recovery import Recovery
+    from ..throttle import HostLink
 
 __all__ = ["GetPath", "GetPathHost"]
 
@@ -46,6 +47,7 @@ class GetPathHost(Protocol):
     config: DaemonConfig
     cos: Any
     buffer: PersistentBuffer
+    host_link: HostLink
     reads: ReadNotes
     pool: BufferPool
     handles: list[FunctionHandle]
@@ -79,6 +81,7 @@ class GetPath(_Host):
         """Answer GET ``f`` in its turn among the connection's requests (``lanes``):
         the session thread goes on to the client's next request while the chunks
         come in (a client may pipeline GETs, see ``_lanes``)."""
+        arrived = time.monotonic()
         version = f.meta.get("version")
         if version is not None:
             version = meta_int(f.meta, "version", f"GET {f.key!r}")
@@ -88,6 +91,9 @@ class GetPath(_Host):
                     "names; ask that one)" if self.config.daemon_id else ""
             raise UnknownKey(f"{f.key!r}{f' version {version}' if version is not None else ''}: no such object{where}")
         self.count("gets")
+        if self.host_link.mbps > 0:  # the modelled NIC: the reply starts once its bytes' turn is through
+            wire = sum(st.d * st.cl for st in obj.stripes)
+            self.host_link.carry(wire, wire, arrived)
         head = pack_header(Op.REPLY, reqid=f.reqid, meta=obj.head_json())
         r = self.buffer.open(obj)
         if r is not None:  # read-after-write from the persistent buffer, in order, on this client's thread

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from ._config import DaemonConfig
     from ._functions import FunctionHandle
     from ._store_events import Event, Instruction
+    from ..throttle import HostLink
 
 __all__ = ["PutPath", "PutHost", "PendingPut"]
 
@@ -68,6 +69,7 @@ class PutHost(Protocol):
 
     config: DaemonConfig
     buffer: PersistentBuffer
+    host_link: HostLink
 
     def count(self, name: str, n: int = 1) -> None: ...
 
@@ -118,6 +120,7 @@ class PutPath(_Host):
             obj.readers = readers
         fh = self.buffer.writer(obj, size, int(expires) if isinstance(expires, (int, float)) and expires > 0 else None)
         used: list[int] = []
+        wire = 0  # the coded bytes that came in from the client (and go out to the functions)
         try:
             file_off = 0
             left = size
@@ -125,6 +128,7 @@ class PutPath(_Host):
                 sf = self._next_stripe(sock, f.key, s, n)
                 shape = stripe_shape(f.key, sf, s, left)
                 left -= shape.ol
+                wire += sf.paylen
                 if error is not None:
                     drain(sock, sf.paylen, scratch)
                     continue
@@ -157,6 +161,8 @@ class PutPath(_Host):
             fh.abort()
             self._abandon(obj)
             raise
+        if self.host_link.mbps > 0:  # the modelled NIC: answered once its bytes' turn is through
+            self.host_link.carry(wire, wire, began)
         return PendingPut(f.key, obj, size, waiter, time.monotonic() + self.config.put_timeout_s, began)
 
     def _put_finish(self, p: PendingPut, timeout: float | None = None) -> dict[str, Any]:

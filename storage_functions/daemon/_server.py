@@ -26,6 +26,7 @@ from .. import tls
 from ..exceptions import StoreError, TlsError, UnknownKey
 from ..protocol import Frame, Op, Status, tune_socket
 from ..threads import ThreadCache
+from ..throttle import HostLink
 from ._buffer import PersistentBuffer
 from ._burst_io import CacheFunctions
 from ._collect import Collector
@@ -114,6 +115,7 @@ class Daemon(PutPath, GetPath):
         self._clients: set[socket.socket] = set()
         self._gets: set[Collector] = set()
         self.pool = BufferPool()  # chunks queued behind slow clients
+        self.host_link = HostLink(config.host_bandwidth_mbps)  # the modelled NIC (0: none), GET and PUT hold to it
         self._gets_lock = threading.Lock()
         self._watch_cond = threading.Condition()
         self._stopping = threading.Event()
@@ -464,6 +466,7 @@ class Daemon(PutPath, GetPath):
             **self.buffer.stats(),
             "runs": held_by_run(objs),
             "hello_pending": self._hellos.pending(),
+            "host_link": {"mbps": self.host_link.mbps, "waited_s": round(self.host_link.waited_s, 3)},
             **self.counters,
             "functions": [{"name": h.name, "state": h.state, "mem": h.mem, "chunks": chunks[k],
                            "invocations": h.invocations, "lost": h.lost_count, "sealed": sealed[k],

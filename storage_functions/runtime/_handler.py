@@ -62,6 +62,7 @@ from .. import tls
 from ..checksum import crc32
 from ..protocol import Frame, Op, Status, drain, recv_frame, recv_into, send_frame, tune_socket
 from ..readiness import readable
+from ..throttle import Throttle as _Throttle  # the modelled per-instance link (its home is ``throttle``)
 from ._demand import DemandCache, evict_for, load, read_cos_chunk
 from ._log import SNAPSHOT_EVERY, LogState, consistent, log_key, snapshot_key
 from ._memory import BlockMemory, MemoryFull, grain_of
@@ -99,40 +100,6 @@ class FunctionState:
         self.cache_next = CACHE_BASE
         self.losses = 0  # invocations that found this instance was not the one the daemon knew
         self.cos: tuple[str, Any] | None = None  # (url, adapter), opened once per instance
-
-
-class _Throttle:
-    """The modelled network bandwidth of one instance: a virtual clock of when the
-    link is next free; ``take(n)`` waits for ``n`` bytes' turn (threads share it).
-    The turn is reserved ``QUANTUM`` bytes at a time, as a link interleaves the packets
-    of its flows: a 4 KiB reply on the small connection waits for at most one quantum
-    of a large one, not for the whole chunk (SION's small requests never queue behind
-    large ones; a whole-chunk reservation made them wait its full transfer time)."""
-
-    QUANTUM = 64 * 1024
-    #: a debt shorter than this is slept with the next piece's (fewer, longer sleeps: each
-    #: sleep overshoots a little, more so on a loaded machine)
-    SLACK_S = 0.002
-
-    def __init__(self, mbps: float) -> None:
-        self.rate = mbps * 1e6
-        self.free_at = 0.0
-        self.lock = threading.Lock()
-
-    def take(self, n: int) -> None:
-        if self.rate <= 0:
-            return
-        while True:
-            piece = min(n, self.QUANTUM)
-            with self.lock:
-                now = time.monotonic()
-                self.free_at = max(self.free_at, now) + piece / self.rate
-                wait = self.free_at - now
-            n -= piece
-            if wait > (0 if n <= 0 else self.SLACK_S):
-                time.sleep(wait)  # the modelled transfer time so far (a short debt waits for the next piece)
-            if n <= 0:
-                return
 
 
 _STATES: dict[str, FunctionState] = {}
