@@ -165,3 +165,27 @@ def test_a_matrix_names_sizes_and_leaves_out_columns_no_case_has(tmp_path: Path)
     md = _script("render_bench").render("store", bench_dir=tmp_path)
     assert "| size | PUT p50 | GET p50 |" in md
     assert "| 4 KiB | 190.0 | 110.0 |" in md and "| 100 MiB | 120,000 | 70,000 |" in md
+
+
+def test_the_defaults_the_pages_state_are_the_codes() -> None:
+    """The settings' defaults README and the concept pages name (busy placement, GC window,
+    failover windows) are the code's: a changed default fails here until the pages say it."""
+    from metadata_server._busy import BUSY_BYTES, BUSY_HOLD_S, BUSY_QUEUE_DEPTH
+    from sdk import Config
+    from sdk._client import DEFAULT_FAILOVER_S, Endpoints
+    from storage_functions.daemon import DaemonConfig
+
+    assert (BUSY_QUEUE_DEPTH, BUSY_BYTES, BUSY_HOLD_S) == (3, 8 << 20, 1.0)
+    placement = (REPO / "docs" / "placement.md").read_text()
+    assert "at least 3 queued requests or at least 8 MiB of PUT bytes in flight is *busy* for 1 s" in placement
+    d = DaemonConfig()
+    assert (d.gc_interval_s, d.gc_active, d.gc_degraded) == (60.0, 1, 2)
+    assert d.gc_interval_s * (d.gc_active + d.gc_degraded) == 180      # H = 3 minutes
+    for claim in ("Every `gc_interval_s` (60 s;", "`gc_active` rounds active (1;", "`gc_degraded` rounds degraded (2;",
+                  "H = 3 minutes by default"):
+        assert claim in placement, claim
+    c = Config()
+    assert DEFAULT_FAILOVER_S == c.metadata_failover_s == c.daemon_failover_s == 120.0
+    assert Endpoints.__dataclass_fields__["metadata_failover_s"].default == DEFAULT_FAILOVER_S
+    assert "default 120 s each" in (REPO / "docs" / "durability.md").read_text()
+    assert "`daemon_failover_s`,\n120 s each by default" in (REPO / "README.md").read_text()
