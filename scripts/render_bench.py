@@ -165,6 +165,12 @@ HEADLINES: dict[str, list[Headline]] = {
         Headline("frag_mb_s_by_config.nogroup", "fragmentation, not grouped", "MB-s"),
         Headline("model_vs_nogroup", "grouped by the model against not grouped", "x"),
     ],
+    "scale": [
+        Headline("daemons.4.modelled.get_mib_s", "4 daemons, modelled: 100 MiB GET", "MiB/s"),
+        Headline("efficiency_4_daemons", "4 daemons against 4 x 1, modelled", "", ">=", 0.9),
+        Headline("efficiency_4_shards", "4 shards against 4 x 1, modelled", "", ">=", 0.9),
+        Headline("physical_2_daemons_get_ratio", "2 daemon processes against 1 on this host", "x", ">=", 1.3),
+    ],
 }
 
 
