@@ -6,20 +6,10 @@ III-C1, SION Fig. 5). Pure: takes sizes, names and pool keys; no clock, no I/O.
   function's capacity (blocks ``0..blocks-1``): the same call again changes
   nothing, a larger one adds blocks, a smaller one withdraws the free blocks
   past the new end at once and the ones in use when they are freed.
-- Function choice (``by_lifetime``, FuncStore III-C, SION's GC buckets): a new block of
-  pool key ``k`` comes from the functions holding the owner's group ``k``, then from those
-  holding a longer-lived group (nearest first), then from empty ones, then from those
-  holding only shorter-lived groups (nearest first), each tier in registration order;
-  ``Solo`` keys keep registration order. So a function holding short-lived data is not
-  given a longer-lived block while an empty one has room: each lifetime group fills
-  functions of its own, and a function empties, and leaves the pool, when its group dies
-  (before, every pool took the oldest function with room, so each function ended up
-  holding some long-lived block). A block on a function holding longer-lived data costs
-  no function time (it is held anyway) where an empty function would be held for the
-  block's whole life: on the feature pipeline's traces taking empty functions first held
-  12-39% more function-seconds than one pool, this order 1-5% fewer. Each function counts the groups its blocks
-  hold (``_Function.held``: the keys of the entries carved in them). The ordering is a
-  separate step over a candidate list: filters (room, busy, one daemon's) compose with it.
+- Function choice (``by_lifetime``, ``_alloc_order``): a new block of pool key ``k`` comes
+  from the functions holding the owner's lifetime group ``k``, then longer-lived groups,
+  then empty functions, then shorter-lived groups; a separate step over a candidate list,
+  so filters (room, busy, one daemon's) compose with it.
 - Slice allocator (object <= one block): one ``_Pool`` per key (the caller
   keys pools by owner and predicted lifetime). A pool has an active block,
   frozen blocks and takes free blocks from the functions. Each block has an
@@ -28,28 +18,10 @@ III-C1, SION Fig. 5). Pure: takes sizes, names and pool keys; no clock, no I/O.
   frozen and a free block becomes active; freeing a slice grows ``fragment``,
   and when ``fragment == offset`` the whole block is free again (active or
   frozen alike).
-- Shared blocks (slice packing): a pool takes a free block only when no open
-  block of its owner has room (an open block: one with at least ``MIN_ROOM`` of
-  a block left after its ``offset``, whichever pool took it; at most
-  ``OPEN_PER_FUNCTION`` per function of an owner, the fullest closing first, so
-  a search is short). A slice goes to its pool's active block
-  when it fits, else to the owner's open block nearest in lifetime (same pool
-  key first, then the nearest longer-lived key, then shorter, the fullest block
-  on a tie), else to a new block; a packed chunk likewise among the owner's open
-  blocks on the function PlaceChunk probes. So a pool's remainder below a block
-  rides in a block another pool already holds, instead of each lifetime pool
-  keeping a part-filled block on every function (video at 1 MiB blocks held 1.9x
-  its bytes). A block frees when every entry in it did, whichever pool carved
-  them. Sharing is per owner (a run): runs never share a block.
-- Holes: an entry freed while its block stays held leaves a *hole* (merged
-  with its neighbours; one that reaches ``offset`` gives its bytes back to the
-  block's rest). A slice or packed chunk that finds no room in an open block
-  goes into the tightest hole that fits (a chunk: on its function) before it
-  takes a free block: a block pinned by one long-lived entry no longer holds
-  the dead bytes beside it (video's frames and filtered chunks at 1 MiB: the
-  blocks held came to within 1% of the per-function bound in two traces of
-  three, 1.09-1.28x before). ``holes=False`` (the oracle, which frees an object
-  at its last read's lookup, before the reader has its bytes) never fills one.
+- Shared blocks and holes (``_alloc_shared``, which ``Allocator`` inherits): a slice or a
+  packed chunk goes to its pool's active block, else to the owner's open block nearest in
+  lifetime, else to the tightest hole of a held block, before it takes a free block.
+  Sharing is per owner (a run): runs never share a block.
 - ``Solo(name)`` keys (Pocket's and Jiffy's "one object per block", FuncStore
   Sec. V): the object's slice or each of its chunks takes blocks of its own,
   shared with nothing.
@@ -100,15 +72,22 @@ pool's new block comes from, but not the open blocks and holes slices share.
 ``allocate`` returns ``None`` when capacity is short; the caller decides
 between scaling out and the COS tier. Not covered: which policy frees what
 (``_policy``), budgets and accounting per run (``_state``).
+
+Layout: the records (``Allocator``, ``_Block``, ``_Pool``, ``_Function``, ``Solo``) stay in
+this module, since snapshots (``_snapshot``) pickle them under its name
+(tests/unit/test_snapshot_names.py pins the names); the candidate order and pool keys are in
+``_alloc_order`` and shared blocks and holes in ``_alloc_shared``, which see the records
+through protocols.
 """
 
 from __future__ import annotations
 
-import bisect
 from dataclasses import dataclass, field, replace
-from collections.abc import Collection, Iterable
-from typing import Hashable, Literal, Protocol
+from typing import Hashable, Literal
 
+from ._alloc_order import (CandidateFilter, Unshared, affinity, base_key, by_lifetime, chunk_pool, run_start,
+                           shareable)
+from ._alloc_shared import MIN_ROOM, OPEN_PER_FUNCTION, SharedBlocks
 from ._events import Extent, Placement
 from ._grains import GrainCount
 
@@ -116,28 +95,16 @@ __all__ = ["Allocator", "CandidateFilter", "MAX_FUNCTION_BLOCKS", "MIB", "MIN_RO
            "by_lifetime"]
 
 MIB = 1 << 20
-#: An open block offers its rest to other pools while at least this share of a block is left.
-MIN_ROOM = 1 / 64
-#: Open blocks kept per function of a run (the fullest closes first): bounds a search.
-OPEN_PER_FUNCTION = 4
 #: The most blocks one storage function may offer (1 TiB at the default 1 MiB blocks);
 #: bounds what one registration makes the allocator hold.
 MAX_FUNCTION_BLOCKS = 1 << 20
 
 
-class CandidateFilter(Protocol):
-    """Which storage functions may take new data now (a policy of its own: busy functions,
-    GC buckets, one daemon's functions)."""
-
-    def admits(self, function: str) -> bool: ...
-
-
 @dataclass(frozen=True, slots=True)
-class Solo:
+class Solo(Unshared):
     """A pool key that shares no block: object ``name`` alone in its blocks (Pocket, Jiffy)."""
 
     name: str
-
 
 @dataclass(slots=True)
 class _Block:
@@ -183,7 +150,7 @@ class _Function:
     held: dict[Hashable, dict[Hashable, int]] = field(default_factory=dict)
 
 
-class Allocator:
+class Allocator(SharedBlocks[_Block, _Function]):
     """Blocks, pools and chunk placement for every run of the server."""
 
     #: the daemon an allocation is scoped to (None: every function), for one call
@@ -392,8 +359,8 @@ class Allocator:
                     index: int | None = None) -> _Block | None:
         if function is None:
             free = [f for f in self.functions.values() if f.free and self._in(f.name)]
-            ranked = by_lifetime([f for f in free if self.admits(f.name)], owner, _base_key(pool)) or by_lifetime(
-                [f for f in free if self._strict_admits(f.name)], owner, _base_key(pool))
+            ranked = by_lifetime([f for f in free if self.admits(f.name)], owner, base_key(pool)) or by_lifetime(
+                [f for f in free if self._strict_admits(f.name)], owner, base_key(pool))
             function = ranked[0] if ranked else None
             if function is None:
                 return None
@@ -413,44 +380,6 @@ class Allocator:
         when the allocation is scoped to one (a pool's active block stays on that daemon)."""
         return key if self._scope is None else ("slices", key, self._scope)
 
-    # -- shared blocks ----------------------------------------------------------------
-    def _reindex(self, b: _Block) -> None:
-        """Keep ``b`` among its owner's open blocks while it may be shared and has room worth
-        offering (``MIN_ROOM`` of a block); at most ``OPEN_PER_FUNCTION`` per function of an
-        owner, the one with the least room closing first, so a search stays short."""
-        fns = self.open.get(b.owner)
-        room = self.block_size - b.offset
-        if room >= self.block_size * MIN_ROOM and _shareable(b.pool) and (b.function, b.index) in self.used:
-            if fns is None:
-                fns = self.open[b.owner] = {}
-            on = fns.setdefault(b.function, {})
-            on[b.index] = b
-            if len(on) > OPEN_PER_FUNCTION:
-                del on[max(on, key=lambda i: on[i].offset)]
-            return
-        _unindex(self.open, b)
-
-    def _best_open(self, size: int, owner: Hashable, key: Hashable, function: str | None) -> _Block | None:
-        """The owner's open block (on ``function``, or anywhere) with ``size`` bytes of room
-        that is nearest to ``key`` in lifetime; None for a ``Solo`` key or when none has room."""
-        if not _shareable(key):
-            return None
-        fns = self.open.get(owner)
-        if not fns:
-            return None
-        pools = [fns.get(function, {})] if function is not None else [on for fn, on in fns.items() if self._in(fn)]
-        best: _Block | None = None
-        best_rank: tuple[int, float, int] = (9, 0.0, 0)
-        limit = self.block_size - size
-        for on in pools:
-            for b in on.values():
-                if b.offset > limit or self.functions[b.function].retired or not self._strict_admits(b.function):
-                    continue
-                rank = (*_affinity(b.keys, key), -b.offset)
-                if best is None or rank < best_rank:
-                    best, best_rank = b, rank
-        return best
-
     def _slice_home(self, size: int, owner: Hashable, key: Hashable) -> _Block | None:
         """Where a slice goes without a new block: its pool's active block, else a shared one."""
         pool = self.pools.get((owner, self._slice_pool(key)))
@@ -458,86 +387,6 @@ class Allocator:
                 and self._strict_admits(pool.active.function):
             return pool.active
         return self._best_open(size, owner, key, None)
-
-    # -- holes ----------------------------------------------------------------------
-    def _best_hole(self, size: int, owner: Hashable, key: Hashable, function: str | None) -> _Block | None:
-        """The owner's held block (on ``function``, or anywhere) with a freed span of at least
-        ``size`` bytes: the tightest fit, then the nearest in lifetime, then the fullest; None
-        for a ``Solo`` key or when there is none. A block held for its other entries costs
-        nothing more for filling its holes."""
-        if not _shareable(key):
-            return None
-        fns = self.holed.get(owner)
-        if not fns:
-            return None
-        pools = [fns.get(function, {})] if function is not None else [on for fn, on in fns.items() if self._in(fn)]
-        best: _Block | None = None
-        best_rank: tuple[int, int, float, int] = (0, 0, 0.0, 0)
-        for on in pools:
-            for b in on.values():
-                if self.functions[b.function].retired or not self._strict_admits(b.function):
-                    continue
-                fit = min((e - s for s, e in b.holes if e - s >= size), default=None)
-                if fit is None:
-                    continue
-                rank = (fit, *_affinity(b.keys, key), -b.offset)
-                if best is None or rank < best_rank:
-                    best, best_rank = b, rank
-        return best
-
-    def _put_hole(self, b: _Block, size: int, key: Hashable, chunk: int = 0) -> Extent:
-        """``size`` bytes of pool key ``key`` at the start of ``b``'s tightest hole that fits."""
-        i = min((j for j, (s, e) in enumerate(b.holes) if e - s >= size), key=lambda j: b.holes[j][1] - b.holes[j][0])
-        start, end = b.holes[i]
-        if end - start == size:
-            del b.holes[i]
-        else:
-            b.holes[i] = (start + size, end)
-        b.fragment -= size
-        self._note_key(b, key)
-        self._index_holes(b)
-        return Extent(b.function, b.index, start, size, chunk)
-
-    def _free_span(self, b: _Block, start: int, end: int) -> None:
-        """Bytes ``start..end`` of held block ``b`` were freed: a hole, merged with its
-        neighbours; a hole that reaches ``offset`` gives its bytes back to the block's rest."""
-        holes = b.holes
-        i = bisect.bisect_left(holes, (start, end))
-        if i < len(holes) and holes[i][0] == end:
-            end = holes.pop(i)[1]
-        if i > 0 and holes[i - 1][1] == start:
-            start = holes.pop(i - 1)[0]
-            i -= 1
-        if end == b.offset:
-            b.offset = start
-            b.fragment -= end - start
-            self._reindex(b)
-        else:
-            holes.insert(i, (start, end))
-        self._index_holes(b)
-
-    def _index_holes(self, b: _Block) -> None:
-        """Keep ``b`` among its owner's holed blocks while it is held, shareable and has a hole."""
-        if b.holes and _shareable(b.pool) and (b.function, b.index) in self.used:
-            self.holed.setdefault(b.owner, {}).setdefault(b.function, {})[b.index] = b
-            return
-        _unindex(self.holed, b)
-
-    def _put_in(self, b: _Block, size: int, key: Hashable, chunk: int = 0) -> Extent:
-        """``size`` bytes of pool key ``key`` at ``b``'s offset (a block with room)."""
-        ext = Extent(b.function, b.index, b.offset, size, chunk)
-        b.offset += size
-        self._note_key(b, key)
-        self._reindex(b)
-        return ext
-
-    def _note_key(self, b: _Block, key: Hashable) -> None:
-        """Block ``b`` holds an entry of pool key ``key``: its function holds that lifetime group."""
-        base = _base_key(key)
-        if base not in b.keys:
-            b.keys.add(base)
-            mine = self.functions[b.function].held.setdefault(b.owner, {})
-            mine[base] = mine.get(base, 0) + 1
 
     def _carve(self, size: int, owner: Hashable, key: Hashable, function: _Function | None = None) -> Extent | None:
         """``size`` bytes from the active block of pool ``(owner, key)``; when they do not
@@ -592,7 +441,7 @@ class Allocator:
         the next ``k`` blocks when they are free (its pool's active block first), else a fresh
         run of free blocks; None when ``f`` has no room."""
         bs = self.block_size
-        pool = self.pools.get((owner, _chunk_pool(key, f.name)))
+        pool = self.pools.get((owner, chunk_pool(key, f.name)))
         own = pool.active if pool is not None else None
         if chunk <= bs:
             if own is not None and own.offset + chunk <= bs:
@@ -603,16 +452,16 @@ class Allocator:
             hole = self._best_hole(chunk, owner, key, f.name) if holes else None
             if hole is not None:
                 return _Home("hole", hole, hole.index, 0)
-        if _shareable(key):
+        if shareable(key):
             tails = [own] if own is not None and own.offset < bs else []
             tails += sorted((b for b in self.open.get(owner, {}).get(f.name, {}).values() if b is not own),
-                            key=lambda b: (*_affinity(b.keys, key), -b.offset))
+                            key=lambda b: (*affinity(b.keys, key), -b.offset))
             for b in tails:
                 k = -(-(chunk - (bs - b.offset)) // bs)
                 if all(b.index + j in f.free for j in range(1, k + 1)):
                     return _Home("on", b, b.index + 1, k)
         k = -(-chunk // bs)
-        start = _run_start(f.free, k)
+        start = run_start(f.free, k)
         return None if start is None else _Home("fresh", None, start, k)
 
     def _packed_chunks(self, owner: Hashable, key: Hashable, chunk: int, holes: bool = True) -> Placement | None:
@@ -640,7 +489,7 @@ class Allocator:
             head = self.block_size - home.block.offset
             extents.append(self._put_in(home.block, head, key, i))
             left -= head
-        pk = _chunk_pool(key, f.name)
+        pk = chunk_pool(key, f.name)
         pool = self.pools.get((owner, pk))
         if pool is None:
             pool = self.pools[(owner, pk)] = _Pool(pk, owner)
@@ -718,7 +567,7 @@ class Allocator:
             assert b.fragment == sum(e - s for s, e in b.holes), f"block {fn}/{idx}: freed bytes not in holes"
             assert all(0 <= s < e < b.offset for s, e in b.holes), f"block {fn}/{idx}: a hole past its offset"
             assert all(x[1] < y[0] for x, y in zip(b.holes, b.holes[1:])), f"block {fn}/{idx}: holes not merged"
-            assert (self.holed.get(b.owner, {}).get(fn, {}).get(idx) is b) == bool(b.holes and _shareable(b.pool))
+            assert (self.holed.get(b.owner, {}).get(fn, {}).get(idx) is b) == bool(b.holes and shareable(b.pool))
             f = self.functions[fn]
             assert idx not in f.free, f"block {fn}/{idx} both used and free"
             pool = self.pools[(b.owner, b.pool)]
@@ -746,77 +595,7 @@ class Allocator:
                 assert len(on) <= OPEN_PER_FUNCTION, f"{owner}/{fn}: {len(on)} open blocks"
                 for idx, b in on.items():
                     assert self.used.get((fn, idx)) is b and b.owner == owner, b
-                    assert self.block_size - b.offset >= self.block_size * MIN_ROOM and _shareable(b.pool), b
-
-
-def by_lifetime(functions: Iterable[_Function], owner: Hashable, key: Hashable) -> list[_Function]:
-    """The candidate ``functions`` for a new block of ``owner``'s pool key ``key``, best first
-    (FuncStore III-C, SION's GC buckets: a lifetime group fills functions of its own, so a
-    function empties, and leaves the pool, when its group dies): the functions already
-    holding that group, then those holding a longer-lived one of the owner (nearest first: a
-    block there keeps no function longer than it stays anyway), then empty ones, then those
-    holding only shorter-lived groups (nearest first: a block there keeps them longer),
-    each tier in registration order. A ``Solo`` key keeps registration order. Only orders:
-    the caller filters (room, retired, busy, one daemon's) before or after."""
-    fns = list(functions)
-    if not _shareable(key):
-        return fns
-    return sorted(fns, key=lambda f: _function_rank(f, owner, key))
-
-
-def _function_rank(f: _Function, owner: Hashable, key: Hashable) -> tuple[int, int, float]:
-    """0: ``f`` holds ``owner``'s group ``key`` or a longer-lived one (a block there keeps it
-    no longer), by ``_affinity``; 1: ``f`` is empty; 2: the rest, by ``_affinity``."""
-    mine = f.held.get(owner, {})
-    near = _affinity(mine, key)
-    if mine and near[0] <= 1:
-        return (0, *near)
-    if f.used == 0:
-        return (1, 0, 0.0)
-    return (2, *near)
-
-
-def _unindex(index: dict[Hashable, dict[str, dict[int, _Block]]], b: _Block) -> None:
-    """Take ``b`` out of an owner -> function -> block index, pruning the levels it empties."""
-    fns = index.get(b.owner)
-    if fns is None:
-        return
-    on = fns.get(b.function)
-    if on is not None and on.pop(b.index, None) is not None and not on:
-        del fns[b.function]
-        if not fns:
-            del index[b.owner]
-
-
-def _shareable(pool: Hashable) -> bool:
-    """A pool whose blocks other pools of the owner may fill (any but a ``Solo`` object's)."""
-    return not isinstance(_base_key(pool), Solo)
-
-
-def _base_key(pool: Hashable) -> Hashable:
-    """The slice pool key a pool stands for (a chunk pool's key without its function, a
-    daemon's slice pool's without its daemon)."""
-    if isinstance(pool, tuple) and len(pool) == 3 and pool[0] in ("chunks", "slices"):
-        base: Hashable = pool[1]
-        return base
-    return pool
-
-
-def _affinity(have: Collection[Hashable], want: Hashable) -> tuple[int, float]:
-    """How well an entry of pool key ``want`` fits a block holding entries of the keys
-    ``have`` (lower is better): a block with that key, then one with a longer-lived key
-    (numbers: lifetime buckets and expiry windows grow with the time objects stay),
-    nearest first, then one with only shorter-lived keys, nearest first."""
-    if want in have:
-        return (0, 0.0)
-    if isinstance(want, int):
-        nums = [k for k in have if isinstance(k, int)]
-        longer = [k - want for k in nums if k > want]
-        if longer:
-            return (1, float(min(longer)))
-        if nums:
-            return (2, float(want - max(nums)))
-    return (3, 0.0)
+                    assert self.block_size - b.offset >= self.block_size * MIN_ROOM and shareable(b.pool), b
 
 
 class _Scope:
@@ -833,26 +612,3 @@ class _Scope:
 
     def __exit__(self, *exc: object) -> None:
         self.allocator._scope = self.before
-
-
-def _chunk_pool(key: Hashable, function: str) -> Hashable:
-    """The pool packing the chunks of slice pool ``key`` on ``function``."""
-    return ("chunks", key, function)
-
-
-def _run_start(free: list[int], k: int) -> int | None:
-    """The lowest block starting ``k`` consecutive free blocks, or None."""
-    if len(free) < k:
-        return None
-    if k == 1:
-        return min(free)
-    run, start, prev = 0, 0, -2
-    for b in sorted(free):
-        if b == prev + 1:
-            run += 1
-        else:
-            run, start = 1, b
-        if run == k:
-            return start
-        prev = b
-    return None

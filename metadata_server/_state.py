@@ -45,6 +45,13 @@ Semantics (see DESIGN.md "Data path and invariants"):
 - Objects in the COS tier say why (``tier_reason``): a latency-insensitive run,
   over the run's capacity hint or the server's memory budget, no room in the
   pool, or the store refused the placement (``CosFallback``).
+
+Layout: this module holds ``MetadataState`` (its fields, ``handle``, the queries, and the
+handlers of workflows, runs, puts and TTLs); its other handlers come from two groups it
+inherits, each over the fields ``_state_base.StateBase`` declares: ``_state_reads`` (reads,
+commits, deletes, release at read) and ``_state_storage`` (capacity, COS fallback, load and
+bucket reports, acknowledgements). The state is one object whatever module a handler lives in:
+a snapshot (``_snapshot``) pickles its fields, never the class.
 """
 
 from __future__ import annotations
@@ -57,42 +64,33 @@ from typing import Any, Callable
 import hdag
 import wds
 from funcsion_rpc import routing
-from funcsion_rpc.errors import (DuplicateWrite, InvalidRequest, ObjectExpired, ObjectNotWritten, RunEnded,
-                                 ServiceUnavailable, Unauthorized, UndeclaredOutput, UnknownObject, UnknownRun,
-                                 UnknownWorkflow)
+from funcsion_rpc.errors import (DuplicateWrite, InvalidRequest, ObjectNotWritten, ServiceUnavailable, Unauthorized,
+                                 UndeclaredOutput, UnknownObject, UnknownRun, UnknownWorkflow)
 
-from ._allocator import MAX_FUNCTION_BLOCKS, MIB, Allocator
+from ._allocator import MIB, Allocator
 from ._buckets import GcBuckets
 from ._busy import BusyFunctions
 from ._daemons import choose_daemon
-from ._events import (AckInstructions, BeginPut, CapacityChanged, Commit, Committed, CosFallback, Delete,
-                      DeregisterWorkflow,
-                      DropObject, EndRun, Event, Freed, FinishPut, Get, GetMany, Instruction, Placed, Placement,
-                      LastRead, PutFinished, ReadDone, ReadRecorded, RegisterCapacity, RegisterWorkflow,
-                      RELEASED_AT_READ, Released,
-                      ReleaseFunction, ReportBuckets, ReportLoad, RunFinished,
-                      RunStarted, ScaleOut, StartRun, StorageInstruction, Tick, Touch, UnregisterCapacity,
-                      WorkflowRegistered)
+from ._events import (AckInstructions, BeginPut, Commit, CosFallback, Delete, DeregisterWorkflow, EndRun, Event,
+                      FinishPut, Get, GetMany, Instruction, Placed, Placement, PutFinished, ReadDone, ReadRecorded,
+                      RegisterCapacity, RegisterWorkflow, ReportBuckets, ReportLoad, RunFinished, RunStarted,
+                      ScaleOut, StartRun, StorageInstruction, Tick, Touch, UnregisterCapacity, WorkflowRegistered)
 from ._invariants import validate
 from ._policy import (HeuristicPredictor, LifetimePredictor, group_key, parse_policy, predict_lifetimes,
                       predictor_revision)
 from ._records import ObjectRecord, RunRecord, WorkflowEntry
+from ._state_base import COS_TIER
+from ._state_reads import ReadEvents
+from ._state_storage import StorageEvents
 from ._tokens import is_digest, token_digest
 
 __all__ = ["MetadataState"]
 
-_COS = Placement("cos", "cos")
-MAX_NAME = 256                      # characters in a storage function's name
-_ORD = {1: "first", 2: "second", 3: "third", 4: "fourth", 5: "fifth"}
 #: predictions a workflow keeps per (run concurrency, input bytes) before it starts afresh
 _PREDICTIONS_KEPT = 64
 
 
-def _nth(n: int) -> str:
-    return _ORD.get(n, f"{n}th")
-
-
-class MetadataState:
+class MetadataState(ReadEvents, StorageEvents):
     """Everything the metadata server knows. Drive it with ``handle``."""
 
     def __init__(self, *, block_size: int = MIB, data_chunks: int = 10, parity_chunks: int = 2,
@@ -205,15 +203,6 @@ class MetadataState:
         self.handle_gets(ev.now, ev.rid, ev.run_id, ev.function, ev.objects, outs)
         return [i for out in outs for i in out]
 
-    def _bump(self, name: str, by: int = 1) -> None:
-        self.counters[name] = self.counters.get(name, 0) + by
-
-    def _emit(self, out: list[Instruction], ins: StorageInstruction) -> None:
-        ins.seq = self.next_seq
-        self.next_seq += 1
-        self.pending.append(ins)          # until acknowledged; never dropped (see the module docstring)
-        out.append(ins)
-
     # -- queries (not events: they change nothing) ------------------------------------
     def authorize(self, run_id: str, token: str) -> RunRecord:
         run = self.runs.get(run_id)
@@ -282,26 +271,6 @@ class MetadataState:
         }
 
     # -- helpers ----------------------------------------------------------------------
-    def _run(self, run_id: str) -> RunRecord:
-        run = self.runs.get(run_id)
-        if run is None:
-            raise UnknownRun(f"no run {run_id!r} on this server", run_id=run_id)
-        return run
-
-    def _running(self, run_id: str, now: float) -> RunRecord:
-        run = self._run(run_id)
-        if run.state != "running":
-            raise RunEnded(f"run {run_id} {run.state} ({run.outcome}) at t={run.ended:.3f}; start a new run",
-                           run_id=run_id)
-        self._advance(run, now)
-        run.last_activity = now
-        return run
-
-    def _unknown_msg(self, run: RunRecord, name: str) -> str:
-        return (f"workflow {run.workflow_key} of run {run.run_id} declares no object {name!r} "
-                f"({len(run.graph.objects)} objects, e.g. {', '.join(list(run.graph.objects)[:3])}) and no "
-                "ad-hoc object of that name was written (write one with put(..., adhoc=True))")
-
     @staticmethod
     def _undeclared_write_msg(run: RunRecord, function: str, name: str, outputs: tuple[str, ...]) -> str:
         """A task wrote a name its workflow does not declare: most often a typo of one of its outputs."""
@@ -311,119 +280,6 @@ class MetadataState:
                 f"declare (its outputs: {', '.join(outputs) or 'none'}){guess} Write a declared output, add "
                 f"{name!r} to the function's \"output\" list, or, for a key the WDS cannot name, put it with "
                 "adhoc=True")
-
-    def _advance(self, run: RunRecord, now: float) -> None:
-        dt = now - run.last_t
-        if dt > 0:
-            # both from when an object's bytes arrive (its finish_put), so allocated >= live: an
-            # object placed but not yet written holds nothing in the storage functions
-            run.live_byte_s += (run.written_bytes if not run.policy.exact_bytes else run.live_bytes) * dt
-            run.alloc_byte_s += max(run.alloc_bytes - run.pending_alloc, 0) * dt   # from when the bytes arrive
-            run.last_t = now
-
-    def _grain_bytes(self, placement: Placement) -> int:
-        """The memory an object's extents lie on, in the storage functions' grains (whole
-        blocks without one): what the run's allocated MB-s leaves out until the object's
-        bytes have arrived (its ``finish_put``), as the storage functions hold nothing of it
-        before (an edge grain shared with a neighbour is counted here too)."""
-        a = self.allocator
-        g = a.grains.grain if a.grains is not None else a.block_size
-        return sum(((e.offset + e.length - 1) // g - e.offset // g + 1) * g for e in placement.extents if e.length)
-
-    def _refresh(self, run: RunRecord) -> None:
-        if run.policy.exact_bytes:  # byte-granular: the bytes written, from when they arrived
-            run.alloc_bytes = run.written_bytes
-        else:
-            run.alloc_bytes = self.allocator.owner_bytes(run.run_id)
-        run.peak_live = max(run.peak_live, run.live_bytes)
-        run.peak_alloc = max(run.peak_alloc, run.alloc_bytes)
-
-    def _free(self, run: RunRecord, rec: ObjectRecord, reason: str, out: list[Instruction],
-              keep: bool = False) -> None:
-        """Release an object's memory and tell the storage layer. ``keep``: its COS copy
-        stays (state ``kept``)."""
-        assert rec.state in ("allocated", "readable")
-        if reason == "committed" and rec.state == "readable" and not rec.adhoc:   # a lifetime for the datasets
-            run.measured[rec.name] = (self.now - rec.readable_at, rec.size)
-        run.trace_freed(rec, self.now)
-        if rec.placement.tier == "memory" and rec.released_at is None:
-            run.live_bytes -= rec.size
-            self.live_bytes -= rec.size
-            if rec.state == "readable":
-                run.written_bytes -= rec.size
-            elif not run.policy.exact_bytes:
-                run.pending_alloc -= self._grain_bytes(rec.placement)
-            self._free_memory(run, rec, out)
-        elif rec.placement.tier == "cos" and not keep:
-            run.cos_bytes -= rec.size
-        rec.state = "kept" if keep else "freed"
-        rec.freed_reason = reason
-        rec.freed_at = self.now
-        run.bump("kept" if keep else "freed")
-        self._bump("objects_kept" if keep else "objects_freed")
-        out.append(Freed(run.run_id, rec.name, reason))
-        if rec.placement.tier != "empty":
-            self._emit(out, DropObject(run.run_id, rec.name, rec.placement.extents, keep, reason,
-                                       tier=rec.placement.tier))
-
-    @staticmethod
-    def _releasable(run: RunRecord, rec: ObjectRecord) -> bool:
-        """Whether ``rec``'s function memory may go before its last commit: funcstore's, held
-        in function memory, not released yet."""
-        return (run.policy.releases_at_read and rec.released_at is None and rec.state == "readable"
-                and rec.placement.tier == "memory" and bool(rec.placement.extents))
-
-    def _read_done(self, ev: ReadDone) -> list[Instruction]:
-        """The reader has the bytes of reads answered as last ones (``LastRead``): an object
-        releases its memory once every reader so answered said so (a re-run reader answered
-        again while another still fetches makes it wait for both; one that died is answered
-        again when it re-runs, and its commit frees the object anyway). Any other name
-        (released already, freed, not answered so to this reader) changes nothing: a repeat or
-        a late report is harmless."""
-        run = self._running(ev.run_id, ev.now)
-        out: list[Instruction] = []
-        for name in ev.objects:
-            rec = run.objects.get(name)
-            if rec is None or not rec.fetching or ev.function not in rec.fetching:
-                continue
-            rec.fetching.discard(ev.function)
-            if not rec.fetching and self._releasable(run, rec):
-                self._release(run, rec, out)
-        if out:
-            self._refresh(run)
-        return out
-
-    def _release(self, run: RunRecord, rec: ObjectRecord, out: list[Instruction]) -> None:
-        """Every reader answered as the last of a readable object in function memory has its
-        bytes (``releases_at_read``): its memory goes now, the object stays readable until its
-        last reader commits. Its blocks go back to the allocator and its placement keeps no
-        extents (what it held may be handed out again); the daemon lets its chunks go
-        (``DropObject`` with reason ``RELEASED_AT_READ``, carried out at once; the reader
-        evicts them itself too) and serves later reads, a re-run reader's, from the durable
-        copy (its persistent buffer or COS); the commit that frees it drops that copy (``_free``)."""
-        run.live_bytes -= rec.size
-        self.live_bytes -= rec.size
-        run.written_bytes -= rec.size
-        self._free_memory(run, rec, out)
-        held = rec.placement
-        # no extents now, but the daemon stays: it holds the durable copy a re-run reader reads
-        rec.placement = Placement(held.tier, held.kind, (), held.data_chunks, held.parity_chunks, held.chunk_size,
-                                  held.daemon)
-        rec.released_at = self.now
-        rec.fetching = None
-        run.bump("released_at_read")
-        self._bump("objects_released_at_read")
-        out.append(Released(run.run_id, rec.name))
-        self._emit(out, DropObject(run.run_id, rec.name, held.extents, True, RELEASED_AT_READ, tier="memory"))
-
-    def _free_memory(self, run: RunRecord, rec: ObjectRecord, out: list[Instruction]) -> None:
-        """Give an object's blocks back; a function left with none leaves the pool."""
-        if rec.placement.extents:
-            run.function_spans.append((tuple(sorted({e.function for e in rec.placement.extents})),
-                                       rec.written_at, self.now))
-        for fn in self.allocator.free(rec.placement):
-            run.bump("functions_released")
-            self._emit(out, ReleaseFunction(fn))
 
     # -- workflows ------------------------------------------------------------------
     def _register_workflow(self, ev: RegisterWorkflow) -> list[Instruction]:
@@ -686,7 +542,7 @@ class MetadataState:
         a = self.allocator
         if run.cos_only and size:
             run.bump("cos_by_hint")
-            return _COS, "the run is latency-insensitive (its data lives in COS only)"
+            return COS_TIER, "the run is latency-insensitive (its data lives in COS only)"
         if info is None:
             key: Any = "adhoc"
         else:
@@ -706,15 +562,15 @@ class MetadataState:
             run.bump("spilled_to_cos")
             self._bump("spilled_to_cos")
             if over_run:
-                return _COS, f"over the run's capacity hint of {run.budget_bytes:,} bytes"
-            return _COS, f"over the server's memory budget of {self.memory_budget:,} bytes"
+                return COS_TIER, f"over the run's capacity hint of {run.budget_bytes:,} bytes"
+            return COS_TIER, f"over the server's memory budget of {self.memory_budget:,} bytes"
         self.busy.advance(self.now)
         placement = a.allocate(size, run.run_id, key, chunk_bytes, run.policy.fills_holes, daemon)
         if placement is None:
             run.bump("cos_fallback")
             self._bump("cos_fallback")
             self._emit(out, ScaleOut(need, f"no room for {size} bytes of {name!r} (run {run.run_id})"))
-            return _COS, (f"no room in the storage functions' pool ({need} blocks of {a.block_size:,} bytes "
+            return COS_TIER, (f"no room in the storage functions' pool ({need} blocks of {a.block_size:,} bytes "
                           f"needed, {a.free_blocks} free of {a.total_blocks}); scale-out asked")
         if placement.kind == "blocks" and self.buckets.want_scale_out({e.function for e in placement.extents}):
             self._bump("scale_out_for_newest_bucket")
@@ -754,239 +610,6 @@ class MetadataState:
         if committed:
             out += self._commit(run, ev.function, ev.now)
         return out
-
-    # -- reads and commits ----------------------------------------------------------
-    def _get(self, ev: Get) -> list[Instruction]:
-        run = self._running(ev.run_id, ev.now)
-        info = run.graph.objects.get(ev.object)
-        rec = run.objects.get(ev.object)
-        if info is None and (rec is None or not rec.adhoc):
-            raise UnknownObject(self._unknown_msg(run, ev.object), run_id=run.run_id, function=ev.function,
-                                object=ev.object)
-        if info is not None and ev.delete:
-            raise InvalidRequest(f"get(delete=True) of {ev.object!r}: it is declared in workflow {run.workflow_key}, "
-                                 f"so funcsion frees it after its {info.read_count} declared read(s) commit; "
-                                 "delete=True is for ad-hoc objects", run_id=run.run_id, function=ev.function,
-                                 object=ev.object)
-        if ev.function and ev.function not in run.graph.functions:
-            raise InvalidRequest(f"workflow {run.workflow_key} of run {run.run_id} has no function "
-                                 f"{ev.function!r}", run_id=run.run_id, function=ev.function, object=ev.object)
-        if rec is None or rec.state == "allocated":
-            who = (info.producer if info is not None else rec and rec.writer) or "the client"
-            raise ObjectNotWritten(f"{'ad-hoc ' if info is None else ''}{ev.object!r} of run {run.run_id} is not "
-                                   f"written yet: {who} has not finished its put; task {ev.function or 'client'} "
-                                   "read it too early", run_id=run.run_id, function=ev.function, object=ev.object)
-        if ev.function in run.committed:
-            run.bump("reads_after_commit")
-            return [ReadRecorded(ev.object, rec.size, rec.checksum, rec.placement, False, already_committed=True)]
-        if rec.state == "freed":
-            self._bump("reads_of_freed")
-            raise ObjectExpired(self._expired_msg(run, rec, ev.function), run_id=run.run_id,
-                                function=ev.function, object=ev.object)
-        rec.last_access = ev.now
-        if info is None:
-            return self._read_adhoc(run, rec, ev)
-        out: list[Instruction] = []
-        recorded = False
-        if ev.function in info.readers:
-            buf = run.buffers.get(ev.function)
-            if buf is None:
-                buf = run.buffers[ev.function] = {}
-            if ev.object not in buf:
-                buf[ev.object] = None
-                recorded = True
-                run.bump("reads_recorded")
-            else:
-                run.bump("reads_deduplicated")
-            if rec.read_by is not None and rec.state == "readable":
-                rec.read_by.add(ev.function)
-                if len(rec.read_by) == rec.declared and run.policy.frees_on_last_read:
-                    out.append(ReadRecorded(ev.object, rec.size, rec.checksum, rec.placement, recorded))
-                    self._free(run, rec, "last read (oracle)", out, keep=rec.persist)
-                    self._refresh(run)
-                    return out
-                if len(rec.read_by) == rec.declared and self._releasable(run, rec):
-                    if rec.fetching is None:
-                        rec.fetching = set()
-                    rec.fetching.add(ev.function)
-                    return [ReadRecorded(ev.object, rec.size, rec.checksum, rec.placement, recorded),
-                            LastRead(run.run_id, rec.name)]
-        else:
-            run.bump("reads_undeclared")
-        out.append(ReadRecorded(ev.object, rec.size, rec.checksum, rec.placement, recorded))
-        return out
-
-    def _read_adhoc(self, run: RunRecord, rec: ObjectRecord, ev: Get) -> list[Instruction]:
-        """A read of an ad-hoc object: no read count. With ``delete`` it is freed when the
-        reader commits (so a retried reader still finds it), or at once for the client."""
-        run.bump("reads_adhoc")
-        out: list[Instruction] = [ReadRecorded(ev.object, rec.size, rec.checksum, rec.placement, False)]
-        if ev.delete and rec.state == "readable":
-            if ev.function:
-                run.deletes.setdefault(ev.function, {})[ev.object] = None
-            else:  # the client is still to fetch the bytes: the drop waits its grace (the control loop)
-                self._free(run, rec, "deleted at read", out, keep=rec.persist)
-                self._refresh(run)
-        return out
-
-    def _expired_msg(self, run: RunRecord, rec: ObjectRecord, function: str) -> str:
-        who = ", ".join(rec.committed_by) or "no function"
-        reads = f"its {rec.declared} declared read{'s' if rec.declared != 1 else ''}"
-        task = f"task {function}" if function else "the client"
-        if rec.adhoc:
-            return f"ad-hoc {rec.name!r} of run {run.run_id} was freed ({rec.freed_reason}); {task} read it afterwards"
-        if rec.freed_reason == "committed":
-            return (f"{rec.name!r} of run {run.run_id} was freed after {reads} (committed by {who}); "
-                    f"{task} read it a {_nth(rec.declared + 1)} time")
-        return (f"{rec.name!r} of run {run.run_id} was freed ({rec.freed_reason}) with {rec.remaining} of "
-                f"{reads} outstanding (committed by {who}); {task} read it afterwards")
-
-    def _commit_event(self, ev: Commit) -> list[Instruction]:
-        run = self._running(ev.run_id, ev.now)
-        fn = run.graph.functions.get(ev.function)
-        if fn is None:
-            raise InvalidRequest(f"workflow {run.workflow_key} of run {run.run_id} has no function "
-                                 f"{ev.function!r}", run_id=run.run_id, function=ev.function)
-        if ev.function in run.committed:
-            run.bump("commits_repeated")
-            return [Committed(ev.function, 0, already_committed=True)]
-        if fn.outputs:
-            raise InvalidRequest(f"task {ev.function} of run {run.run_id} commits when it finishes the put of its "
-                                 f"last output {fn.last_output!r}; explicit commit is for functions with no outputs",
-                                 run_id=run.run_id, function=ev.function)
-        return self._commit(run, ev.function, ev.now)
-
-    def _commit(self, run: RunRecord, function: str, now: float) -> list[Instruction]:
-        buf = run.buffers.pop(function, {})
-        run.committed[function] = now
-        out: list[Instruction] = [Committed(function, len(buf))]
-        policy = run.policy
-        for name in buf:
-            rec = run.objects[name]
-            rec.remaining -= 1
-            rec.committed_by.append(function)
-            if rec.remaining == 0 and policy.frees_on_commit and rec.state == "readable":
-                self._free(run, rec, "committed", out, keep=rec.persist)
-        for name in run.deletes.pop(function, {}):
-            rec = run.objects[name]
-            if rec.state in ("allocated", "readable"):
-                self._free(run, rec, "deleted after read", out, keep=rec.persist)
-        run.bump("commits")
-        self._bump("commits")
-        self._refresh(run)
-        return out
-
-    def _delete(self, ev: Delete) -> list[Instruction]:
-        run = self._run(ev.run_id)
-        kept = run.objects.get(ev.object)
-        if kept is not None and kept.state == "kept":   # a persisted object or output: drop its COS copy
-            kept.state, kept.freed_reason, kept.freed_at = "freed", "deleted", ev.now
-            if run.state != "running" or kept.placement.tier == "cos":   # what cos_bytes counted
-                run.cos_bytes -= kept.size
-            run.bump("kept_deleted")
-            out: list[Instruction] = [Freed(run.run_id, kept.name, "deleted")]
-            self._emit(out, DropObject(run.run_id, kept.name, (), False, "deleted", tier="cos"))
-            return out
-        run = self._running(ev.run_id, ev.now)
-        rec = run.objects.get(ev.object)
-        if rec is None:
-            if ev.object in run.graph.objects:
-                raise ObjectNotWritten(f"delete of {ev.object!r} in run {run.run_id}: it was never written",
-                                       run_id=run.run_id, object=ev.object)
-            raise UnknownObject(self._unknown_msg(run, ev.object), run_id=run.run_id, object=ev.object)
-        out = []
-        if rec.state in ("allocated", "readable"):
-            self._free(run, rec, "deleted", out)
-            self._refresh(run)
-        return out
-
-    # -- capacity and the storage layer -------------------------------------------------
-    def _register_capacity(self, ev: RegisterCapacity) -> list[Instruction]:
-        """Set a storage function's capacity: idempotent, so a stack that registers its
-        functions at every start over the same journal offers the same blocks."""
-        if not 0 < len(ev.function) <= MAX_NAME:
-            raise InvalidRequest(f"register_capacity needs a storage function name of 1 to {MAX_NAME} characters, "
-                                 f"got {len(ev.function)}", function=ev.function[:64])
-        if not 0 < ev.blocks <= MAX_FUNCTION_BLOCKS:
-            raise InvalidRequest(f"register_capacity of {ev.function!r}: blocks must be 1 to {MAX_FUNCTION_BLOCKS:,} "
-                                 f"(blocks of {self.allocator.block_size:,} bytes), got {ev.blocks:,}",
-                                 function=ev.function)
-        group = self.allocator.data_chunks + self.allocator.parity_chunks
-        if self.shards > 1 and (owner := routing.shard_of_function(ev.function, self.shards, group)) != self.shard:
-            raise InvalidRequest(f"storage function {ev.function!r} belongs to metadata shard {owner} of "
-                                 f"{self.shards}, not this one ({self.shard}): register each function with the "
-                                 "shard funcsion_rpc.routing.shard_of_function names (by its group of "
-                                 f"{group}), so no two shards hand out its blocks", function=ev.function)
-        held = self.allocator.daemon_of(ev.function)
-        if ev.function in self.allocator.functions and held != ev.daemon:
-            raise InvalidRequest(f"storage function {ev.function!r} is registered by daemon {held or '(the only one)'!r}; "
-                                 f"daemon {ev.daemon or '(the only one)'!r} cannot register it too: function names "
-                                 "are unique across a deployment (each daemon's carry its id)", function=ev.function)
-        total = self.allocator.register(ev.function, ev.blocks, ev.daemon)
-        return [CapacityChanged(ev.function, ev.blocks, total)]
-
-    def _unregister_capacity(self, ev: UnregisterCapacity) -> list[Instruction]:
-        in_use = self.allocator.unregister(ev.function)
-        return [CapacityChanged(ev.function, -1, in_use)]
-
-    def _cos_fallback(self, ev: CosFallback) -> list[Instruction]:
-        """The store refused ``ev.object`` where it was placed: its memory goes back to the
-        allocator and its placement becomes the COS tier. Only its writer, before its put
-        finished; once in COS, the same call again is a repeat (a retried writer)."""
-        run = self._running(ev.run_id, ev.now)
-        rec = run.objects.get(ev.object)
-        if rec is None:
-            raise ObjectNotWritten(f"fallback_to_cos of {ev.object!r} in run {run.run_id} before its begin_put",
-                                   run_id=run.run_id, function=ev.function, object=ev.object)
-        if rec.writer != ev.function:
-            raise UndeclaredOutput(f"{ev.object!r} of run {run.run_id} is written by {rec.writer or 'the client'}; "
-                                   f"{ev.function or 'the client'} cannot move it to COS",
-                                   run_id=run.run_id, function=ev.function, object=ev.object)
-        if rec.placement.tier == "cos":
-            return [Placed(rec.name, rec.size, rec.placement, existing=True)]
-        if rec.state != "allocated" or rec.placement.tier != "memory":
-            raise InvalidRequest(f"{ev.object!r} of run {run.run_id} is {rec.state} in the {rec.placement.tier} "
-                                 "tier: only an object whose put has not finished moves to COS",
-                                 run_id=run.run_id, function=ev.function, object=ev.object)
-        out: list[Instruction] = []
-        run.live_bytes -= rec.size
-        self.live_bytes -= rec.size
-        self._free_memory(run, rec, out)
-        rec.placement = _COS
-        rec.tier_reason = f"the store refused its placement: {ev.reason[:300] or 'no room'}"
-        run.cos_bytes += rec.size
-        run.bump("cos_after_refusal")
-        self._bump("cos_after_refusal")
-        self._refresh(run)
-        out.insert(0, Placed(rec.name, rec.size, rec.placement))
-        return out
-
-    def pool_size(self) -> int:
-        """The storage functions the allocator places on (not withdrawn)."""
-        return sum(1 for f in self.allocator.functions.values() if not f.retired)
-
-    def _report_load(self, ev: ReportLoad) -> list[Instruction]:
-        """The daemon's load report: the busy set follows it (``_busy``)."""
-        loads = {fn: (int(v[0]), int(v[1])) for fn, v in ev.loads.items()}
-        was = set(self.busy.until)
-        self.busy.report(ev.now, loads, self.pool_size())
-        if set(self.busy.until) - was:
-            self._bump("busy_marks")
-        return []
-
-    def _report_buckets(self, ev: ReportBuckets) -> list[Instruction]:
-        """The daemon's GC window: the bucket filters follow it (``_buckets``)."""
-        self.buckets.report(ev.buckets, ev.daemon)
-        return []
-
-    def _ack(self, ev: AckInstructions) -> list[Instruction]:
-        upto = ev.upto
-        if ev.daemon:       # one of several daemons: what every one of them has carried out
-            self.acks[ev.daemon] = max(self.acks.get(ev.daemon, 0), ev.upto)
-            upto = min(self.acks.get(d, 0) for d in (self.allocator.daemons - {""}) | set(self.acks))
-        while self.pending and self.pending[0].seq <= upto:
-            self.pending.popleft()
-        return []
 
     # -- invariants --------------------------------------------------------------------
     def validate_state(self) -> None:
