@@ -27,9 +27,9 @@ class CountingClient(MetadataClient):
         super().__init__(*args, **kwargs)
         self.round_trips = [0]
 
-    def _call(self, fn: Callable[[Any], R]) -> R:
+    def _call(self, fn: Callable[[Any], R], **kw: Any) -> R:
         self.round_trips[0] += 1
-        return super()._call(fn)
+        return super()._call(fn, **kw)
 
 
 def test_put_many_and_get_many_are_one_round_trip_each(stack: Stack) -> None:
