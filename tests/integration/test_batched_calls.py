@@ -53,7 +53,9 @@ def test_put_many_and_get_many_are_one_round_trip_each(stack: Stack) -> None:
         r = run.bind(function="r")
         before = trips[0]
         assert r.get_many(["a", "b", "c"]) == {"a": b"1" * 5000, "b": b"2", "c": b"3"}
-        assert trips[0] - before == 1                     # read_batch
+        # read_batch, then one read_done for the reads answered as last ones (funcstore releases
+        # their function memory once this reader has the bytes)
+        assert trips[0] - before == 2
         r.commit()
         run.end_run()
         run.close()
