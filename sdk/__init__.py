@@ -7,6 +7,11 @@ In a task::
         text = sdk.get("raw_text")
         sdk.put("counts_00", count(text))
 
+A plain Lambda handler under any Step Functions state machine: ``@sdk.offload`` (large
+results become references freed after their last reader; see ``sdk._offload``), with
+``sdk.offload_start`` / ``sdk.offload_start_execution`` on the driver side and
+``sdk.offload_cleanup`` for the execution's status-change event.
+
 In a script or driver: ``sdk.Client(endpoints)``, ``client.start_run(key)``,
 then ``put``/``get``/``list``/``delete`` on the run. A whole run, as ``funcsion run``
 does it: ``report = sdk.run("wf.wds.json", inputs=..., params=..., policy=...)``
@@ -36,6 +41,11 @@ from ._task import (
     put_many,
     task,
 )
+from ._offload import offload, offload_get
+from ._offload_cleanup import handler as offload_cleanup
+from ._offload_plan import execution_input as offload_execution_input
+from ._offload_plan import start_execution as offload_start_execution
+from ._offload_plan import start_run as offload_start
 from ._runs import JobsReport, OutputNotKept, Report, RunFailed, RunOptionError, run, run_jobs
 from ._values import ValueStream
 from .exceptions import (
@@ -46,6 +56,8 @@ from .exceptions import (
     MissingOutputs,
     NoRunContext,
     ObjectExpired,
+    ReferenceFreed,
+    ReferenceRefused,
     StoreFailure,
     TaskError,
     UndeclaredOutput,
@@ -57,5 +69,7 @@ __all__ = [
     "MetadataError", "MissingOutputs", "NoRunContext", "ObjectExpired", "RunContext", "StoreFailure", "TaskError", "TaskFailed",
     "TaskSession", "UndeclaredOutput", "UndeclaredRead", "current", "get", "get_many", "inputs", "logger",
     "outputs", "put", "put_many", "task", "ValueStream",
+    "offload", "offload_cleanup", "offload_execution_input", "offload_get", "offload_start",
+    "offload_start_execution", "ReferenceFreed", "ReferenceRefused",
     "JobsReport", "OutputNotKept", "Report", "RunFailed", "RunOptionError", "run", "run_jobs",
 ]

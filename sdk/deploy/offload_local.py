@@ -1,0 +1,220 @@
+"""Run a state machine whose handlers use ``@sdk.offload`` on the embedded stack, under
+moto's Step Functions interpreter (``funcsion offload run``).
+
+What it does, as a deployment would: plans the definition and starts the execution's run
+(``sdk.offload_start``: the workflow from the plan), creates the state machine and one
+Lambda per ``FunctionName`` in moto, starts the execution named after the run with the
+run in its input, and carries out each Lambda invoke on the local Lambda platform
+(``LambdaBridge``): the Lambda ``<prefix>-<name>`` runs ``<module>:<name>`` (``-`` read as
+``_``; first the whole name, then the part after the first ``-``). When the execution
+ends it sends the cleanup Lambda (``sdk.offload_cleanup``) the EventBridge
+"Step Functions Execution Status Change" event AWS would send (moto's EventBridge does
+not emit them), then saves the run's report (``funcsion runs``, ``funcsion report``):
+per object, the state that wrote it, its bytes, when it was freed and by whom (its last
+reader's commit, or the cleanup at the end), and what was kept until the end and why.
+
+Not here: the decorator (``sdk._offload``), the plan's workflow (``sdk._offload_plan``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import asl_plan
+from .._offload_plan import execution_input, layout, start_run
+from .sfn_local import HandlerError, LambdaBridge
+
+__all__ = ["CLEANUP_LAMBDA", "MOTO_CONFIG", "OffloadRun", "lambda_names", "run_local"]
+
+#: moto's settings: run the ASL, and a Lambda without Docker (the bridge answers the invokes)
+MOTO_CONFIG: dict[str, Any] = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
+CLEANUP_LAMBDA = "funcsion-offload-cleanup"
+_REGION = "us-east-1"
+
+
+@dataclass
+class OffloadRun:
+    """One execution: its run, status, history events, the invokes it made and its report."""
+
+    run_id: str
+    execution_arn: str
+    status: str
+    events: list[dict[str, Any]]
+    calls: list[tuple[str, dict[str, Any]]]
+    cleanup: dict[str, Any]
+    report: dict[str, Any] = field(default_factory=dict)
+    saved_to: str | None = None
+
+
+def lambda_names(definition: Mapping[str, Any] | asl_plan.Definition) -> dict[str, str]:
+    """Task state -> the Lambda function name it invokes (``lambda:invoke``'s
+    ``FunctionName``, or a Lambda ARN as ``Resource``)."""
+    d = definition if isinstance(definition, asl_plan.Definition) else asl_plan.parse(definition)
+    out: dict[str, str] = {}
+    for st in d.states():
+        if st.type != "Task":
+            continue
+        ref = st.raw.get("Resource", "")
+        params = st.raw.get("Parameters") or st.raw.get("Arguments") or {}
+        if isinstance(params, Mapping) and isinstance(params.get("FunctionName"), str):
+            ref = params["FunctionName"]
+        ref = str(ref)
+        out[st.name] = ref.split(":function:", 1)[1].split(":", 1)[0] if ":function:" in ref else ref
+    return out
+
+
+def _handler_for(module: Any, lambda_name: str) -> str:
+    names = [lambda_name.replace("-", "_")]
+    if "-" in lambda_name:
+        names.append(lambda_name.split("-", 1)[1].replace("-", "_"))
+    for n in names:
+        if callable(getattr(module, n, None)):
+            return n
+    raise ValueError(f"no handler for Lambda {lambda_name!r} in {module.__file__}: define {' or '.join(names)}")
+
+
+def run_local(asl: str | Path, stack: Any, *, code_dir: str | Path, module: str = "handlers",
+              execution_input_doc: Mapping[str, Any] | None = None, app: str | None = None,
+              timeout_s: float = 300.0, threshold_bytes: int | None = None, save: bool = True) -> OffloadRun:
+    """Run the state machine in file ``asl`` once on ``stack`` (an ``sdk.local.Stack``) with
+    the handlers of ``<code_dir>/<module>.py`` (see the module docstring)."""
+    import importlib.util
+
+    import boto3
+    from moto import mock_aws
+
+    from storage_functions.exceptions import InvocationFailed
+    from storage_functions.local import LocalPlatform, PlatformConfig
+
+    text = Path(asl).read_text(encoding="utf-8")
+    plan = asl_plan.plan(text)
+    app = app or Path(asl).name.split(".")[0].replace("_", "-")
+    names = lambda_names(plan.definition)
+    spec = importlib.util.spec_from_file_location(f"_offload_{module}", Path(code_dir) / f"{module}.py")
+    if spec is None or spec.loader is None:
+        raise ValueError(f"cannot load {Path(code_dir) / f'{module}.py'}")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    env = {"FUNCSION_OFFLOAD_THRESHOLD_BYTES": str(threshold_bytes)} if threshold_bytes else {}
+    platform = LocalPlatform(PlatformConfig(idle_reclaim_s=(600.0, 1200.0)))
+    try:
+        for lam in sorted(set(names.values())):
+            platform.deploy(lam, f"{module}:{_handler_for(mod, lam)}", memory_mb=1024, timeout_s=120,
+                            code_paths=[str(Path(code_dir).resolve())], env=env)
+        platform.deploy(CLEANUP_LAMBDA, "sdk._offload_cleanup:handler", memory_mb=256, timeout_s=60)
+
+        def invoke(name: str, payload: dict[str, Any]) -> Any:
+            try:
+                return platform.invoke(name, payload)
+            except InvocationFailed as exc:
+                raise HandlerError(exc.error_type or exc.reason, exc.error_message or str(exc)) from None
+
+        with mock_aws(config=MOTO_CONFIG), stack.client() as c:  # type: ignore[no-untyped-call]
+            iam = boto3.client("iam", region_name=_REGION)
+            role = iam.create_role(RoleName=f"funcsion-offload-{app}", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+            lam_client = boto3.client("lambda", region_name=_REGION)
+            for lam in sorted(set(names.values())):
+                lam_client.create_function(FunctionName=lam, Runtime="python3.11", Role=role,
+                                           Handler=f"{module}.x", Code={"ZipFile": _zip()})
+            sfn = boto3.client("stepfunctions", region_name=_REGION)
+            sm = sfn.create_state_machine(name=app, definition=text, roleArn=role)["stateMachineArn"]
+            started = time.time()
+            run = start_run(c, text, app=app)
+            try:
+                with LambdaBridge(invoke) as bridge:
+                    arn = sfn.start_execution(stateMachineArn=sm, name=run.run_id,
+                                              input=json.dumps(execution_input(run, execution_input_doc)))[
+                        "executionArn"]
+                    deadline = time.monotonic() + timeout_s
+                    while (desc := sfn.describe_execution(executionArn=arn))["status"] == "RUNNING":
+                        if time.monotonic() > deadline:
+                            sfn.stop_execution(executionArn=arn, error="funcsion.Timeout",
+                                               cause=f"funcsion offload run: not done in {timeout_s:g} s")
+                        time.sleep(0.05)  # moto's interpreter runs in its own thread; it has no event to wait on
+                    events = sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"]
+                    before = {o.object_name: o for o in run.list()}
+                    cleanup = platform.invoke(CLEANUP_LAMBDA, status_change_event(desc))
+                    calls = list(bridge.calls)
+                summary = next((r for r in c.metadata.stats()["runs"] if r["run_id"] == run.run_id), {})
+            finally:
+                run.close()
+        out = OffloadRun(run.run_id, arn, str(desc["status"]), events, calls, cleanup)
+        out.report = build_report(plan, app, out, before, summary, started, time.time() - started)
+        if save:
+            from ..local._report_store import save_report
+
+            out.saved_to = str(save_report(stack.config.state_dir, out.report))
+        return out
+    finally:
+        platform.shutdown()
+
+
+def _zip() -> bytes:
+    import io
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("handlers.py", "# the real code runs on the local Lambda platform\n")
+    return buf.getvalue()
+
+
+def status_change_event(desc: Mapping[str, Any]) -> dict[str, Any]:
+    """The EventBridge event AWS sends when execution ``desc`` (``DescribeExecution``) ends."""
+    def ms(v: Any) -> int | None:
+        return int(v.timestamp() * 1000) if hasattr(v, "timestamp") else None
+
+    return {"version": "0", "detail-type": "Step Functions Execution Status Change", "source": "aws.states",
+            "region": _REGION, "resources": [desc["executionArn"]],
+            "detail": {"executionArn": desc["executionArn"], "stateMachineArn": desc["stateMachineArn"],
+                       "name": desc["name"], "status": desc["status"], "startDate": ms(desc.get("startDate")),
+                       "stopDate": ms(desc.get("stopDate")), "input": desc.get("input"),
+                       "output": desc.get("output")}}
+
+
+def build_report(plan: asl_plan.Plan, app: str, ex: OffloadRun, objects: Mapping[str, Any],
+                 summary: Mapping[str, Any], started: float, wall_s: float) -> dict[str, Any]:
+    """The run's report: a ``funcsion report`` document with an ``offload`` section."""
+    lay = layout(plan)
+    state_of = {sl.function: name for name, sl in lay.items()}
+    t0 = float(summary.get("started") or 0.0)
+    entered: dict[str, int] = {}
+    for e in ex.events:
+        if e["type"] == "TaskStateEntered":
+            n = e["stateEnteredEventDetails"]["name"]
+            entered[n] = entered.get(n, 0) + 1
+    ended_by = f"the cleanup at the execution's end ({ex.status})"
+    rows: dict[str, Any] = {}
+    for name, o in objects.items():
+        writer = state_of.get(name.split(".", 1)[0], o.producer or "-")
+        freed = o.state == "freed"
+        by = [state_of.get(f, f) for f in o.committed_by]
+        sl = lay.get(writer)
+        rows[name] = {"state": writer, "bytes": int(o.size), "declared_reads": int(o.declared_reads),
+                      "reads": by, "adhoc": bool(o.adhoc),
+                      "freed_at": round(o.freed_at - t0, 4) if freed and o.freed_at and t0 else None,
+                      "freed_by": (by[-1] if by else o.freed_reason) if freed else ended_by,
+                      "kept_until_end": not freed,
+                      "why": sl.why if sl is not None else "written in a Map iteration: kept until the end"}
+    tasks = {n: {"state": "ran" if entered.get(n) else "skipped", "attempts": entered.get(n, 0)}
+             for n in plan.states}
+    left = {"live_bytes": summary.get("live_bytes"), "allocated_bytes": summary.get("allocated_bytes")}
+    return {"status": ex.status.lower(), "run_id": ex.run_id, "workflow": app, "kind": "offload",
+            "policy": summary.get("policy"), "started": round(started, 3), "wall_s": round(wall_s, 3),
+            "execution_arn": ex.execution_arn, "tasks": tasks, "objects": rows,
+            "outputs": {}, "persisted": {},
+            "memory": {"mb_s": summary.get("allocated_mb_s"), "peak_bytes": summary.get("peak_allocated_bytes"),
+                       "left_after_cleanup": left},
+            "offload": {"objects": len(rows), "bytes": sum(r["bytes"] for r in rows.values()),
+                        "freed_by_readers": sorted(n for n, r in rows.items() if not r["kept_until_end"]),
+                        "kept_until_end": sorted(n for n, r in rows.items() if r["kept_until_end"]),
+                        "plan": {n: {"declared_readers": list(sl.declared_readers), "why": sl.why}
+                                 for n, sl in lay.items()},
+                        "cleanup": ex.cleanup},
+            "plan": plan.to_dict()}
+
