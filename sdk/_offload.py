@@ -25,7 +25,8 @@ decorator:
    any other state (see ``sdk._offload_plan``) writes ad-hoc objects and commits
    explicitly. A retried state counts once: its commit is per function.
 
-Inside a ``Map`` iteration (the context has ``Map``) the state runs as the run's client:
+Inside a ``Map`` iteration (the execution input's ``funcsion.map_states`` names the state:
+``$$.Map`` is not visible there) the state runs as the run's client:
 its reads count for nothing and its values are kept until the execution ends.
 
 Errors leave as ``TaskFailed``/``FatalTaskError`` naming the state and the run, as
@@ -68,7 +69,7 @@ class OffloadContext:
     run_id: str
     token: str
     state: str
-    map_index: int | None  # inside a Map iteration: its item's index
+    in_map: bool  # the state runs once per item of a Map (the execution input's ``map_states``)
 
     @classmethod
     def from_event(cls, event: Any) -> OffloadContext:
@@ -88,11 +89,8 @@ class OffloadContext:
                                f"{fix}")
         assert isinstance(run, Mapping)
         rc = RunContext.from_event({EVENT_KEY: run, "run_id": ex["Name"], "function": st["Name"]})
-        item = (cx.get("Map") or {}).get("Item") if isinstance(cx.get("Map"), Mapping) else None
-        index = int(item["Index"]) if isinstance(item, Mapping) and "Index" in item else None
-        if isinstance(cx.get("Map"), Mapping) and index is None:
-            index = -1
-        return cls(rc.endpoints, rc.run_id, rc.token, str(st["Name"]), index)
+        in_map = str(st["Name"]) in (run.get("map_states") or ())
+        return cls(rc.endpoints, rc.run_id, rc.token, str(st["Name"]), in_map)
 
 
 @dataclass
@@ -130,22 +128,23 @@ class _Session:
         shell, cut = split(result, threshold)
         ctx, fn = self.ctx, function_name(self.ctx.state)
         outputs: list[str] = []
-        if ctx.map_index is None:
+        if not ctx.in_map:
             outputs = list(self.client.metadata.describe_function(ctx.run_id, fn).outputs)
         if outputs:
             key, adhoc = outputs[-1], False
         else:
-            key, adhoc = (f"{fn}.{ctx.map_index}.{uuid.uuid4().hex[:8]}" if ctx.map_index is not None else fn), True
-        stored: Any = None
+            key, adhoc = (f"{fn}.{uuid.uuid4().hex[:12]}" if ctx.in_map else fn), True
+        stored: Any = b""  # nothing offloaded: the commit marker (a value never is this small)
         if cut:
             stored = cut[0][1] if len(cut) == 1 else [v for _, v in cut]
             if isinstance(stored, bytearray | memoryview):
                 stored = bytes(stored)
         codec = _codec_of(stored)
         if cut or outputs:
-            # a declared output is written even empty (None): its write commits the state's reads
+            # a declared output is written even when nothing was cut (an empty marker): its write
+            # commits the state's reads
             self.client.put(key, stored, adhoc=adhoc, codec=codec)
-        elif ctx.map_index is None:
+        elif not ctx.in_map:
             self.client.commit()
         if not cut:
             return shell
@@ -193,7 +192,7 @@ def offload(handler: Callable[..., Any], event: Any, context: Any, threshold_byt
     """Offload the handler's large results and read the references in its input (see the
     module docstring); ``threshold_bytes`` overrides the config's ``offload_threshold_bytes``."""
     ctx = OffloadContext.from_event(event)
-    in_map = ctx.map_index is not None
+    in_map = ctx.in_map
     rc = RunContext(ctx.endpoints, ctx.run_id, ctx.token, ctx.state)
     print(f"[funcsion] state {ctx.state} of run {ctx.run_id}{' (a Map iteration)' if in_map else ''}", flush=True)
     client = _client_for(rc).bind(run_id=ctx.run_id, token=ctx.token, function="" if in_map else function_name(ctx.state))

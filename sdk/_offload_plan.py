@@ -36,7 +36,7 @@ from typing import Any
 from . import asl_plan
 from .asl_plan._flow import Walker
 
-__all__ = ["StateLayout", "execution_input", "function_name", "layout", "start_execution", "start_run",
+__all__ = ["StateLayout", "execution_input", "function_name", "layout", "map_states", "start_execution", "start_run",
            "workflow_doc"]
 
 _NOT_IDENT = re.compile(r"[^A-Za-z0-9_]")
@@ -66,7 +66,7 @@ class StateLayout:
 def layout(plan: asl_plan.Plan) -> dict[str, StateLayout]:
     """Per Task state, the readers the run declares (see the module docstring)."""
     d = plan.definition
-    in_map = {st.name for st in d.states() if any(a.type == "Map" for a in d.ancestors(st.name))}
+    in_map = set(map_states(plan))
     out: dict[str, StateLayout] = {}
     for name, sp in plan.states.items():
         fn = function_name(name)
@@ -128,19 +128,36 @@ def start_run(client: Any, definition: str | Mapping[str, Any], *, app: str = "o
     return client.start_run(key, policy=policy, ttl_s=ttl_s)
 
 
-def execution_input(run: Any, execution_input: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def map_states(plan: asl_plan.Plan) -> list[str]:
+    """The Task states that run once per item of a Map (``$$.Map`` is not visible inside an
+    iteration, so the execution's input names them for the decorator)."""
+    d = plan.definition
+    return [n for n in plan.states if any(a.type == "Map" for a in d.ancestors(n))]
+
+
+def execution_input(run: Any, execution_input: Mapping[str, Any] | None = None,
+                    definition: str | Mapping[str, Any] | asl_plan.Plan | None = None) -> dict[str, Any]:
     """The execution's input: the caller's, with the run's ``funcsion`` entry (its endpoints
-    with a run-scoped store token, and its metadata token) added."""
+    with a run-scoped store token, its metadata token, and the states of ``definition``
+    that run once per Map item) added."""
     if not run.run_id or not run.token:
         raise ValueError("execution_input needs a client bound to a run: use sdk.offload_start(...) first")
     doc = dict(execution_input or {})
     doc["funcsion"] = {**run.endpoints.for_run(run.run_id).to_dict(), "token": run.token}
+    if definition is not None:
+        p = definition if isinstance(definition, asl_plan.Plan) else asl_plan.plan(definition)
+        if inner := map_states(p):
+            doc["funcsion"]["map_states"] = inner
     return doc
 
 
 def start_execution(sfn_client: Any, state_machine_arn: str, run: Any,
-                    execution_input_doc: Mapping[str, Any] | None = None) -> str:
-    """Start ``state_machine_arn`` for ``run`` (named after it); returns the execution ARN."""
+                    execution_input_doc: Mapping[str, Any] | None = None, *,
+                    definition: str | Mapping[str, Any] | asl_plan.Plan | None = None) -> str:
+    """Start ``state_machine_arn`` for ``run`` (named after it); returns the execution ARN.
+    ``definition``: the state machine's (default: asked of Step Functions)."""
+    if definition is None:
+        definition = str(sfn_client.describe_state_machine(stateMachineArn=state_machine_arn)["definition"])
     resp = sfn_client.start_execution(stateMachineArn=state_machine_arn, name=run.run_id,
-                                      input=json.dumps(execution_input(run, execution_input_doc)))
+                                      input=json.dumps(execution_input(run, execution_input_doc, definition)))
     return str(resp["executionArn"])

@@ -104,7 +104,7 @@ def list_items(event: dict[str, Any], context: Any) -> list[dict[str, Any]]:
 @sdk.offload
 def process(event: dict[str, Any], context: Any) -> dict[str, Any]:
     item = event["item"]
-    return {"i": item["i"], "words": len(item["text"].split()), "pad": "x" * 70_000}
+    return {"i": item["i"], "words": len(item["text"].split()), "pad": str(item["i"]) * 70_000}
 
 
 @sdk.offload

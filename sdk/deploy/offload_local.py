@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import asl_plan
-from .._offload_plan import execution_input, layout, start_run
+from .._offload_plan import StateLayout, execution_input, layout, start_run
 from .sfn_local import HandlerError, LambdaBridge
 
 __all__ = ["CLEANUP_LAMBDA", "MOTO_CONFIG", "OffloadRun", "lambda_names", "run_local"]
@@ -34,6 +34,8 @@ __all__ = ["CLEANUP_LAMBDA", "MOTO_CONFIG", "OffloadRun", "lambda_names", "run_l
 #: moto's settings: run the ASL, and a Lambda without Docker (the bridge answers the invokes)
 MOTO_CONFIG: dict[str, Any] = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
 CLEANUP_LAMBDA = "funcsion-offload-cleanup"
+#: smaller than any offloaded value (the least threshold is 1 KiB): a state's commit marker
+MIN_OFFLOADED = 1024
 _REGION = "us-east-1"
 
 
@@ -128,7 +130,7 @@ def run_local(asl: str | Path, stack: Any, *, code_dir: str | Path, module: str 
             try:
                 with LambdaBridge(invoke) as bridge:
                     arn = sfn.start_execution(stateMachineArn=sm, name=run.run_id,
-                                              input=json.dumps(execution_input(run, execution_input_doc)))[
+                                              input=json.dumps(execution_input(run, execution_input_doc, plan)))[
                         "executionArn"]
                     deadline = time.monotonic() + timeout_s
                     while (desc := sfn.describe_execution(executionArn=arn))["status"] == "RUNNING":
@@ -177,6 +179,17 @@ def status_change_event(desc: Mapping[str, Any]) -> dict[str, Any]:
                        "output": desc.get("output")}}
 
 
+def _why(marker: bool, sl: StateLayout | None, freed: bool) -> str:
+    if marker:
+        return "a commit marker: the state offloaded nothing, so no reference names it; its write committed its reads"
+    if sl is None:
+        return "written in a Map iteration (the run's client): kept until the execution ends"
+    if freed or not sl.declared_readers:
+        return sl.why
+    return (f"its declared reader(s) {', '.join(sl.declared_readers)} did not all commit on this execution's route "
+            "(a Catch, a failure), so it was kept until the execution ended")
+
+
 def build_report(plan: asl_plan.Plan, app: str, ex: OffloadRun, objects: Mapping[str, Any],
                  summary: Mapping[str, Any], started: float, wall_s: float) -> dict[str, Any]:
     """The run's report: a ``funcsion report`` document with an ``offload`` section."""
@@ -191,28 +204,33 @@ def build_report(plan: asl_plan.Plan, app: str, ex: OffloadRun, objects: Mapping
     ended_by = f"the cleanup at the execution's end ({ex.status})"
     rows: dict[str, Any] = {}
     for name, o in objects.items():
+        if o.state in ("pending", "allocated", "missing"):
+            continue  # declared, never written: the state did not finish
         writer = state_of.get(name.split(".", 1)[0], o.producer or "-")
         freed = o.state == "freed"
         by = [state_of.get(f, f) for f in o.committed_by]
         sl = lay.get(writer)
-        rows[name] = {"state": writer, "bytes": int(o.size), "declared_reads": int(o.declared_reads),
+        marker = int(o.size) < MIN_OFFLOADED
+        rows[name] = {"state": writer, "marker": marker, "bytes": int(o.size), "declared_reads": int(o.declared_reads),
                       "reads": by, "adhoc": bool(o.adhoc),
                       "freed_at": round(o.freed_at - t0, 4) if freed and o.freed_at and t0 else None,
                       "freed_by": (by[-1] if by else o.freed_reason) if freed else ended_by,
                       "kept_until_end": not freed,
-                      "why": sl.why if sl is not None else "written in a Map iteration: kept until the end"}
+                      "why": _why(marker, sl, freed)}
     tasks = {n: {"state": "ran" if entered.get(n) else "skipped", "attempts": entered.get(n, 0)}
              for n in plan.states}
     left = {"live_bytes": summary.get("live_bytes"), "allocated_bytes": summary.get("allocated_bytes")}
+    values = {n: r for n, r in rows.items() if not r["marker"]}
     return {"status": ex.status.lower(), "run_id": ex.run_id, "workflow": app, "kind": "offload",
             "policy": summary.get("policy"), "started": round(started, 3), "wall_s": round(wall_s, 3),
             "execution_arn": ex.execution_arn, "tasks": tasks, "objects": rows,
             "outputs": {}, "persisted": {},
             "memory": {"mb_s": summary.get("allocated_mb_s"), "peak_bytes": summary.get("peak_allocated_bytes"),
                        "left_after_cleanup": left},
-            "offload": {"objects": len(rows), "bytes": sum(r["bytes"] for r in rows.values()),
-                        "freed_by_readers": sorted(n for n, r in rows.items() if not r["kept_until_end"]),
-                        "kept_until_end": sorted(n for n, r in rows.items() if r["kept_until_end"]),
+            "offload": {"objects": len(values), "bytes": sum(r["bytes"] for r in values.values()),
+                        "freed_by_readers": sorted(n for n, r in values.items() if not r["kept_until_end"]),
+                        "kept_until_end": sorted(n for n, r in values.items() if r["kept_until_end"]),
+                        "markers": sorted(n for n, r in rows.items() if r["marker"]),
                         "plan": {n: {"declared_readers": list(sl.declared_readers), "why": sl.why}
                                  for n, sl in lay.items()},
                         "cleanup": ex.cleanup},
