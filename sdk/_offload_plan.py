@@ -98,7 +98,7 @@ def workflow_doc(plan: asl_plan.Plan, app: str) -> dict[str, Any]:
     flow), an output object for each state whose readers are declared."""
     lay = layout(plan)
     reads: dict[str, list[str]] = {n: [] for n in lay}
-    for name, sl in lay.items():
+    for sl in lay.values():
         for r in sl.declared_readers:
             reads[r].append(sl.function)
     by_fn = {sl.function: name for name, sl in lay.items()}

@@ -116,7 +116,7 @@ def run_local(asl: str | Path, stack: Any, *, code_dir: str | Path, module: str 
             except InvocationFailed as exc:
                 raise HandlerError(exc.error_type or exc.reason, exc.error_message or str(exc)) from None
 
-        with mock_aws(config=MOTO_CONFIG), stack.client() as c:  # type: ignore[no-untyped-call]
+        with mock_aws(config=MOTO_CONFIG), stack.client() as c:  # type: ignore[call-overload]
             iam = boto3.client("iam", region_name=_REGION)
             role = iam.create_role(RoleName=f"funcsion-offload-{app}", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
             lam_client = boto3.client("lambda", region_name=_REGION)
@@ -142,7 +142,7 @@ def run_local(asl: str | Path, stack: Any, *, code_dir: str | Path, module: str 
                     before = {o.object_name: o for o in run.list()}
                     cleanup = platform.invoke(CLEANUP_LAMBDA, status_change_event(desc))
                     calls = list(bridge.calls)
-                summary = next((r for r in c.metadata.stats()["runs"] if r["run_id"] == run.run_id), {})
+                summary: dict[str, Any] = next((r for r in c.metadata.stats()["runs"] if r["run_id"] == run.run_id), {})
             finally:
                 run.close()
         out = OffloadRun(run.run_id, arn, str(desc["status"]), events, calls, cleanup)
