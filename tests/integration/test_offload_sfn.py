@@ -147,3 +147,71 @@ def test_an_aborted_execution_is_ended_by_its_status_change_event(stack: Stack) 
             assert summary["allocated_bytes"] == 0 and summary["kept"] == []
         finally:
             run.close()
+
+
+def test_a_retried_reader_counts_once_and_a_raising_one_not_at_all(stack: Stack) -> None:
+    from aws_lambda_powertools import Logger
+
+    logger = Logger(service="offload-test")
+    attempts: list[int] = []
+
+    @logger.inject_lambda_context      # stacks with Powertools' decorators, as @sdk.task does
+    @sdk.offload(threshold_bytes=1024)
+    def flaky_consume(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        attempts.append(len(event["data"]["blob"]))
+        if len(attempts) == 1:
+            raise RuntimeError("the first attempt fails after reading")
+        return {"n": len(event["data"]["blob"])}
+
+    class Ctx:   # what Lambda passes as the context (Powertools' inject_lambda_context reads it)
+        function_name, memory_limit_in_mb, invoked_function_arn, aws_request_id = "consume", 128, "arn:x", "req-1"
+
+    h = _handlers()
+    asl = (EXAMPLES / "large_result.asl.json").read_text()
+    with stack.client() as c:
+        run = start_run(c, asl, app="retries")
+        try:
+            produced = h.produce(_event(run, "Produce", {"size_mb": 0.2}), None)
+            with pytest.raises(RuntimeError, match="first attempt"):
+                flaky_consume(_event(run, "Consume", {"data": produced}), Ctx())
+            assert run.lookup("Produce").state == "readable"      # a raising attempt commits nothing
+            assert flaky_consume(_event(run, "Consume", {"data": produced}), Ctx()) == {"n": 200_000}
+            st = run.lookup("Produce")
+            assert st.state == "freed" and list(st.committed_by) == ["Consume"]   # the retry counted once
+            # an attempt after the state committed (it returned; Lambda retried anyway) is refused by name
+            with pytest.raises(FatalTaskError, match="state Consume of run .* committed in an earlier attempt"):
+                flaky_consume(_event(run, "Consume", {"data": produced}), Ctx())
+        finally:
+            run.close()
+
+
+def test_lazy_reads_and_pass_through(stack: Stack) -> None:
+    @sdk.offload(stream=True)
+    def count_stream(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        with event["data"]["blob"] as s:      # a ValueStream: one stripe in memory at a time
+            n = sum(len(chunk) for chunk in iter(lambda: s.read(1 << 16), b""))
+        return {"n": n}
+
+    @sdk.offload(resolve=False)
+    def pass_on(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        ref = event["data"]["blob"]
+        assert list(ref) == [REF_KEY]
+        return {"ref": ref, "digest": sdk.offload_get({REF_KEY: dict(ref[REF_KEY])})[:4].hex()}
+
+    h = _handlers()
+    asl = (EXAMPLES / "large_result.asl.json").read_text()
+    with stack.client() as c:
+        run = start_run(c, asl, app="lazy")
+        try:
+            produced = h.produce(_event(run, "Produce", {"size_mb": 3}), None)
+            assert count_stream(_event(run, "Consume", {"data": produced}), None) == {"n": 3_000_000}
+            assert run.lookup("Produce").state == "freed"
+            other = start_run(c, asl, app="lazy")
+            try:
+                produced = h.produce(_event(other, "Produce", {"size_mb": 1}), None)
+                out = pass_on(_event(other, "Consume", {"data": produced}), None)
+                assert out["ref"] == produced["blob"] and len(out["digest"]) == 8
+            finally:
+                other.close()
+        finally:
+            run.close()
