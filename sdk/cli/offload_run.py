@@ -55,6 +55,10 @@ def run(args: argparse.Namespace) -> int:
     from sdk.deploy.offload_local import run_local
     from sdk.local._stack import Stack
 
+    import logging
+
+    # moto's interpreter logs a failing execution's internals at ERROR; the summary below says it
+    logging.getLogger("moto").setLevel(logging.CRITICAL)
     asl = Path(args.asl)
     asl_plan.load(asl)  # a definition the planner cannot read fails here, with its JSON path
     handlers = Path(args.handlers) if args.handlers else asl.parent / "handlers.py"
