@@ -215,3 +215,25 @@ def test_lazy_reads_and_pass_through(stack: Stack) -> None:
                 other.close()
         finally:
             run.close()
+
+
+def test_a_run_whose_execution_never_reports_is_ended_by_the_ttl(stack: Stack) -> None:
+    import time
+
+    h = _handlers()
+    asl = (EXAMPLES / "large_result.asl.json").read_text()
+    with stack.client() as c:
+        run = start_run(c, asl, app="abandoned", ttl_s=0.2)
+        try:
+            produced = h.produce(_event(run, "Produce", {"size_mb": 0.5}), None)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:   # the server's tick, not an event of ours, ends it
+                summary = next(r for r in c.metadata.stats()["runs"] if r["run_id"] == run.run_id)
+                if summary["state"] != "running":
+                    break
+                time.sleep(0.1)
+            assert summary["state"] == "expired" and summary["live_bytes"] == 0 and summary["allocated_bytes"] == 0
+            with pytest.raises(FatalTaskError, match="ReferenceFreed: .*Produce's result.*no longer stored"):
+                h.consume(_event(run, "Consume", {"data": produced}), None)
+        finally:
+            run.close()
