@@ -53,8 +53,8 @@ from ._client import AlreadyCommitted, Client, Endpoints
 from ._constants import EVENT_KEY
 from ._offload_plan import function_name
 from ._offload_refs import REF_KEY, Reference, json_size, replace, sign, split
-from ._task import RunContext, _client_for, _fail, _user_frames
-from .exceptions import FatalTaskError, NoRunContext, ReferenceFreed, TaskFailed
+from ._task import RunContext, _client_for, _user_frames
+from .exceptions import FatalTaskError, NoRunContext, ReferenceFreed, TaskFailed, is_retryable
 
 __all__ = ["OffloadContext", "offload", "offload_get"]
 
@@ -186,6 +186,14 @@ def _threshold(explicit: int | None) -> int:
     return Config.load(env=os.environ).offload_threshold_bytes
 
 
+def _fail(ctx: OffloadContext, exc: BaseException) -> TaskFailed:
+    """``state S of run R failed: <Error>: <what>`` (``FatalTaskError`` when no retry can fix it)."""
+    message = f"state {ctx.state} of run {ctx.run_id} failed: {type(exc).__name__}: {exc}"
+    if is_retryable(exc):
+        return TaskFailed(message, retryable=True, cause=type(exc).__name__)
+    return FatalTaskError(message, cause=type(exc).__name__)
+
+
 @lambda_handler_decorator
 def offload(handler: Callable[..., Any], event: Any, context: Any, threshold_bytes: int | None = None,
             resolve: bool = True, stream: bool = False) -> Any:
@@ -210,8 +218,8 @@ def offload(handler: Callable[..., Any], event: Any, context: Any, threshold_byt
                              "it returns", cause="AlreadyCommitted") from None
     except TaskFailed:
         raise
-    except FuncsionError as exc:
-        failed = _fail(RunContext(ctx.endpoints, ctx.run_id, ctx.token, f"state {ctx.state}"), exc)
+    except FuncsionError as exc:   # an SDK error: name the state, and say whether a retry may help
+        failed = _fail(ctx, exc)
         frames = _user_frames(exc.__traceback__)
         raise failed.with_traceback(frames) from exc.with_traceback(frames)
     finally:

@@ -110,7 +110,7 @@ def test_forged_foreign_and_freed_references_are_refused_by_name(stack: Stack) -
             ref = fetched["blob"]
             assert fetched["url"] == "https://a" and ref[REF_KEY]["key"] == "Fetch"
             forged = {**fetched, "blob": {REF_KEY: {**ref[REF_KEY], "token": "f" * 32}}}
-            with pytest.raises(FatalTaskError, match="ReferenceRefused: .*forged"):
+            with pytest.raises(FatalTaskError, match="^state Transform of run r-[0-9]+ failed: ReferenceRefused: .*forged"):
                 h.transform(_event(run, "Transform", {"data": forged}), None)
             with pytest.raises(FatalTaskError, match=f"ReferenceRefused: .*belongs to run '{run.run_id}'"):
                 h.transform(_event(other, "Transform", {"data": fetched}), None)
