@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -82,9 +82,13 @@ def _handler_for(module: Any, lambda_name: str) -> str:
 
 def run_local(asl: str | Path, stack: Any, *, code_dir: str | Path, module: str = "handlers",
               execution_input_doc: Mapping[str, Any] | None = None, app: str | None = None,
-              timeout_s: float = 300.0, threshold_bytes: int | None = None, save: bool = True) -> OffloadRun:
+              timeout_s: float = 300.0, threshold_bytes: int | None = None, save: bool = True,
+              invoker: Callable[[str, dict[str, Any]], Any] | None = None) -> OffloadRun:
     """Run the state machine in file ``asl`` once on ``stack`` (an ``sdk.local.Stack``) with
-    the handlers of ``<code_dir>/<module>.py`` (see the module docstring)."""
+    the handlers of ``<code_dir>/<module>.py`` (see the module docstring). ``invoker``:
+    what carries out each Lambda invoke (``name, payload -> result``; raising
+    ``HandlerError`` for a handler's error) instead of the local Lambda platform, the
+    cleanup Lambda ``CLEANUP_LAMBDA`` included (e.g. the task zip in a bare interpreter)."""
     import importlib.util
 
     import boto3
@@ -103,14 +107,18 @@ def run_local(asl: str | Path, stack: Any, *, code_dir: str | Path, module: str 
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     env = {"FUNCSION_OFFLOAD_THRESHOLD_BYTES": str(threshold_bytes)} if threshold_bytes else {}
-    platform = LocalPlatform(PlatformConfig(idle_reclaim_s=(600.0, 1200.0)))
+    platform = LocalPlatform(PlatformConfig(idle_reclaim_s=(600.0, 1200.0))) if invoker is None else None
     try:
-        for lam in sorted(set(names.values())):
-            platform.deploy(lam, f"{module}:{_handler_for(mod, lam)}", memory_mb=1024, timeout_s=120,
-                            code_paths=[str(Path(code_dir).resolve())], env=env)
-        platform.deploy(CLEANUP_LAMBDA, "sdk._offload_cleanup:handler", memory_mb=256, timeout_s=60)
+        if platform is not None:
+            for lam in sorted(set(names.values())):
+                platform.deploy(lam, f"{module}:{_handler_for(mod, lam)}", memory_mb=1024, timeout_s=120,
+                                code_paths=[str(Path(code_dir).resolve())], env=env)
+            platform.deploy(CLEANUP_LAMBDA, "sdk._offload_cleanup:handler", memory_mb=256, timeout_s=60)
 
         def invoke(name: str, payload: dict[str, Any]) -> Any:
+            if invoker is not None:
+                return invoker(name, payload)
+            assert platform is not None
             try:
                 return platform.invoke(name, payload)
             except InvocationFailed as exc:
@@ -140,7 +148,7 @@ def run_local(asl: str | Path, stack: Any, *, code_dir: str | Path, module: str 
                         time.sleep(0.05)  # moto's interpreter runs in its own thread; it has no event to wait on
                     events = sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"]
                     before = {o.object_name: o for o in run.list()}
-                    cleanup = platform.invoke(CLEANUP_LAMBDA, status_change_event(desc))
+                    cleanup = invoke(CLEANUP_LAMBDA, status_change_event(desc))
                     calls = list(bridge.calls)
                 summary: dict[str, Any] = next((r for r in c.metadata.stats()["runs"] if r["run_id"] == run.run_id), {})
             finally:
@@ -153,7 +161,8 @@ def run_local(asl: str | Path, stack: Any, *, code_dir: str | Path, module: str 
             out.saved_to = str(save_report(stack.config.state_dir, out.report))
         return out
     finally:
-        platform.shutdown()
+        if platform is not None:
+            platform.shutdown()
 
 
 def _zip() -> bytes:
