@@ -36,6 +36,16 @@ def _stage_groups(doc: dict[str, Any]) -> list[tuple[str, list[str]]]:
     return [groups[k] for k in sorted(groups)]
 
 
+def _offload_cost(cost: dict[str, Any]) -> list[str]:
+    lines = cost.get("lines") or {}
+    if not lines:
+        return []
+    cos = lines.get("cos_requests") or {}
+    return [f"  cost: ${cost.get('total_usd', 0):.6f} (task Lambdas ${lines['tasks']['usd']:.6f}, storage "
+            f"functions ${lines['storage_io']['usd']:.6f} in {lines['storage_io']['invocations']} invocations, "
+            f"COS {cos.get('puts', 0)} PUTs / {cos.get('gets', 0)} GETs ${cos.get('usd', 0):.6f})"]
+
+
 def format_offload_report(doc: dict[str, Any]) -> str:
     """An execution's report: its status, what was offloaded and what the cleanup ended."""
     from .offload_run import format_objects
@@ -47,7 +57,8 @@ def format_offload_report(doc: dict[str, Any]) -> str:
              f"{len(off.get('freed_by_readers') or [])} freed at their last reader's commit, "
              f"{len(off.get('kept_until_end') or [])} kept until the end",
              f"  memory: {mem.get('mb_s') or 0:.3f} MB*s allocated, peak {mem.get('peak_bytes') or 0:,} bytes; "
-             f"after cleanup {left.get('live_bytes')} live, {left.get('allocated_bytes')} allocated bytes", "",
+             f"after cleanup {left.get('live_bytes')} live, {left.get('allocated_bytes')} allocated bytes",
+             *_offload_cost(doc.get("cost") or {}), "",
              format_objects(doc).rstrip()]
     kept = [(n, o) for n, o in (doc.get("objects") or {}).items() if o.get("kept_until_end") and not o.get("marker")]
     if kept:

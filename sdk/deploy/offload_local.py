@@ -11,7 +11,9 @@ ends it sends the cleanup Lambda (``sdk.offload_cleanup``) the EventBridge
 "Step Functions Execution Status Change" event AWS would send (moto's EventBridge does
 not emit them), then saves the run's report (``funcsion runs``, ``funcsion report``):
 per object, the state that wrote it, its bytes, when it was freed and by whom (its last
-reader's commit, or the cleanup at the end), and what was kept until the end and why.
+reader's commit, or the cleanup at the end), what was kept until the end and why, and
+the execution's intermediate-data cost (task Lambdas, storage functions, COS requests
+and storage: ``sdk.local._cost``).
 
 Not here: the decorator (``sdk._offload``), the plan's workflow (``sdk._offload_plan``).
 """
@@ -133,6 +135,10 @@ def run_local(asl: str | Path, stack: Any, *, code_dir: str | Path, module: str 
                                            Handler=f"{module}.x", Code={"ZipFile": _zip()})
             sfn = boto3.client("stepfunctions", region_name=_REGION)
             sm = sfn.create_state_machine(name=app, definition=text, roleArn=role)["stateMachineArn"]
+            from ..local._cost import StoreSnapshot
+            from ..local._run import _store_stats
+
+            before = StoreSnapshot(stack, _store_stats(c.endpoints))
             started = time.time()
             run = start_run(c, text, app=app)
             try:
@@ -147,14 +153,18 @@ def run_local(asl: str | Path, stack: Any, *, code_dir: str | Path, module: str 
                                                cause=f"funcsion offload run: not done in {timeout_s:g} s")
                         time.sleep(0.05)  # moto's interpreter runs in its own thread; it has no event to wait on
                     events = sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"]
-                    before = {o.object_name: o for o in run.list()}
+                    held = {o.object_name: o for o in run.list()}
                     cleanup = invoke(CLEANUP_LAMBDA, status_change_event(desc))
                     calls = list(bridge.calls)
                 summary: dict[str, Any] = next((r for r in c.metadata.stats()["runs"] if r["run_id"] == run.run_id), {})
             finally:
                 run.close()
+            after = StoreSnapshot(stack, _store_stats(c.endpoints))
+        wall = time.time() - started
         out = OffloadRun(run.run_id, arn, str(desc["status"]), events, calls, cleanup)
-        out.report = build_report(plan, app, out, before, summary, started, time.time() - started)
+        out.report = build_report(plan, app, out, held, summary, started, wall)
+        out.report["cost"] = _cost(stack, out.report, summary, started, wall, before, after,
+                                   platform.billing().to_dict() if platform is not None else {})
         if save:
             from ..local._report_store import save_report
 
@@ -163,6 +173,23 @@ def run_local(asl: str | Path, stack: Any, *, code_dir: str | Path, module: str 
     finally:
         if platform is not None:
             platform.shutdown()
+
+
+def _cost(stack: Any, report: Mapping[str, Any], summary: Mapping[str, Any], started: float, wall: float,
+          before: Any, after: Any, billing: Mapping[str, Any]) -> dict[str, Any]:
+    """The execution's intermediate-data cost account (``sdk.local._cost``): its task Lambdas'
+    bills (the local platform's; none with an invoker), the storage functions it kept busy
+    and the COS requests and storage of its objects (the daemon is shared: a concurrent
+    execution's requests count in each)."""
+    from ..local._cost import run_cost
+    from ..local._run import _function_memory_mb
+
+    rows = {n: {"size": o["bytes"], "written_at": o.get("written_at"), "freed_at": o.get("freed_at")}
+            for n, o in report["objects"].items()}
+    return run_cost(t0=started, t1=started + wall, billing=billing, before=before, after=after,
+                    platform=getattr(stack, "platform", None), objects=rows,
+                    peak_live_bytes=int(summary.get("peak_live_bytes") or 0),
+                    function_memory_mb=_function_memory_mb(stack, stack.config))
 
 
 def _zip() -> bytes:
@@ -222,6 +249,7 @@ def build_report(plan: asl_plan.Plan, app: str, ex: OffloadRun, objects: Mapping
         marker = int(o.size) < MIN_OFFLOADED
         rows[name] = {"state": writer, "marker": marker, "bytes": int(o.size), "declared_reads": int(o.declared_reads),
                       "reads": by, "adhoc": bool(o.adhoc),
+                      "written_at": round(o.readable_at - t0, 4) if o.readable_at and t0 else None,
                       "freed_at": round(o.freed_at - t0, 4) if freed and o.freed_at and t0 else None,
                       "freed_by": (by[-1] if by else o.freed_reason) if freed else ended_by,
                       "kept_until_end": not freed,

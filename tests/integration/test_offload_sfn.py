@@ -55,6 +55,10 @@ def test_a_5_mb_result_is_freed_at_its_readers_commit(stack: Stack) -> None:
     assert row["bytes"] > 5_000_000 and row["reads"] == ["Consume"] and row["freed_by"] == "Consume"
     assert row["freed_at"] is not None and not row["kept_until_end"]
     assert out.report["offload"]["freed_by_readers"] == ["Produce"]
+    # the execution's intermediate-data cost, measured: its Lambdas' bills, storage functions, COS
+    lines = out.report["cost"]["lines"]
+    assert lines["tasks"]["invocations"] >= 3 and lines["storage_io"]["invocations"] >= 1
+    assert out.report["cost"]["total_usd"] > 0
     _nothing_left(stack, out)
     assert out.saved_to and json.loads(Path(out.saved_to).read_text())["run_id"] == out.run_id
 
