@@ -9,10 +9,15 @@ last reader's commit exactly like a WDS run's:
   every route that succeeds (``Parallel``: all branches; a ``Catch`` route that reads it
   fewer times keeps it until the end), declares one output object, named like the
   function, that those states declare as input: the decorator stores the values it
-  offloads from the result there, and the object's read count is the plan's;
+  offloads from the result there (an empty marker when it offloads nothing: the write
+  commits the state's reads), and the object's read count is the plan's;
 - any other Task state (count null, 0, reaches the execution's output, readers that
   differ between routes, a reader inside a ``Map`` iteration) declares no output: its
-  offloaded values are ad-hoc objects, kept until the execution ends (cleanup or TTL).
+  offloaded values are ad-hoc objects, kept until the execution ends (cleanup or TTL),
+  and it commits its reads explicitly;
+- a Task state inside a ``Map`` (``map_states``, named in the execution's input) runs
+  once per item, and one function commits once: it runs as the run's client (its reads
+  count for nothing) and each iteration's values are ad-hoc objects of their own.
 
 ``start_run`` registers that workflow and starts the run; ``execution_input`` is the
 ``funcsion`` entry the execution's input carries (the run's tokens, never the admin
