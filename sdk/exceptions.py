@@ -11,6 +11,8 @@
         ├── UndeclaredRead              read an object its WDS entry does not list as an input
         ├── MissingOutputs              returned without writing every declared output
         ├── NoRunContext                sdk.get/put outside a task and without a Client
+        ├── ReferenceRefused            @sdk.offload: a reference forged, altered or of another execution
+        ├── ReferenceFreed              @sdk.offload: a reference whose value was freed (names its last reader)
         └── TaskFailed                  how an SDK error leaves a task handler (names task and run)
             └── FatalTaskError          ... one that no retry can fix
 
@@ -52,7 +54,7 @@ from ._config import ConfigError
 __all__ = [
     "FatalTaskError", "NON_RETRYABLE_ERRORS", "TaskFailed", "is_retryable", "retryable_error_name",
     "CodecError", "ConfigError", "DuplicateWrite", "FuncsionError", "InvalidRequest", "MetadataError",
-    "MissingOutputs", "NoRunContext", "ObjectExpired", "ObjectNotWritten", "RunEnded", "ServiceUnavailable",
+    "MissingOutputs", "NoRunContext", "ReferenceFreed", "ReferenceRefused", "ObjectExpired", "ObjectNotWritten", "RunEnded", "ServiceUnavailable",
     "StoreFailure", "TaskError", "Unauthorized", "UndeclaredOutput", "UndeclaredRead", "UnknownObject",
     "UnknownRun", "UnknownWorkflow",
 ]
@@ -80,6 +82,15 @@ class MissingOutputs(TaskError):
 
 class NoRunContext(TaskError):
     pass
+
+
+class ReferenceRefused(TaskError):
+    """An offloaded value's reference was forged, altered, or made by another execution."""
+
+
+class ReferenceFreed(TaskError):
+    """An offloaded value was read after its last declared reader committed (the message
+    names that state)."""
 
 
 class TaskFailed(TaskError):

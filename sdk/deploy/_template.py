@@ -21,6 +21,11 @@ plain CloudFormation, no transform) holding:
   NoEcho parameters) and the tokens secret (generated, never a parameter);
 - least-privilege roles (``_iam``) and the state machine (``asl.build_asl``,
   Lambda ARNs by ``Fn::Sub``);
+- an EventBridge rule on the state machine's execution status changes (SUCCEEDED,
+  FAILED, TIMED_OUT, ABORTED) invoking the status-cleanup Lambda
+  (``sdk._offload_cleanup``, with its permission): the generated definition's Catch
+  ends a failed run, but an execution that times out or is aborted runs no state of
+  its own, so the rule ends its run (one that already ended is left alone);
 - ``OUTPUTS``, a contract ``funcsion run --target aws`` reads.
 
 Pure: no boto3. Not here: uploading the zips and creating the stack
@@ -45,10 +50,15 @@ from ._host import user_data
 from ._iam import lambda_role, server_role, state_machine_role
 from .asl import AslOptions, build_asl, lambda_name
 
-__all__ = ["Artifacts", "CLEANUP_HANDLER", "OUTPUTS", "TemplateSettings", "TaskFunction", "render_template",
+__all__ = ["Artifacts", "CLEANUP_HANDLER", "ENDED_STATUSES", "OUTPUTS", "STATUS_CLEANUP_HANDLER", "status_rule", "TemplateSettings", "TaskFunction", "render_template",
            "stack_name", "storage_prefix", "task_functions"]
 
 CLEANUP_HANDLER = "sdk._cleanup:handler"
+#: The Lambda the status-change rule invokes (``status_rule``), named ``<app>-funcsion-status-cleanup``.
+STATUS_CLEANUP_HANDLER = "sdk._offload_cleanup.handler"
+STATUS_CLEANUP_ENTRY = "funcsion-status-cleanup"
+#: The execution statuses that end a run (``sdk._offload_cleanup.ENDED``).
+ENDED_STATUSES = ("SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED")
 #: The stack's outputs (a contract: ``funcsion run --target aws`` reads them by these keys).
 OUTPUTS = ("StateMachineArn", "MetadataAddress", "DaemonAddress", "ServerName", "CosUrl", "TokensSecretArn",
            "StorageFunctionPrefix")
@@ -343,6 +353,23 @@ def _dependency_order(res: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def status_rule(state_machine: str, target: str) -> dict[str, Any]:
+    """An EventBridge rule on the status changes of state machine ``state_machine`` (a logical
+    id) that end an execution, invoking Lambda ``target`` (a logical id), and the permission
+    that lets EventBridge invoke it (for this rule only)."""
+    return {
+        "StatusCleanupRule": {"Type": "AWS::Events::Rule", "Properties": {
+            "Description": "funcsion: end the run of every execution that ends, however it ends",
+            "State": "ENABLED",
+            "EventPattern": {"source": ["aws.states"], "detail-type": ["Step Functions Execution Status Change"],
+                             "detail": {"status": list(ENDED_STATUSES), "stateMachineArn": [{"Ref": state_machine}]}},
+            "Targets": [{"Id": "funcsion-status-cleanup", "Arn": {"Fn::GetAtt": [target, "Arn"]}}]}},
+        "StatusCleanupPermission": {"Type": "AWS::Lambda::Permission", "Properties": {
+            "Action": "lambda:InvokeFunction", "FunctionName": {"Ref": target}, "Principal": "events.amazonaws.com",
+            "SourceArn": {"Fn::GetAtt": ["StatusCleanupRule", "Arn"]}}},
+    }
+
+
 def render_template(graph: hdag.HDAG, artifacts: Artifacts, settings: TemplateSettings | None = None) -> dict[str, Any]:
     """The stack's template (``json.dumps`` it for CloudFormation); see the module docstring."""
     settings = settings or TemplateSettings()
@@ -363,7 +390,13 @@ def render_template(graph: hdag.HDAG, artifacts: Artifacts, settings: TemplateSe
                              memory=t.memory_mb, timeout=t.timeout_s, runtime=settings.runtime,
                              description=f"funcsion {graph.key} {t.entry}"[:256],
                              env={"FUNCSION_WORKFLOW": graph.key}, layers=_layers(t.layers)))
-    res["TaskRole"] = lambda_role([t.logical_id for t in tasks], s3=False)
+    res.update(_function("StatusCleanup", lambda_name(app, STATUS_CLEANUP_ENTRY), handler=STATUS_CLEANUP_HANDLER,
+                         role="TaskRole", code_key=artifacts.task_key, memory=settings.task_memory_mb,
+                         timeout=settings.task_timeout_s,
+                         runtime=settings.runtime, description=f"funcsion {graph.key}: end runs of ended executions"[:256],
+                         layers=_layers(())))
+    res.update(status_rule("StateMachine", "StatusCleanup"))
+    res["TaskRole"] = lambda_role([t.logical_id for t in tasks] + ["StatusCleanup"], s3=False)
     res["StorageRole"] = lambda_role(storage_ids, s3=True)
     res["ServerRole"] = server_role(storage_ids)
     res["StateMachineRole"] = state_machine_role([t.logical_id for t in tasks])

@@ -3,7 +3,8 @@
 ``TASK_FILES`` names what a task imports (the handlers' ``sdk.get``/``sdk.put``
 and the cleanup handler ``sdk._cleanup:handler``): the SDK's top-level modules
 (its subpackages ``cli``, ``local`` and ``deploy`` run on a developer's machine),
-the metadata client, the error root, ``wds`` (the config's limits; stdlib
+``sdk.asl_plan`` (stdlib only: ``import sdk`` loads it for ``@sdk.offload``'s run
+layout), the metadata client, the error root, ``wds`` (the config's limits; stdlib
 only), and of ``storage_functions`` only the wire protocol and the run tokens
 (COS-tier and persisted copies go through the daemon: a task holds no COS
 credentials). The Python files beside the WDS come first: given the handler
@@ -31,7 +32,7 @@ __all__ = ["TASK_EXCLUDED", "TASK_FILES", "TASK_LAYER_PACKAGES", "LOCAL_ONLY", "
 #: Entries relative to the directory holding the packages: a file, a glob, or a directory
 #: ending in "/" (its .py files and py.typed, recursively).
 TASK_FILES = (
-    "funcsion_errors/", "funcsion_rpc/", "sdk/*.py", "wds/",
+    "funcsion_errors/", "funcsion_rpc/", "sdk/*.py", "sdk/asl_plan/", "wds/",
     "storage_functions/__init__.py", "storage_functions/exceptions.py", "storage_functions/protocol.py",
     "storage_functions/auth.py", "storage_functions/checksum.py",
     "storage_functions/tls.py",

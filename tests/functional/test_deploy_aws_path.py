@@ -63,7 +63,7 @@ def test_dry_run_writes_the_template_and_zips_without_aws(example_paths: dict[st
     res = template["Resources"]
     assert sorted(k for k, r in res.items() if r["Type"] == "AWS::Lambda::Function") == sorted(
         [f"Storage{i}" for i in range(5)] + ["TaskSplitter", "TaskMapper", "TaskReducer", "TaskMerger",
-                                             "TaskFuncsionCleanup"])
+                                             "TaskFuncsionCleanup", "StatusCleanup"])
     assert res["TaskSplitter"]["Properties"]["Handler"] == "handlers.splitter"
     asl = json.loads(res["StateMachine"]["Properties"]["DefinitionString"]["Fn::Sub"])
     assert len(asl["States"]["map_stage: replicas"]["Result"]["items"]) == 8

@@ -185,9 +185,10 @@ def test_the_stack_in_moto_is_wired(example_paths: dict[str, Path], account: Acc
     storage = [f"{prefix}{i}" for i in range(3)]
     tasks = ["word-count-splitter", "word-count-mapper", "word-count-reducer", "word-count-merger",
              "word-count-funcsion-cleanup"]
+    status = "word-count-funcsion-status-cleanup"   # invoked by the status-change rule, not the state machine
     deployed = {f["FunctionName"] for f in lam.list_functions()["Functions"]}
-    assert deployed == set(storage + tasks)
-    for name in storage + tasks:
+    assert deployed == set(storage + tasks + [status])
+    for name in storage + tasks + [status]:
         fn = lam.get_function(FunctionName=name)
         vpc = fn["Configuration"]["VpcConfig"]
         assert (sorted(vpc["SubnetIds"]), vpc["SecurityGroupIds"]) == (sorted(account.subnets),
@@ -203,7 +204,7 @@ def test_the_stack_in_moto_is_wired(example_paths: dict[str, Path], account: Acc
     # moto drops Layers: on the template, every task Lambda gets TaskLayerArns (when given), no storage Lambda any
     res = b.template["Resources"]
     shared = {"Fn::Split": [",", {"Fn::Join": [",", [{"Fn::Join": [",", {"Ref": "TaskLayerArns"}]}]]}]}
-    for logical in ("TaskSplitter", "TaskMapper", "TaskReducer", "TaskMerger", "TaskFuncsionCleanup"):
+    for logical in ("TaskSplitter", "TaskMapper", "TaskReducer", "TaskMerger", "TaskFuncsionCleanup", "StatusCleanup"):
         assert res[logical]["Properties"]["Layers"] == {"Fn::If": ["HasTaskLayers", shared, {"Ref": "AWS::NoValue"}]}
     assert not any("Layers" in res[f"Storage{i}"]["Properties"] for i in range(3))
     shown = {p["ParameterKey"]: p["ParameterValue"] for p in cf.describe_stacks(StackName=dep.stack_name)["Stacks"][0][
@@ -214,9 +215,22 @@ def test_the_stack_in_moto_is_wired(example_paths: dict[str, Path], account: Acc
               if r["Type"] == "AWS::Lambda::EventInvokeConfig"}
     assert invoke == {f"Storage{i}InvokeConfig": {"FunctionName": {"Ref": f"Storage{i}"}, "Qualifier": "$LATEST",
                                                   "MaximumRetryAttempts": 0} for i in range(3)}
+    # every way an execution ends ends its run: a rule on the state machine's status changes invokes
+    # the status cleanup (sdk._offload_cleanup), which EventBridge alone may invoke
+    assert lam.get_function(FunctionName=status)["Configuration"]["Handler"] == "sdk._offload_cleanup.handler"
+    events = boto3.client("events", region_name=REGION)
+    (rule,) = events.list_rules()["Rules"]
+    pattern = json.loads(rule["EventPattern"])
+    assert pattern == {"source": ["aws.states"], "detail-type": ["Step Functions Execution Status Change"],
+                       "detail": {"status": ["SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"],
+                                  "stateMachineArn": [dep.outputs["StateMachineArn"]]}}
+    (target,) = events.list_targets_by_rule(Rule=rule["Name"])["Targets"]
+    assert target["Arn"] == f"arn:aws:lambda:{REGION}:123456789012:function:{status}"
+    perm = b.template["Resources"]["StatusCleanupPermission"]["Properties"]
+    assert (perm["Principal"], perm["SourceArn"]) == ("events.amazonaws.com", {"Fn::GetAtt": ["StatusCleanupRule", "Arn"]})
     logs = boto3.client("logs", region_name=REGION)
     groups = {g["logGroupName"]: g.get("retentionInDays") for g in logs.describe_log_groups()["logGroups"]}
-    assert groups == {**{f"/aws/lambda/{n}": 14 for n in storage + tasks}, "/funcsion/funcsion-word-count/server": 14}
+    assert groups == {**{f"/aws/lambda/{n}": 14 for n in storage + tasks + [status]}, "/funcsion/funcsion-word-count/server": 14}
 
     ec2 = boto3.client("ec2", region_name=REGION)
     server_sg = ec2.describe_security_groups(GroupIds=[ids["ServerSecurityGroup"]])["SecurityGroups"][0]

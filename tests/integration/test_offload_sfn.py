@@ -1,0 +1,243 @@
+"""``@sdk.offload`` end to end: the examples/offload state machines under moto's Step
+Functions interpreter, their Lambda invokes carried out by the real handlers on the local
+Lambda platform (``LambdaBridge``), each execution a funcsion run whose read counts come
+from the plan; then the faults (a forged reference, another execution's, a freed one, an
+aborted execution) driven through the decorator in this process against the same stack."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+import sdk
+from sdk._offload_plan import execution_input, start_run
+from sdk._offload_refs import REF_KEY
+from sdk.deploy.offload_local import OffloadRun, run_local
+from sdk.exceptions import FatalTaskError
+from sdk.local._stack import Stack
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "offload"
+
+
+def _run(stack: Stack, name: str, doc: dict[str, Any]) -> OffloadRun:
+    return run_local(EXAMPLES / f"{name}.asl.json", stack, code_dir=EXAMPLES, execution_input_doc=doc)
+
+
+def _output(out: OffloadRun) -> Any:
+    ended = [e for e in out.events if e["type"] == "ExecutionSucceeded"]
+    return json.loads(ended[0]["executionSucceededEventDetails"]["output"]) if ended else None
+
+
+def _nothing_left(stack: Stack, out: OffloadRun) -> None:
+    with stack.client() as c:
+        summary = next(r for r in c.metadata.stats()["runs"] if r["run_id"] == out.run_id)
+    assert summary["state"] == "ended" and summary["outcome"] == out.status.lower()
+    assert summary["live_bytes"] == 0 and summary["allocated_bytes"] == 0 and summary["cos_bytes"] == 0
+    assert summary["kept"] == []
+    assert out.cleanup["ended"] is True
+
+
+def test_a_5_mb_result_is_freed_at_its_readers_commit(stack: Stack) -> None:
+    out = _run(stack, "large_result", {"size_mb": 5})
+    assert out.status == "SUCCEEDED", [e for e in out.events if "Failed" in e["type"]]
+    assert _output(out) == {"summary": {"size": 5_000_000, "intact": True}}
+    # the state held a reference, not 5 MB: Consume's input was small
+    consume = next(p for n, p in out.calls if n == "offload-consume")
+    ref = consume["data"]["blob"]
+    assert list(ref) == [REF_KEY] and ref[REF_KEY]["run"] == out.run_id and ref[REF_KEY]["bytes"] == 5_000_000
+    assert len(json.dumps(consume)) < 64 * 1024
+    row = out.report["objects"]["Produce"]
+    assert row["bytes"] > 5_000_000 and row["reads"] == ["Consume"] and row["freed_by"] == "Consume"
+    assert row["freed_at"] is not None and not row["kept_until_end"]
+    assert out.report["offload"]["freed_by_readers"] == ["Produce"]
+    # the execution's intermediate-data cost, measured: its Lambdas' bills, storage functions, COS
+    lines = out.report["cost"]["lines"]
+    assert lines["tasks"]["invocations"] >= 3 and lines["storage_io"]["invocations"] >= 1
+    assert out.report["cost"]["total_usd"] > 0
+    _nothing_left(stack, out)
+    assert out.saved_to and json.loads(Path(out.saved_to).read_text())["run_id"] == out.run_id
+
+
+def test_a_parallel_of_three_readers_frees_the_2_mb_result_after_the_third(stack: Stack) -> None:
+    out = _run(stack, "parallel_fanout", {})
+    assert out.status == "SUCCEEDED", [e for e in out.events if "Failed" in e["type"]]
+    assert _output(out)["intact"] is True
+    produce = out.report["objects"]["Produce"]
+    assert sorted(produce["reads"]) == ["Checksum", "Compress", "Index"] and produce["declared_reads"] == 3
+    assert produce["freed_by"] == produce["reads"][-1] and not produce["kept_until_end"]
+    # Compress's 2 MB result went on to Merge and was freed at Merge's commit
+    assert out.report["objects"]["Compress"]["freed_by"] == "Merge"
+    _nothing_left(stack, out)
+
+
+def test_the_catch_path_succeeds_or_fails_and_either_way_leaves_nothing(stack: Stack) -> None:
+    ok = _run(stack, "catch_path", {"url": "https://example.org/ok"})
+    assert ok.status == "SUCCEEDED", [e for e in ok.events if "Failed" in e["type"]]
+    assert ok.report["objects"]["Fetch"]["freed_by"] == "Transform"
+    _nothing_left(stack, ok)
+    failed = _run(stack, "catch_path", {"url": "https://example.org/fail"})
+    assert failed.status == "FAILED"
+    assert {"Transform", "Recover"} <= {n for n, t in failed.report["tasks"].items() if t["attempts"]}
+    # Transform raised (no commit), Recover is no declared reader: Fetch's value waited for the cleanup
+    fetch = failed.report["objects"]["Fetch"]
+    assert fetch["kept_until_end"] and fetch["reads"] == [] and "did not all commit" in fetch["why"]
+    _nothing_left(stack, failed)
+
+
+# -- faults, through the decorator in this process --------------------------------------------
+def _handlers() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("offload_example_handlers", EXAMPLES / "handlers.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _event(run: Any, state: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """What a Task's ``Payload`` with ``"funcsion.$": "$$"`` gives its handler."""
+    return {**payload, "funcsion": {"Execution": {"Name": run.run_id, "Input": execution_input(run)},
+                                    "State": {"Name": state, "RetryCount": 0}}}
+
+
+def test_forged_foreign_and_freed_references_are_refused_by_name(stack: Stack) -> None:
+    h = _handlers()
+    asl = (EXAMPLES / "catch_path.asl.json").read_text()
+    with stack.client() as c:
+        run, other = start_run(c, asl, app="faults"), start_run(c, asl, app="faults")
+        try:
+            fetched = h.fetch(_event(run, "Fetch", {"url": "https://a"}), None)
+            ref = fetched["blob"]
+            assert fetched["url"] == "https://a" and ref[REF_KEY]["key"] == "Fetch"
+            forged = {**fetched, "blob": {REF_KEY: {**ref[REF_KEY], "token": "f" * 32}}}
+            with pytest.raises(FatalTaskError, match="^state Transform of run r-[0-9]+ failed: ReferenceRefused: .*forged"):
+                h.transform(_event(run, "Transform", {"data": forged}), None)
+            with pytest.raises(FatalTaskError, match=f"ReferenceRefused: .*belongs to run '{run.run_id}'"):
+                h.transform(_event(other, "Transform", {"data": fetched}), None)
+            # the refused attempts committed nothing: Transform still reads it, and its commit frees it
+            assert h.transform(_event(run, "Transform", {"data": fetched}), None)["sha256"] == fetched["sha256"]
+            assert run.lookup("Fetch").state == "freed"
+            # a state the plan does not count (Recover, on the Catch route) reads it after the free
+            with pytest.raises(FatalTaskError, match="ReferenceFreed: .*Fetch's result.*last reader was state "
+                                                     "Transform"):
+                h.recover(_event(run, "Recover", {"data": fetched, "error": {"Error": "x"}}), None)
+        finally:
+            run.close()
+            other.close()
+
+
+def test_an_aborted_execution_is_ended_by_its_status_change_event(stack: Stack) -> None:
+    h = _handlers()
+    asl = (EXAMPLES / "large_result.asl.json").read_text()
+    with stack.client() as c:
+        run = start_run(c, asl, app="aborted")
+        try:
+            h.produce(_event(run, "Produce", {"size_mb": 1}), None)
+            assert run.lookup("Produce").state == "readable"
+            event = {"detail-type": "Step Functions Execution Status Change", "source": "aws.states",
+                     "detail": {"name": run.run_id, "status": "ABORTED",
+                                "input": json.dumps(execution_input(run))}}
+            running = sdk.offload_cleanup({**event, "detail": {**event["detail"], "status": "RUNNING"}}, None)
+            assert running["ended"] is False
+            assert sdk.offload_cleanup(event, None)["ended"] is True
+            assert sdk.offload_cleanup(event, None) == {"run_id": run.run_id, "status": "ABORTED", "ended": False,
+                                                        "why": "the run had already ended"}
+            summary = next(r for r in c.metadata.stats()["runs"] if r["run_id"] == run.run_id)
+            assert summary["outcome"] == "aborted" and summary["live_bytes"] == 0
+            assert summary["allocated_bytes"] == 0 and summary["kept"] == []
+        finally:
+            run.close()
+
+
+def test_a_retried_reader_counts_once_and_a_raising_one_not_at_all(stack: Stack) -> None:
+    from aws_lambda_powertools import Logger
+
+    logger = Logger(service="offload-test")
+    attempts: list[int] = []
+
+    @logger.inject_lambda_context      # stacks with Powertools' decorators, as @sdk.task does
+    @sdk.offload(threshold_bytes=1024)
+    def flaky_consume(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        attempts.append(len(event["data"]["blob"]))
+        if len(attempts) == 1:
+            raise RuntimeError("the first attempt fails after reading")
+        return {"n": len(event["data"]["blob"])}
+
+    class Ctx:   # what Lambda passes as the context (Powertools' inject_lambda_context reads it)
+        function_name, memory_limit_in_mb, invoked_function_arn, aws_request_id = "consume", 128, "arn:x", "req-1"
+
+    h = _handlers()
+    asl = (EXAMPLES / "large_result.asl.json").read_text()
+    with stack.client() as c:
+        run = start_run(c, asl, app="retries")
+        try:
+            produced = h.produce(_event(run, "Produce", {"size_mb": 0.2}), None)
+            with pytest.raises(RuntimeError, match="first attempt"):
+                flaky_consume(_event(run, "Consume", {"data": produced}), Ctx())
+            assert run.lookup("Produce").state == "readable"      # a raising attempt commits nothing
+            assert flaky_consume(_event(run, "Consume", {"data": produced}), Ctx()) == {"n": 200_000}
+            st = run.lookup("Produce")
+            assert st.state == "freed" and list(st.committed_by) == ["Consume"]   # the retry counted once
+            # an attempt after the state committed (it returned; Lambda retried anyway) is refused by name
+            with pytest.raises(FatalTaskError, match="state Consume of run .* committed in an earlier attempt"):
+                flaky_consume(_event(run, "Consume", {"data": produced}), Ctx())
+        finally:
+            run.close()
+
+
+def test_lazy_reads_and_pass_through(stack: Stack) -> None:
+    @sdk.offload(stream=True)
+    def count_stream(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        with event["data"]["blob"] as s:      # a ValueStream: one stripe in memory at a time
+            n = sum(len(chunk) for chunk in iter(lambda: s.read(1 << 16), b""))
+        return {"n": n}
+
+    @sdk.offload(resolve=False)
+    def pass_on(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        ref = event["data"]["blob"]
+        assert list(ref) == [REF_KEY]
+        return {"ref": ref, "digest": sdk.offload_get({REF_KEY: dict(ref[REF_KEY])})[:4].hex()}
+
+    h = _handlers()
+    asl = (EXAMPLES / "large_result.asl.json").read_text()
+    with stack.client() as c:
+        run = start_run(c, asl, app="lazy")
+        try:
+            produced = h.produce(_event(run, "Produce", {"size_mb": 3}), None)
+            assert count_stream(_event(run, "Consume", {"data": produced}), None) == {"n": 3_000_000}
+            assert run.lookup("Produce").state == "freed"
+            other = start_run(c, asl, app="lazy")
+            try:
+                produced = h.produce(_event(other, "Produce", {"size_mb": 1}), None)
+                out = pass_on(_event(other, "Consume", {"data": produced}), None)
+                assert out["ref"] == produced["blob"] and len(out["digest"]) == 8
+            finally:
+                other.close()
+        finally:
+            run.close()
+
+
+def test_a_run_whose_execution_never_reports_is_ended_by_the_ttl(stack: Stack) -> None:
+    import time
+
+    h = _handlers()
+    asl = (EXAMPLES / "large_result.asl.json").read_text()
+    with stack.client() as c:
+        run = start_run(c, asl, app="abandoned", ttl_s=0.2)
+        try:
+            produced = h.produce(_event(run, "Produce", {"size_mb": 0.5}), None)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:   # the server's tick, not an event of ours, ends it
+                summary = next(r for r in c.metadata.stats()["runs"] if r["run_id"] == run.run_id)
+                if summary["state"] != "running":
+                    break
+                time.sleep(0.1)
+            assert summary["state"] == "expired" and summary["live_bytes"] == 0 and summary["allocated_bytes"] == 0
+            with pytest.raises(FatalTaskError, match="ReferenceFreed: .*Produce's result.*no longer stored"):
+                h.consume(_event(run, "Consume", {"data": produced}), None)
+        finally:
+            run.close()
