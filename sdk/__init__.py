@@ -71,11 +71,10 @@ __all__ = [
     "TaskSession", "UndeclaredOutput", "UndeclaredRead", "current", "get", "get_many", "inputs", "logger",
     "outputs", "put", "put_many", "task", "ValueStream",
     "JobsReport", "OutputNotKept", "Report", "RunFailed", "RunOptionError", "run", "run_jobs",
+    "offload", "offload_get", "offload_cleanup", "offload_start", "offload_start_execution",
+    "offload_execution_input", "ReferenceFreed", "ReferenceRefused",
 ]
 offload_cleanup = _offload_cleanup
 offload_execution_input = _offload_execution_input
 offload_start = _offload_start
 offload_start_execution = _offload_start_execution
-# Public too, and joining __all__ once docs/reference/api.md documents them (the docs site's
-# test requires an entry for every name in __all__): offload, offload_get, offload_cleanup,
-# offload_start, offload_start_execution, offload_execution_input, ReferenceFreed, ReferenceRefused.

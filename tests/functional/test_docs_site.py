@@ -189,3 +189,6 @@ def test_the_defaults_the_pages_state_are_the_codes() -> None:
     assert Endpoints.__dataclass_fields__["metadata_failover_s"].default == DEFAULT_FAILOVER_S
     assert "default 120 s each" in (REPO / "docs" / "durability.md").read_text()
     assert "`daemon_failover_s`,\n120 s each by default" in (REPO / "README.md").read_text()
+    assert c.offload_threshold_bytes == 64 * 1024
+    assert "turns results\n  over 64 KiB into references" in (REPO / "README.md").read_text()
+    assert "(`FUNCSION_OFFLOAD_THRESHOLD_BYTES`, default 64 KiB)" in (REPO / "docs" / "offload.md").read_text()
