@@ -48,7 +48,7 @@ _GROUPS = {
     "deploy": ("deploy storage functions or a workflow", {
         "storage": "deploy_storage", "workflow": "deploy_workflow"}),
     "offload": ("offload large results of any Step Functions state machine", {
-        "plan": "offload_plan", "run": "offload_run"}),
+        "plan": "offload_plan", "run": "offload_run", "deploy": "offload_deploy"}),
 }
 _EPILOGS = {
     "deploy": "shorthand: `funcsion deploy WDS [--target local|aws] ...` is `funcsion deploy workflow WDS ...`",
