@@ -9,7 +9,8 @@ state machine does without it, on the same payloads in one run:
 
 Two measurements per payload and way (handlers: ``sdk.cli._bench_offload_handlers``):
 
-- ``boundary``: at the handler boundary, in this process, a writer state then its reader
+- ``boundary``: at the handler boundary, in this process (the daemon and the storage functions
+  run in a process of their own, the metadata server here), a writer state then its reader
   state called directly: the decorator's cost (store and reference on the writer, resolve,
   commit and free on the reader), the claim check's put and get, and for every way the JSON
   encoding and decoding of what the state carries (what Lambda's runtime does to a result and
@@ -281,7 +282,10 @@ def _measure(sizes: list[int], base: int, threshold: int) -> dict[str, Any]:
                     raise RuntimeError(f"bench offload: Lambda {name} failed: {exc.error_type or exc.reason}: "
                                        f"{exc.error_message or exc}") from None
 
-            with Stack(Config.load(state_dir=tmp), metadata_port=0, daemon_port=0) as stack, stack.client() as c:
+            # the daemon and its storage functions in a process of their own: the handler-boundary calls
+            # below share this interpreter with the metadata server only, as a Lambda shares none
+            with Stack(Config.load(state_dir=tmp), metadata_port=0, daemon_port=0, daemon_process=True) as stack, \
+                    stack.client() as c:
                 runs = _Runs(c)
                 doc["code"] = f"{stack.config.ec_data}+{stack.config.ec_parity}"
                 for size in sizes:
