@@ -28,6 +28,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", choices=("aws",), default="aws",
                    help="aws (the only target: `funcsion offload run` runs it locally)")
     p.add_argument("--app", default=None, help="names the stack funcsion-APP (default: ASL's name before its first .)")
+    p.add_argument("--threshold", type=int, default=None, metavar="BYTES",
+                   help="the task Lambdas offload values larger than this (default: 64 KiB)")
     add_aws_arguments(p)
     p.add_argument("--json", action="store_true", help="print one JSON object as the last line")
 
@@ -45,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     handlers = Path(args.handlers) if args.handlers else asl.parent / "handlers.py"
     cfg = Config.load(region=args.region, storage_functions=args.storage_functions)
     given = None if args.dry_run else _stack_parameters(args)  # bad TLS or --cos fail before the build
-    b = offload_bundle(asl, handlers, app=args.app, settings=settings_of(cfg))
+    b = offload_bundle(asl, handlers, app=args.app, settings=settings_of(cfg), threshold_bytes=args.threshold)
     doc: dict[str, Any]
     if args.dry_run:
         if not args.layer:

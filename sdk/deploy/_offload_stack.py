@@ -138,11 +138,18 @@ def rewrite_definition(doc: Mapping[str, Any], logical: Mapping[str, str]) -> di
 
 
 def offload_bundle(asl: str | Path, handlers: str | Path, *, app: str | None = None,
-                   settings: TemplateSettings | None = None) -> StackBundle:
+                   settings: TemplateSettings | None = None, threshold_bytes: int | None = None) -> StackBundle:
     """Plan the definition in file ``asl``, build both zips and render the template (see the
     module docstring); ``app`` (default: the file's name before its first ``.``) names the
-    stack ``funcsion-<app>``."""
+    stack ``funcsion-<app>``; ``threshold_bytes``: the task Lambdas' ``offload_threshold_bytes``
+    (their ``FUNCSION_OFFLOAD_THRESHOLD_BYTES``; default: the decorator's own default)."""
     settings = settings or TemplateSettings()
+    env: dict[str, str] | None = None
+    if threshold_bytes is not None:
+        from .._config import Config
+
+        Config.load(env={}, offload_threshold_bytes=threshold_bytes)  # a bad value fails here, naming the field
+        env = {"FUNCSION_OFFLOAD_THRESHOLD_BYTES": str(threshold_bytes)}
     path = Path(asl)
     plan = asl_plan.load(path)
     app = app or path.name.split(".")[0].replace("_", "-")
@@ -164,7 +171,7 @@ def offload_bundle(asl: str | Path, handlers: str | Path, *, app: str | None = N
         logical[lam] = lid
         res.update(_function(lid, lam, handler=handler, role="TaskRole", code_key=artifacts.task_key,
                              memory=settings.task_memory_mb, timeout=settings.task_timeout_s, runtime=settings.runtime,
-                             description=f"funcsion offload {app}: {handler}"[:256], layers=_layers(())))
+                             description=f"funcsion offload {app}: {handler}"[:256], env=env, layers=_layers(())))
     res.update(_function("StatusCleanup", f"{name[:40]}-status-cleanup"[:64], handler=STATUS_CLEANUP_HANDLER,
                          role="TaskRole", code_key=artifacts.task_key, memory=settings.task_memory_mb,
                          timeout=settings.task_timeout_s, runtime=settings.runtime,

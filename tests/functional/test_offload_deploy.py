@@ -132,3 +132,17 @@ def test_a_lambda_without_a_handler_is_refused_naming_the_state(tmp_path: Path) 
     with pytest.raises(StackDeployError, match=r"state 'Consume' invokes Lambda 'offload-digest'.*defines no "
                                                r"offload_digest or digest"):
         offload_bundle(path, HANDLERS)
+
+
+def test_the_threshold_reaches_the_task_lambdas_and_a_bad_one_is_refused() -> None:
+    from funcsion_errors import FuncsionError
+
+    b = offload_bundle(EXAMPLES / "large_result.asl.json", HANDLERS, threshold_bytes=2048)
+    res = b.template["Resources"]
+    for logical in ("TaskOffloadProduce", "TaskOffloadConsume"):
+        assert res[logical]["Properties"]["Environment"] == {"Variables": {"FUNCSION_OFFLOAD_THRESHOLD_BYTES": "2048"}}
+    assert "Environment" not in res["StatusCleanup"]["Properties"]
+    assert "Environment" not in offload_bundle(EXAMPLES / "large_result.asl.json", HANDLERS).template["Resources"][
+        "TaskOffloadProduce"]["Properties"]
+    with pytest.raises(FuncsionError, match="offload_threshold_bytes"):
+        offload_bundle(EXAMPLES / "large_result.asl.json", HANDLERS, threshold_bytes=10)
