@@ -146,3 +146,24 @@ def test_the_threshold_reaches_the_task_lambdas_and_a_bad_one_is_refused() -> No
         "TaskOffloadProduce"]["Properties"]
     with pytest.raises(FuncsionError, match="offload_threshold_bytes"):
         offload_bundle(EXAMPLES / "large_result.asl.json", HANDLERS, threshold_bytes=10)
+
+
+def test_the_cli_creates_the_stack_and_prints_its_outputs(aws: dict[str, Any], tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    from sdk.cli import main
+
+    for name, pem in zip(("ca.pem", "server.pem", "server.key"), TLS):
+        (tmp_path / name).write_bytes(pem)
+    argv = ["offload", "deploy", str(EXAMPLES / "catch_path.asl.json"), "--target", "aws", "--region", REGION,
+            "--artifact-bucket", "artifacts", "--vpc-id", aws["vpc_id"], "--cos", "s3://cos/offload",
+            "--tls-dir", str(tmp_path), "--storage-functions", "2", "--layer", LAYER, "--json"]
+    for s in aws["subnet_ids"]:
+        argv += ["--subnet", s]
+    argv += ["--route-table", aws["route_table_ids"][0]]
+    assert main(argv) == 0
+    doc = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert (doc["stack"], doc["action"], doc["target"]) == ("funcsion-catch-path", "created", "aws")
+    assert doc["outputs"]["StorageFunctionPrefix"] == "funcsion-catch-path-storage-"
+    names = {f["FunctionName"] for f in boto3.client("lambda", region_name=REGION).list_functions()["Functions"]}
+    assert {"offload-fetch", "offload-transform", "offload-recover", "offload-store",
+            "funcsion-catch-path-status-cleanup", "funcsion-catch-path-storage-1"} <= names
