@@ -171,12 +171,30 @@ HEADLINES: dict[str, list[Headline]] = {
         Headline("efficiency_4_shards", "4 shards against 4 x 1, modelled", "", ">=", 0.9),
         Headline("physical_2_daemons_get_ratio", "2 daemon processes against 1 on this host", "x", ">=", 1.3),
     ],
+    "offload": [
+        Headline("sizes.4096.offload_boundary_p50_us", "4 KiB offloaded: writer + reader at the handler boundary, p50", "µs"),
+        Headline("sizes.4096.peer_boundary_p50_us", "peer: 4 KiB inline, writer + reader, p50", "µs"),
+        Headline("sizes.4096.offload_e2e_p50_ms", "4 KiB offloaded: writer + reader Lambdas end to end, p50", "ms"),
+        Headline("sizes.4096.peer_e2e_p50_ms", "peer: 4 KiB inline, Lambdas end to end, p50", "ms"),
+        Headline("sizes.204800.e2e_ratio", "200 KiB end to end: offloaded over inline (p50)", "x"),
+        Headline("sizes.1048576.offload_e2e_p50_ms", "1 MiB offloaded: Lambdas end to end, p50", "ms"),
+        Headline("sizes.1048576.peer_e2e_p50_ms", "peer: 1 MiB S3 claim check (moto server), end to end, p50", "ms"),
+        Headline("sizes.1048576.e2e_ratio", "1 MiB end to end: offloaded over the S3 claim check (p50)", "x"),
+        Headline("sizes.20971520.e2e_ratio", "20 MiB end to end: offloaded over the S3 claim check (p50)", "x"),
+        Headline("sizes.20971520.boundary_ratio", "20 MiB at the handler boundary: over the S3 claim check", "x"),
+    ],
 }
 
 
 #: Benchmarks whose result holds one object per case (a size, a level): (title, where the
 #: cases are, how to name a case, the columns as (key in a case, label)).
 MATRICES: dict[str, list[tuple[str, str, str, list[tuple[str, str]]]]] = {
+    "offload": [("Per payload, writer + reader state (p50; the peer is inline under 256 KiB, an S3 claim check over)",
+                 "sizes", "bytes", [
+        ("peer", "peer"), ("offload_boundary_p50_us", "offload boundary µs"),
+        ("peer_boundary_p50_us", "peer boundary µs"), ("boundary_ratio", "boundary x"),
+        ("offload_e2e_p50_ms", "offload e2e ms"), ("offload_e2e_p99_ms", "offload e2e p99 ms"),
+        ("peer_e2e_p50_ms", "peer e2e ms"), ("peer_e2e_p99_ms", "peer e2e p99 ms"), ("e2e_ratio", "e2e x")])],
     "store": [("Per object size (p50 in µs, throughput in MB/s)", "sizes", "bytes", [
         ("put_p50_us", "PUT p50"), ("redis_put_p50_us", "Redis SET p50"), ("s3_put_p50_us", "S3 PUT p50"),
         ("get_p50_us", "GET p50"), ("redis_get_p50_us", "Redis GET p50"), ("s3_get_p50_us", "S3 GET p50"),

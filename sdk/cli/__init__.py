@@ -44,11 +44,11 @@ _GROUPS = {
         "metadata": "bench_metadata", "store": "bench_store", "hdag": "bench_hdag",
         "utilization": "bench_utilization", "lifetime": "bench_lifetime", "recovery": "bench_recovery",
         "run": "bench_run", "elasticity": "bench_elasticity", "placement": "bench_placement",
-        "scale": "bench_scale"}),
+        "scale": "bench_scale", "offload": "bench_offload"}),
     "deploy": ("deploy storage functions or a workflow", {
         "storage": "deploy_storage", "workflow": "deploy_workflow"}),
     "offload": ("offload large results of any Step Functions state machine", {
-        "plan": "offload_plan", "run": "offload_run"}),
+        "plan": "offload_plan", "run": "offload_run", "deploy": "offload_deploy"}),
 }
 _EPILOGS = {
     "deploy": "shorthand: `funcsion deploy WDS [--target local|aws] ...` is `funcsion deploy workflow WDS ...`",

@@ -22,7 +22,7 @@ from typing import Any
 
 from ._common import add_param_option, parse_params
 
-__all__ = ["HELP", "add_arguments", "run"]
+__all__ = ["HELP", "add_arguments", "add_aws_arguments", "run", "settings_of"]
 
 HELP = "register a workflow with the local stack, or deploy it to AWS as one CloudFormation stack"
 
@@ -30,6 +30,14 @@ HELP = "register a workflow with the local stack, or deploy it to AWS as one Clo
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("wds", metavar="WDS", help="the workflow description; handlers live beside it")
     p.add_argument("--target", choices=("local", "aws"), default="local")
+    add_aws_arguments(p)
+    p.add_argument("--state-dir", default=None, help="state directory of the local stack (local)")
+    p.add_argument("--json", action="store_true", help="print one JSON object as the last line")
+    add_param_option(p)
+
+
+def add_aws_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of an AWS deployment (``funcsion offload deploy`` takes them too)."""
     p.add_argument("--layer", action="append", default=[], metavar="ARN",
                    help="a Lambda layer with thrift, pyeclib, msgpack and powertools for every task (aws; repeatable)")
     p.add_argument("--region", default=None, help="AWS region (aws; default: config region)")
@@ -56,9 +64,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dry-run", action="store_true",
                    help="aws: write template.json and the zips to --out; no AWS calls")
     p.add_argument("--out", metavar="DIR", help="where --dry-run writes (made if missing)")
-    p.add_argument("--state-dir", default=None, help="state directory of the local stack (local)")
-    p.add_argument("--json", action="store_true", help="print one JSON object as the last line")
-    add_param_option(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -108,14 +113,19 @@ def _warn_no_layer() -> None:
           "so every task would fail with Runtime.ImportModuleError", file=sys.stderr)
 
 
-def _bundle(cfg: Any, params: dict[str, int], args: argparse.Namespace) -> Any:
-    from sdk.deploy._stack import bundle
+def settings_of(cfg: Any) -> Any:
+    """The template's render-time settings from the config."""
     from sdk.deploy._template import TemplateSettings
 
-    settings = TemplateSettings(storage_functions=cfg.storage_functions, storage_memory_mb=cfg.function_memory_mb,
-                                task_memory_mb=cfg.task_memory_mb, task_timeout_s=min(900, int(cfg.task_timeout_s)),
-                                metadata_port=cfg.metadata_port, daemon_port=cfg.daemon_port)
-    return bundle(args.wds, params=params, limits=cfg.wds_limits(), settings=settings)
+    return TemplateSettings(storage_functions=cfg.storage_functions, storage_memory_mb=cfg.function_memory_mb,
+                            task_memory_mb=cfg.task_memory_mb, task_timeout_s=min(900, int(cfg.task_timeout_s)),
+                            metadata_port=cfg.metadata_port, daemon_port=cfg.daemon_port)
+
+
+def _bundle(cfg: Any, params: dict[str, int], args: argparse.Namespace) -> Any:
+    from sdk.deploy._stack import bundle
+
+    return bundle(args.wds, params=params, limits=cfg.wds_limits(), settings=settings_of(cfg))
 
 
 def _read(flag: str, path: str | None) -> bytes | None:

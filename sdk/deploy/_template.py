@@ -50,7 +50,7 @@ from ._host import user_data
 from ._iam import lambda_role, server_role, state_machine_role
 from .asl import AslOptions, build_asl, lambda_name
 
-__all__ = ["Artifacts", "CLEANUP_HANDLER", "ENDED_STATUSES", "OUTPUTS", "STATUS_CLEANUP_HANDLER", "status_rule", "TemplateSettings", "TaskFunction", "render_template",
+__all__ = ["Artifacts", "CLEANUP_HANDLER", "arn_mark", "base_resources", "state_machine_resources", "whole_template", "ENDED_STATUSES", "OUTPUTS", "STATUS_CLEANUP_HANDLER", "status_rule", "TemplateSettings", "TaskFunction", "render_template",
            "stack_name", "storage_prefix", "task_functions"]
 
 CLEANUP_HANDLER = "sdk._cleanup:handler"
@@ -376,15 +376,7 @@ def render_template(graph: hdag.HDAG, artifacts: Artifacts, settings: TemplateSe
     app = graph.workflow.app
     prefix = storage_prefix(app)
     tasks = task_functions(graph, settings)
-    storage_ids = [f"Storage{i}" for i in range(settings.storage_functions)]
-    res: dict[str, Any] = {**_network(), **_ingress(settings), **_secrets(), **_server(settings, prefix)}
-    for i, logical in enumerate(storage_ids):
-        res.update(_function(logical, f"{prefix}{i}", handler=RUNTIME_HANDLER, role="StorageRole",
-                             code_key=artifacts.storage_key, memory={"Ref": "StorageMemoryMb"}, timeout=900,
-                             runtime=settings.runtime, description="funcsion storage function (SION runtime)"))
-        res[logical]["Properties"]["ReservedConcurrentExecutions"] = {"Ref": "StorageConcurrency"}
-        res[f"{logical}InvokeConfig"] = {"Type": "AWS::Lambda::EventInvokeConfig", "Properties": {
-            "FunctionName": {"Ref": logical}, "Qualifier": "$LATEST", "MaximumRetryAttempts": 0}}
+    res, storage_ids = base_resources(settings, artifacts, prefix)
     for t in tasks:
         res.update(_function(t.logical_id, t.name, handler=t.handler, role="TaskRole", code_key=artifacts.task_key,
                              memory=t.memory_mb, timeout=t.timeout_s, runtime=settings.runtime,
@@ -395,22 +387,60 @@ def render_template(graph: hdag.HDAG, artifacts: Artifacts, settings: TemplateSe
                          timeout=settings.task_timeout_s,
                          runtime=settings.runtime, description=f"funcsion {graph.key}: end runs of ended executions"[:256],
                          layers=_layers(())))
-    res.update(status_rule("StateMachine", "StatusCleanup"))
-    res["TaskRole"] = lambda_role([t.logical_id for t in tasks] + ["StatusCleanup"], s3=False)
-    res["StorageRole"] = lambda_role(storage_ids, s3=True)
-    res["ServerRole"] = server_role(storage_ids)
-    res["StateMachineRole"] = state_machine_role([t.logical_id for t in tasks])
     by_entry = {t.entry: t.logical_id for t in tasks}
     definition = build_asl(graph, lambda e: _ARN_MARK.format(by_entry[e]), _ARN_MARK.format(by_entry[wds.CLEANUP_ENTRY]),
                            AslOptions(max_concurrency=settings.max_concurrency))
-    res["StateMachine"] = {"Type": "AWS::StepFunctions::StateMachine", "Properties": {
-        "StateMachineName": re.sub(r"[^A-Za-z0-9_-]", "-", f"funcsion-{app}-{graph.workflow.workflow_id}")[:80],
-        "RoleArn": {"Fn::GetAtt": ["StateMachineRole", "Arn"]},
-        "DefinitionString": {"Fn::Sub": _definition_sub(definition)}}}
+    res.update(state_machine_resources(
+        re.sub(r"[^A-Za-z0-9_-]", "-", f"funcsion-{app}-{graph.workflow.workflow_id}")[:80], definition,
+        [t.logical_id for t in tasks], storage_ids))
+    return whole_template(f"funcsion deployment of workflow {graph.key}: storage and task Lambdas in a VPC, the "
+                          "server host, the state machine", settings, res, prefix)
+
+
+def base_resources(settings: TemplateSettings, artifacts: Artifacts, prefix: str) -> tuple[dict[str, Any], list[str]]:
+    """What every deployment holds whatever its state machine: the network, the servers' ingress,
+    the secrets, the server host and the storage Lambdas ``<prefix><i>``; returns the resources
+    and the storage Lambdas' logical ids."""
+    storage_ids = [f"Storage{i}" for i in range(settings.storage_functions)]
+    res: dict[str, Any] = {**_network(), **_ingress(settings), **_secrets(), **_server(settings, prefix)}
+    for i, logical in enumerate(storage_ids):
+        res.update(_function(logical, f"{prefix}{i}", handler=RUNTIME_HANDLER, role="StorageRole",
+                             code_key=artifacts.storage_key, memory={"Ref": "StorageMemoryMb"}, timeout=900,
+                             runtime=settings.runtime, description="funcsion storage function (SION runtime)"))
+        res[logical]["Properties"]["ReservedConcurrentExecutions"] = {"Ref": "StorageConcurrency"}
+        res[f"{logical}InvokeConfig"] = {"Type": "AWS::Lambda::EventInvokeConfig", "Properties": {
+            "FunctionName": {"Ref": logical}, "Qualifier": "$LATEST", "MaximumRetryAttempts": 0}}
+    return res, storage_ids
+
+
+def state_machine_resources(name: str, definition: dict[str, Any], task_ids: Sequence[str],
+                            storage_ids: Sequence[str]) -> dict[str, Any]:
+    """The roles, the state machine ``name`` of ``definition`` (where ``arn_mark(<logical id>)``
+    stands for a Lambda's ARN) invoking the task Lambdas ``task_ids``, and the status rule with
+    its cleanup Lambda's permission (the ``StatusCleanup`` Lambda itself is the caller's)."""
+    return {
+        **status_rule("StateMachine", "StatusCleanup"),
+        "TaskRole": lambda_role([*task_ids, "StatusCleanup"], s3=False),
+        "StorageRole": lambda_role(storage_ids, s3=True),
+        "ServerRole": server_role(storage_ids),
+        "StateMachineRole": state_machine_role(list(task_ids)),
+        "StateMachine": {"Type": "AWS::StepFunctions::StateMachine", "Properties": {
+            "StateMachineName": name, "RoleArn": {"Fn::GetAtt": ["StateMachineRole", "Arn"]},
+            "DefinitionString": {"Fn::Sub": _definition_sub(definition)}}},
+    }
+
+
+def arn_mark(logical_id: str) -> str:
+    """What stands for Lambda ``logical_id``'s ARN in a definition ``state_machine_resources`` takes."""
+    return _ARN_MARK.format(logical_id)
+
+
+def whole_template(description: str, settings: TemplateSettings, res: dict[str, Any], prefix: str) -> dict[str, Any]:
+    """The template around ``res``: the parameters, conditions, resources in dependency order and
+    the ``OUTPUTS`` contract."""
     return {
         "AWSTemplateFormatVersion": "2010-09-09",
-        "Description": f"funcsion deployment of workflow {graph.key}: storage and task Lambdas in a VPC, the "
-                       "server host, the state machine",
+        "Description": description,
         "Parameters": _parameters(settings),
         "Conditions": {
             "HasTaskLayers": {"Fn::Not": [{"Fn::Equals": [{"Fn::Join": ["", {"Ref": "TaskLayerArns"}]}, ""]}]},
