@@ -2,7 +2,7 @@
 
 Step Functions limits a state's JSON to 256 KiB, and a ``Map``'s ``ItemsPath`` list is part
 of that state: a handler cannot return 50,000 items for an inline Map to iterate over, and
-50,000 references of ~450 bytes (20 MB) do not fit either. A handler returns
+50,000 references of ~350 bytes (17 MB) do not fit either. A handler returns
 ``sdk.offload_items(items)`` where the list would go; ``@sdk.offload`` stores the items as
 *chunks* (consecutive items, one object each) and puts a list of chunk references in the
 state. The Map iterates over that list: each iteration gets one reference, which its
@@ -10,7 +10,7 @@ decorated handler reads as the chunk's list of items.
 
 How many chunks (``chunks``, pure): the reference list may take at most the offload
 threshold (``offload_threshold_bytes``, 64 KiB by default, which leaves the state room
-under 256 KiB for the rest of it; about 140 references), and a chunk should hold at least
+under 256 KiB for the rest of it; about 185 references of ~350 bytes), and a chunk should hold at least
 a threshold's worth of items (a smaller value would not be offloaded at all). So: one
 item per reference when the items are that large and few enough, else chunks of
 ``ceil(n / count)`` items with ``count = min(refs that fit, total bytes / threshold)``.
