@@ -254,6 +254,9 @@ def test_an_inline_map_over_50000_items_reads_each_chunk_once_and_frees_it(stack
     # the Map iterated over chunk references: the state never held the list
     refs = [p["item"] for name, p in out.calls if name == "offload-process"]
     assert refs and all(list(r) == [REF_KEY] and r[REF_KEY]["state"] == "List" for r in refs)
+    assert len({r[REF_KEY]["key"] for r in refs}) == len(refs)      # each chunk read by one iteration, once
+    listed = [e for e in out.events if e["type"] == "TaskStateExited" and e["stateExitedEventDetails"]["name"] == "List"]
+    assert len(listed) == 1 and len(listed[0]["stateExitedEventDetails"]["output"]) < 64 * 1024   # the Map's input
     spans = sorted(tuple(r[REF_KEY]["items"]) for r in refs)
     assert spans[0][0] == 0 and all(a + k == b for (a, k), (b, _) in zip(spans, spans[1:]))
     assert spans[-1][0] + spans[-1][1] == n and 1 < len(spans) <= 160
