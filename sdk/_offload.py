@@ -34,6 +34,8 @@ as chunks, one ad-hoc object each, and left in the state as a list of chunk refe
 An iteration reads its chunk as a list of items; where the plan says the list is read once,
 by that Map's iterations (the execution input's ``funcsion.map_items``: writer state ->
 the reading state), the iteration frees each chunk it read once its handler has returned.
+A state a Map iterates over that offloads a plain list whole says in its log what the Map
+will find (a reference, not a list) and to return ``sdk.offload_items`` instead.
 
 Errors leave as ``TaskFailed``/``FatalTaskError`` naming the state and the run, as
 ``@sdk.task``'s do. Not here: the reference format (``_offload_refs``), the run's
@@ -78,6 +80,7 @@ class OffloadContext:
     state: str
     in_map: bool  # the state runs once per item of a Map (the execution input's ``map_states``)
     frees_items: tuple[str, ...] = ()  # writers whose Map chunks this state frees (``map_items``)
+    feeds_map: bool = False  # a Map iterates over its result (it is a writer in ``map_items``)
 
     @classmethod
     def from_event(cls, event: Any) -> OffloadContext:
@@ -100,7 +103,8 @@ class OffloadContext:
         in_map = str(st["Name"]) in (run.get("map_states") or ())
         items = run.get("map_items")
         frees = tuple(str(w) for w, r in items.items() if r == st["Name"]) if isinstance(items, Mapping) else ()
-        return cls(rc.endpoints, rc.run_id, rc.token, str(st["Name"]), in_map, frees)
+        feeds = isinstance(items, Mapping) and st["Name"] in items
+        return cls(rc.endpoints, rc.run_id, rc.token, str(st["Name"]), in_map, frees, feeds)
 
 
 @dataclass
@@ -190,6 +194,11 @@ class _Session:
         result = self.store_items(result, threshold)
         shell, cut = split(result, threshold)
         ctx, fn = self.ctx, function_name(self.ctx.state)
+        for path, v in cut:
+            if ctx.feeds_map and isinstance(v, list):
+                print(f"[funcsion] state {ctx.state} offloads the list at {path} ({len(v):,} items) whole: a Map that "
+                      "iterates over it finds a reference, not a list (\"Map state input must be an array\"); "
+                      "return sdk.offload_items(items) there to hand the Map chunk references", flush=True)
         outputs: list[str] = []
         if not ctx.in_map:
             outputs = list(self.client.metadata.describe_function(ctx.run_id, fn).outputs)

@@ -311,10 +311,15 @@ def test_a_map_chunk_is_freed_only_after_its_iteration_returns(stack: Stack) -> 
             run.close()
 
 
-def test_map_items_whose_references_would_not_fit_are_refused_naming_the_limit(stack: Stack) -> None:
+def test_map_items_whose_references_would_not_fit_are_refused_naming_the_limit(
+        stack: Stack, capsys: pytest.CaptureFixture[str]) -> None:
     @sdk.offload
     def per_item(event: dict[str, Any], context: Any) -> Any:
         return sdk.offload_items(({"i": i} for i in range(50_000)), chunk_items=1)
+
+    @sdk.offload
+    def whole(event: dict[str, Any], context: Any) -> Any:
+        return [{"i": i} for i in range(50_000)]
 
     asl = (EXAMPLES / "map_items.asl.json").read_text()
     with stack.client() as c:
@@ -325,5 +330,11 @@ def test_map_items_whose_references_would_not_fit_are_refused_naming_the_limit(s
                                                      r"pass chunk_items=\d+ or more"):
                 per_item(_event(run, "List", {}), None)
             assert [o for o in run.list() if o.state == "readable"] == []    # nothing stored
+            # a plain list too large for the state goes whole, and the state says what the Map will find
+            inp = execution_input(run, {}, asl)
+            plain = whole({**_event(run, "List", {}), "funcsion": {"Execution": {"Name": run.run_id, "Input": inp},
+                                                                   "State": {"Name": "List", "RetryCount": 0}}}, None)
+            assert list(plain) == [REF_KEY]
+            assert "state List offloads the list at $ (50,000 items) whole" in capsys.readouterr().out
         finally:
             run.close()
