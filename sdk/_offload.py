@@ -224,7 +224,8 @@ class _Session:
         refs = [Reference(ctx.run_id, key, None if one else i, json_size(v), codec, ctx.state,
                           sign(ctx.token, ctx.run_id, key, None if one else i)).to_json()
                 for i, (_, v) in enumerate(cut)]
-        return replace(shell, lambda m, _p: refs[int(m[REF_KEY])])
+        # a reference the handler passes on unread stays as it is
+        return replace(shell, lambda m, _p: refs[m[REF_KEY]] if isinstance(m[REF_KEY], int) else m)
 
 
 def _codec_of(v: Any) -> str:

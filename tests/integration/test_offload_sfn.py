@@ -203,6 +203,10 @@ def test_lazy_reads_and_pass_through(stack: Stack) -> None:
         assert list(ref) == [REF_KEY]
         return {"ref": ref, "digest": sdk.offload_get({REF_KEY: dict(ref[REF_KEY])})[:4].hex()}
 
+    @sdk.offload(resolve=False)
+    def pass_along(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        return {"ref": event["data"]["blob"], "own": b"o" * 100_000}
+
     h = _handlers()
     asl = (EXAMPLES / "large_result.asl.json").read_text()
     with stack.client() as c:
@@ -216,6 +220,14 @@ def test_lazy_reads_and_pass_through(stack: Stack) -> None:
                 produced = h.produce(_event(other, "Produce", {"size_mb": 1}), None)
                 out = pass_on(_event(other, "Consume", {"data": produced}), None)
                 assert out["ref"] == produced["blob"] and len(out["digest"]) == 8
+                # a result that passes a reference on and offloads a value of its own keeps both
+                third = start_run(c, asl, app="lazy")
+                try:
+                    produced = h.produce(_event(third, "Produce", {"size_mb": 0.1}), None)
+                    both = pass_along(_event(third, "Consume", {"data": produced}), None)
+                    assert both["ref"] == produced["blob"] and list(both["own"]) == [REF_KEY]
+                finally:
+                    third.close()
             finally:
                 other.close()
         finally:
