@@ -29,6 +29,14 @@ Inside a ``Map`` iteration (the execution input's ``funcsion.map_states`` names 
 ``$$.Map`` is not visible there) the state runs as the run's client:
 its reads count for nothing and its values are kept until the execution ends.
 
+A list for a Map (``sdk.offload_items(items)`` in the result, ``_offload_items``) is stored
+as chunks, one ad-hoc object each, and left in the state as a list of chunk references.
+An iteration reads its chunk as a list of items; where the plan says the list is read once,
+by that Map's iterations (the execution input's ``funcsion.map_items``: writer state ->
+the reading state), the iteration frees each chunk it read once its handler has returned.
+A state a Map iterates over that offloads a plain list whole says in its log what the Map
+will find (a reference, not a list) and to return ``sdk.offload_items`` instead.
+
 Errors leave as ``TaskFailed``/``FatalTaskError`` naming the state and the run, as
 ``@sdk.task``'s do. Not here: the reference format (``_offload_refs``), the run's
 workflow (``_offload_plan``), cleanup (``_offload_cleanup``).
@@ -51,6 +59,7 @@ from funcsion_rpc.errors import ObjectExpired, RunEnded, UnknownObject, UnknownR
 
 from ._client import AlreadyCommitted, Client, Endpoints
 from ._constants import EVENT_KEY
+from ._offload_items import MapItems, chunks
 from ._offload_plan import function_name
 from ._offload_refs import REF_KEY, Reference, json_size, replace, sign, split
 from ._task import RunContext, _client_for, _user_frames
@@ -70,6 +79,8 @@ class OffloadContext:
     token: str
     state: str
     in_map: bool  # the state runs once per item of a Map (the execution input's ``map_states``)
+    frees_items: tuple[str, ...] = ()  # writers whose Map chunks this state frees (``map_items``)
+    feeds_map: bool = False  # a Map iterates over its result (it is a writer in ``map_items``)
 
     @classmethod
     def from_event(cls, event: Any) -> OffloadContext:
@@ -90,7 +101,10 @@ class OffloadContext:
         assert isinstance(run, Mapping)
         rc = RunContext.from_event({EVENT_KEY: run, "run_id": ex["Name"], "function": st["Name"]})
         in_map = str(st["Name"]) in (run.get("map_states") or ())
-        return cls(rc.endpoints, rc.run_id, rc.token, str(st["Name"]), in_map)
+        items = run.get("map_items")
+        frees = tuple(str(w) for w, r in items.items() if r == st["Name"]) if isinstance(items, Mapping) else ()
+        feeds = isinstance(items, Mapping) and st["Name"] in items
+        return cls(rc.endpoints, rc.run_id, rc.token, str(st["Name"]), in_map, frees, feeds)
 
 
 @dataclass
@@ -99,6 +113,7 @@ class _Session:
     ctx: OffloadContext
     stream: bool
     values: dict[str, Any] = field(default_factory=dict)  # key -> the object's value, read once
+    chunks_read: list[str] = field(default_factory=list)  # Map chunks this state frees once it returns
 
     def read(self, ref: Mapping[str, Any], where: str) -> Any:
         r = Reference.from_json(ref, where)
@@ -109,6 +124,8 @@ class _Session:
                 self.values[r.key] = self.client.get(r.key, stream=stream)
             except (ObjectExpired, UnknownObject, RunEnded, UnknownRun) as exc:
                 raise ReferenceFreed(self._freed(r, where, exc)) from None
+            if r.items is not None and r.state in self.ctx.frees_items:
+                self.chunks_read.append(r.key)
         value = self.values[r.key]
         return value if r.part is None else value[r.part]
 
@@ -124,9 +141,64 @@ class _Session:
                 f"{exc}; a state that reads it must be a reader the plan counts (funcsion offload plan ASL.json), "
                 "and the execution must still be running")
 
+    def free_chunks(self) -> None:
+        """Free the Map chunks this iteration read (its handler returned: the plan says it was
+        their one reader)."""
+        for key in self.chunks_read:
+            self.client.delete(key)
+        self.chunks_read.clear()
+
+    def store_items(self, result: Any, threshold: int) -> Any:
+        """``result`` with each ``sdk.offload_items`` list stored as chunks and replaced by the
+        list of their references (``_offload_items``)."""
+        found: list[MapItems] = []
+
+        def mark(v: Any) -> Any:
+            if isinstance(v, MapItems):
+                found.append(v)
+                return {REF_KEY: len(found) - 1}
+            if isinstance(v, Mapping) and REF_KEY not in v:
+                return {k: mark(x) for k, x in v.items()}
+            if isinstance(v, list | tuple):
+                return [mark(x) for x in v]
+            return v
+
+        shell = mark(result)
+        if not found:
+            return result
+        ctx, fn = self.ctx, function_name(self.ctx.state)
+        prefix = f"{fn}.{uuid.uuid4().hex[:12]}" if ctx.in_map else fn
+        lists: list[list[dict[str, Any]]] = []
+        for m, found_items in enumerate(found):
+            items = found_items.items
+            keys = [f"{prefix}.items{m}.{k:06d}" for k in range(len(items))]  # the longest a key can be
+            total = json_size(items)
+            sample = Reference(ctx.run_id, keys[-1] if keys else prefix, None, total, "msgpack",
+                               ctx.state, "0" * 32, (len(items), len(items))).to_json()   # the largest one
+            ranges = chunks(len(items), total, json_size(sample), threshold,
+                            chunk_items=found_items.chunk_items, state=ctx.state)
+            values = {keys[k]: items[a:b] for k, (a, b) in enumerate(ranges)}
+            by_codec: dict[str, dict[str, Any]] = {}
+            for key, v in values.items():
+                by_codec.setdefault(_codec_of(v), {})[key] = v
+            for codec, group in by_codec.items():
+                self.client.put_many(group, adhoc=True, codec=codec)
+            lists.append([Reference(ctx.run_id, keys[k], None, json_size(values[keys[k]]),
+                                    _codec_of(values[keys[k]]), ctx.state, sign(ctx.token, ctx.run_id, keys[k], None),
+                                    (a, b - a)).to_json()
+                          for k, (a, b) in enumerate(ranges)])
+        # a reference the handler passes on stays as it is
+        return replace(shell, lambda m, _p: lists[m[REF_KEY]] if isinstance(m[REF_KEY], int) else m)
+
     def offload(self, result: Any, threshold: int) -> Any:
+        result = self.store_items(result, threshold)
         shell, cut = split(result, threshold)
         ctx, fn = self.ctx, function_name(self.ctx.state)
+        for path, v in cut:
+            if ctx.feeds_map and isinstance(v, list):
+                print(f"[funcsion] state {ctx.state} offloads the list at {path} ({len(v):,} items) whole: a Map that "
+                      "iterates over it finds a reference, not a list (\"Map state input must be an array\"); "
+                      "return sdk.offload_items(items) there to hand the Map chunk references", flush=True)
         outputs: list[str] = []
         if not ctx.in_map:
             outputs = list(self.client.metadata.describe_function(ctx.run_id, fn).outputs)
@@ -152,7 +224,8 @@ class _Session:
         refs = [Reference(ctx.run_id, key, None if one else i, json_size(v), codec, ctx.state,
                           sign(ctx.token, ctx.run_id, key, None if one else i)).to_json()
                 for i, (_, v) in enumerate(cut)]
-        return replace(shell, lambda m, _p: refs[int(m[REF_KEY])])
+        # a reference the handler passes on unread stays as it is
+        return replace(shell, lambda m, _p: refs[m[REF_KEY]] if isinstance(m[REF_KEY], int) else m)
 
 
 def _codec_of(v: Any) -> str:
@@ -211,7 +284,9 @@ def offload(handler: Callable[..., Any], event: Any, context: Any, threshold_byt
         if resolve:
             payload = replace(payload, session.read)
         result = handler(payload, context)
-        return session.offload(result, _threshold(threshold_bytes))
+        out = session.offload(result, _threshold(threshold_bytes))
+        session.free_chunks()
+        return out
     except AlreadyCommitted:
         raise FatalTaskError(f"state {ctx.state} of run {ctx.run_id} committed in an earlier attempt (its reads may be "
                              "freed); a state that returned must not run again: retry only errors raised before "

@@ -17,7 +17,11 @@ last reader's commit exactly like a WDS run's:
   and it commits its reads explicitly;
 - a Task state inside a ``Map`` (``map_states``, named in the execution's input) runs
   once per item, and one function commits once: it runs as the run's client (its reads
-  count for nothing) and each iteration's values are ad-hoc objects of their own.
+  count for nothing) and each iteration's values are ad-hoc objects of their own;
+- a Task state whose result is read once, by a Task state inside a Map (each item once:
+  the planner's Map rule), hands its Map items (``sdk.offload_items``) over as chunks
+  that the reading iteration frees when it returns (``map_items``, named in the
+  execution's input too).
 
 ``start_run`` registers that workflow and starts the run; ``execution_input`` is the
 ``funcsion`` entry the execution's input carries (the run's tokens, never the admin
@@ -41,8 +45,8 @@ from typing import Any
 from . import asl_plan
 from .asl_plan._flow import Walker
 
-__all__ = ["StateLayout", "execution_input", "function_name", "layout", "map_states", "start_execution", "start_run",
-           "workflow_doc"]
+__all__ = ["StateLayout", "execution_input", "function_name", "layout", "map_items", "map_states", "start_execution",
+           "start_run", "workflow_doc"]
 
 _NOT_IDENT = re.compile(r"[^A-Za-z0-9_]")
 
@@ -91,8 +95,12 @@ def layout(plan: asl_plan.Plan) -> dict[str, StateLayout]:
                                                   f"{sp.read_count} time(s) but not by the same Task states")
         elif in_map & set(readers):
             inner = sorted(in_map & set(readers))
+            chunked = ""
+            if name in map_items(plan):
+                chunked = (f"; its Map items (sdk.offload_items) are chunks, each read once by its {inner[0]} "
+                           "iteration and freed when that iteration returns")
             out[name] = StateLayout(name, fn, (), f"kept until the execution ends: {', '.join(inner)} read(s) it "
-                                                  "in each Map iteration")
+                                                  f"in each Map iteration{chunked}")
         else:
             out[name] = StateLayout(name, fn, readers, sp.why)
     return out
@@ -140,11 +148,25 @@ def map_states(plan: asl_plan.Plan) -> list[str]:
     return [n for n in plan.states if any(a.type == "Map" for a in d.ancestors(n))]
 
 
+def map_items(plan: asl_plan.Plan) -> dict[str, str]:
+    """Task state -> the Task state inside a Map that reads it, for each state whose result
+    the plan counts read once, by that one state, each item by its own iteration (the
+    planner's Map rule), and nothing after: the chunks of its ``sdk.offload_items`` lists
+    are freed by the iteration that reads them, when it returns."""
+    inner = set(map_states(plan))
+    out: dict[str, str] = {}
+    for name, sp in plan.states.items():
+        if (sp.read_count == 1 and not sp.kept_until_end and len(sp.readers) == 1 and sp.readers[0] in inner
+                and name not in inner):
+            out[name] = sp.readers[0]
+    return out
+
+
 def execution_input(run: Any, execution_input: Mapping[str, Any] | None = None,
                     definition: str | Mapping[str, Any] | asl_plan.Plan | None = None) -> dict[str, Any]:
     """The execution's input: the caller's, with the run's ``funcsion`` entry (its endpoints
     with a run-scoped store token, its metadata token, and the states of ``definition``
-    that run once per Map item) added."""
+    that run once per Map item, and who frees the chunks of Map items: ``map_items``) added."""
     if not run.run_id or not run.token:
         raise ValueError("execution_input needs a client bound to a run: use sdk.offload_start(...) first")
     doc = dict(execution_input or {})
@@ -153,6 +175,8 @@ def execution_input(run: Any, execution_input: Mapping[str, Any] | None = None,
         p = definition if isinstance(definition, asl_plan.Plan) else asl_plan.plan(definition)
         if inner := map_states(p):
             doc["funcsion"]["map_states"] = inner
+        if items := map_items(p):
+            doc["funcsion"]["map_items"] = items
     return doc
 
 

@@ -7,7 +7,9 @@ A reference is a JSON object with one reserved key::
 
 ``run`` is the funcsion run of the execution (the execution's name), ``key`` the object
 holding the value, ``part`` its place in that object when one result offloaded several
-values (absent: the object is the value), ``bytes`` and ``codec`` what it holds, ``state``
+values (absent: the object is the value), ``items`` (only in a chunk of a Map's items,
+``sdk.offload_items``) the first item's index and the chunk's item count, ``bytes`` and
+``codec`` what it holds, ``state``
 the Task state that wrote it, ``see`` where a reader that is not decorated learns what
 to do. ``token`` is an HMAC of (run, key, part) under the run's token: only a task of
 that run can make or check one, so a forged reference, or one copied from another
@@ -54,11 +56,14 @@ class Reference:
     codec: str
     state: str
     token: str
+    items: tuple[int, int] | None = None  # a chunk of Map items: (first item's index, item count)
 
     def to_json(self) -> dict[str, Any]:
         body: dict[str, Any] = {"run": self.run, "key": self.key}
         if self.part is not None:
             body["part"] = self.part
+        if self.items is not None:
+            body["items"] = list(self.items)
         body.update({"bytes": self.bytes, "codec": self.codec, "state": self.state, "token": self.token,
                      "see": SEE})
         return {REF_KEY: body}
@@ -72,10 +77,10 @@ class Reference:
             raise ReferenceRefused(f"the value at {where} uses the reserved key {REF_KEY!r} but is not a funcsion "
                                    "reference (one key, an object); rename the key")
         try:
-            part = body.get("part")
+            part, items = body.get("part"), body.get("items")
             return cls(str(body["run"]), str(body["key"]), None if part is None else int(part),
                        int(body["bytes"]), str(body["codec"]), str(body.get("state") or body["key"]),
-                       str(body["token"]))
+                       str(body["token"]), None if items is None else (int(items[0]), int(items[1])))
         except (KeyError, TypeError, ValueError) as exc:
             raise ReferenceRefused(f"the funcsion reference at {where} is malformed ({type(exc).__name__}: {exc}); "
                                    "pass references on exactly as @sdk.offload wrote them") from None
@@ -110,28 +115,48 @@ def _fits(value: Any) -> bool:
     return True
 
 
+def _is_ref(v: Any) -> bool:
+    return isinstance(v, Mapping) and len(v) == 1 and isinstance(v.get(REF_KEY), Mapping)
+
+
+def _is_ref_list(v: Any) -> bool:
+    return isinstance(v, list) and bool(v) and all(_is_ref(x) for x in v)
+
+
+def _holds_ref_list(v: Any) -> bool:
+    if _is_ref_list(v):
+        return True
+    if isinstance(v, Mapping) and REF_KEY not in v:
+        return any(_holds_ref_list(x) for x in v.values())
+    return isinstance(v, list) and any(_holds_ref_list(x) for x in v)
+
+
 def split(result: Any, threshold: int) -> tuple[Any, list[tuple[str, Any]]]:
     """Cut the values that do not fit out of ``result``: returns the result with a
     placeholder ``{"$funcsion": i}`` where the i-th cut value was, and the cut values with
     their JSON paths. The finest cut wins: a dict or list larger than ``threshold`` has
     its large members cut first, and is cut whole only if it is still larger (or holds a
-    value JSON cannot carry, such as ``bytes``)."""
+    value JSON cannot carry, such as ``bytes``). A list of references (a Map's chunks,
+    ``sdk.offload_items``) stays in the state, and so does whatever holds one: cut whole,
+    the Map would find a reference where it needs a list."""
     cut: list[tuple[str, Any]] = []
 
     def walk(v: Any, path: str) -> Any:
+        if _is_ref_list(v):
+            return v
         small = json_size(v) <= threshold and _fits(v)
         if small:
             return v
         if isinstance(v, Mapping) and REF_KEY not in v:
             mark = len(cut)
             inner = {k: walk(x, f"{path}.{k}") for k, x in v.items()}
-            if json_size(inner) <= threshold and _fits(inner):
+            if (json_size(inner) <= threshold and _fits(inner)) or _holds_ref_list(inner):
                 return inner
             del cut[mark:]
         elif isinstance(v, list):
             mark = len(cut)
             items = [walk(x, f"{path}[{i}]") for i, x in enumerate(v)]
-            if json_size(items) <= threshold and _fits(items):
+            if (json_size(items) <= threshold and _fits(items)) or _holds_ref_list(items):
                 return items
             del cut[mark:]
         cut.append((path, v))

@@ -13,6 +13,7 @@
         ├── NoRunContext                sdk.get/put outside a task and without a Client
         ├── ReferenceRefused            @sdk.offload: a reference forged, altered or of another execution
         ├── ReferenceFreed              @sdk.offload: a reference whose value was freed (names its last reader)
+        ├── MapItemsTooLarge            sdk.offload_items: the chunk references would not fit in the state
         └── TaskFailed                  how an SDK error leaves a task handler (names task and run)
             └── FatalTaskError          ... one that no retry can fix
 
@@ -54,7 +55,7 @@ from ._config import ConfigError
 __all__ = [
     "FatalTaskError", "NON_RETRYABLE_ERRORS", "TaskFailed", "is_retryable", "retryable_error_name",
     "CodecError", "ConfigError", "DuplicateWrite", "FuncsionError", "InvalidRequest", "MetadataError",
-    "MissingOutputs", "NoRunContext", "ReferenceFreed", "ReferenceRefused", "ObjectExpired", "ObjectNotWritten", "RunEnded", "ServiceUnavailable",
+    "MapItemsTooLarge", "MissingOutputs", "NoRunContext", "ReferenceFreed", "ReferenceRefused", "ObjectExpired", "ObjectNotWritten", "RunEnded", "ServiceUnavailable",
     "StoreFailure", "TaskError", "Unauthorized", "UndeclaredOutput", "UndeclaredRead", "UnknownObject",
     "UnknownRun", "UnknownWorkflow",
 ]
@@ -91,6 +92,11 @@ class ReferenceRefused(TaskError):
 class ReferenceFreed(TaskError):
     """An offloaded value was read after its last declared reader committed (the message
     names that state)."""
+
+
+class MapItemsTooLarge(TaskError):
+    """``sdk.offload_items``: the references to a Map's items would not fit in the state (the
+    message names the limit and the ``chunk_items`` that fits)."""
 
 
 class TaskFailed(TaskError):

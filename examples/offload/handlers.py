@@ -10,6 +10,7 @@ which Lambda alone could not return).
 from __future__ import annotations
 
 import hashlib
+import json
 import random
 import zlib
 from typing import Any
@@ -95,18 +96,32 @@ def recover(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return {"saved": len(event["data"]["blob"]), "error": event["error"].get("Error")}
 
 
-# -- map_items (issue 34 item 4 will hand the Map an offloaded list; here items are small) -------
+# -- map_items: a list too large for the state, handed to the Map as chunks (issue 34 item 4) ------
+def item(i: int) -> dict[str, Any]:
+    """Item ``i`` of ``list_items``' list (the test recomputes them)."""
+    return {"i": i, "text": f"item {i}"}
+
+
+def chunk_digest(items: list[dict[str, Any]]) -> str:
+    return hashlib.sha256(json.dumps(items, separators=(",", ":")).encode()).hexdigest()
+
+
 @sdk.offload
-def list_items(event: dict[str, Any], context: Any) -> list[dict[str, Any]]:
-    return [{"i": i, "text": f"item {i} " * 8} for i in range(int(event.get("count", 8)))]
+def list_items(event: dict[str, Any], context: Any) -> Any:
+    # 50,000 items are ~1.6 MB of JSON, past the 256 KiB state: the Map gets chunk references
+    return sdk.offload_items(item(i) for i in range(int(event.get("count", 50_000))))
 
 
 @sdk.offload
 def process(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    item = event["item"]
-    return {"i": item["i"], "words": len(item["text"].split()), "pad": str(item["i"]) * 70_000}
+    chunk = event["item"]          # one chunk: a list of consecutive items
+    return {"first": chunk[0]["i"], "n": len(chunk), "sum": sum(x["i"] for x in chunk),
+            "sha256": chunk_digest(chunk)}
 
 
 @sdk.offload
 def aggregate(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    return {"items": len(event["results"]), "words": sum(r["words"] for r in event["results"])}
+    parts = sorted(event["results"], key=lambda r: r["first"])
+    digest = hashlib.sha256("".join(p["sha256"] for p in parts).encode()).hexdigest()
+    return {"chunks": len(parts), "items": sum(p["n"] for p in parts), "sum": sum(p["sum"] for p in parts),
+            "sha256": digest}

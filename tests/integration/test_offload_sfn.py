@@ -6,6 +6,7 @@ aborted execution) driven through the decorator in this process against the same
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 from pathlib import Path
@@ -202,6 +203,10 @@ def test_lazy_reads_and_pass_through(stack: Stack) -> None:
         assert list(ref) == [REF_KEY]
         return {"ref": ref, "digest": sdk.offload_get({REF_KEY: dict(ref[REF_KEY])})[:4].hex()}
 
+    @sdk.offload(resolve=False)
+    def pass_along(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        return {"ref": event["data"]["blob"], "own": b"o" * 100_000}
+
     h = _handlers()
     asl = (EXAMPLES / "large_result.asl.json").read_text()
     with stack.client() as c:
@@ -215,6 +220,14 @@ def test_lazy_reads_and_pass_through(stack: Stack) -> None:
                 produced = h.produce(_event(other, "Produce", {"size_mb": 1}), None)
                 out = pass_on(_event(other, "Consume", {"data": produced}), None)
                 assert out["ref"] == produced["blob"] and len(out["digest"]) == 8
+                # a result that passes a reference on and offloads a value of its own keeps both
+                third = start_run(c, asl, app="lazy")
+                try:
+                    produced = h.produce(_event(third, "Produce", {"size_mb": 0.1}), None)
+                    both = pass_along(_event(third, "Consume", {"data": produced}), None)
+                    assert both["ref"] == produced["blob"] and list(both["own"]) == [REF_KEY]
+                finally:
+                    third.close()
             finally:
                 other.close()
         finally:
@@ -239,5 +252,101 @@ def test_a_run_whose_execution_never_reports_is_ended_by_the_ttl(stack: Stack) -
             assert summary["state"] == "expired" and summary["live_bytes"] == 0 and summary["allocated_bytes"] == 0
             with pytest.raises(FatalTaskError, match="ReferenceFreed: .*Produce's result.*no longer stored"):
                 h.consume(_event(run, "Consume", {"data": produced}), None)
+        finally:
+            run.close()
+
+
+# -- large Map inputs (issue 34 item 4) -------------------------------------------------------------
+@pytest.mark.slow   # ~30 s on a loaded 2-core machine: 25 Map iterations, each a Lambda on the local platform
+def test_an_inline_map_over_50000_items_reads_each_chunk_once_and_frees_it(stack: Stack) -> None:
+    h = _handlers()
+    n = 50_000
+    out = _run(stack, "map_items", {"count": n})
+    assert out.status == "SUCCEEDED", [e for e in out.events if "Failed" in e["type"]]
+    # the Map iterated over chunk references: the state never held the list
+    refs = [p["item"] for name, p in out.calls if name == "offload-process"]
+    assert refs and all(list(r) == [REF_KEY] and r[REF_KEY]["state"] == "List" for r in refs)
+    assert len({r[REF_KEY]["key"] for r in refs}) == len(refs)      # each chunk read by one iteration, once
+    listed = [e for e in out.events if e["type"] == "TaskStateExited" and e["stateExitedEventDetails"]["name"] == "List"]
+    assert len(listed) == 1 and len(listed[0]["stateExitedEventDetails"]["output"]) < 64 * 1024   # the Map's input
+    spans = sorted(tuple(r[REF_KEY]["items"]) for r in refs)
+    assert spans[0][0] == 0 and all(a + k == b for (a, k), (b, _) in zip(spans, spans[1:]))
+    assert spans[-1][0] + spans[-1][1] == n and 1 < len(spans) <= 160
+    assert max(len(json.dumps(p)) for name, p in out.calls if name == "offload-process") < 4096
+    # every iteration got its items right: the checksums of the chunks it read match the list's
+    expected = [h.item(i) for i in range(n)]
+    digest = "".join(h.chunk_digest(expected[a:a + k]) for a, k in spans)
+    assert _output(out) == {"chunks": len(spans), "items": n, "sum": n * (n - 1) // 2,
+                            "sha256": hashlib.sha256(digest.encode()).hexdigest()}
+    # each chunk was freed by its iteration, before the execution ended (not by the cleanup)
+    chunks = {k: r for k, r in out.report["objects"].items() if ".items0." in k}
+    assert len(chunks) == len(spans)
+    assert all(not r["kept_until_end"] and r["freed_at"] is not None and r["freed_at"] >= r["written_at"]
+               for r in chunks.values()), chunks
+    assert all(r["state"] == "List" and "freed when that iteration returns" in r["why"] for r in chunks.values())
+    _nothing_left(stack, out)
+
+
+def test_a_map_chunk_is_freed_only_after_its_iteration_returns(stack: Stack) -> None:
+    h = _handlers()
+    asl = (EXAMPLES / "map_items.asl.json").read_text()
+    calls: list[int] = []
+
+    @sdk.offload
+    def flaky_process(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        calls.append(len(event["item"]))
+        if len(calls) == 1:
+            raise RuntimeError("the first attempt fails after reading its chunk")
+        return {"n": len(event["item"])}
+
+    with stack.client() as c:
+        run = start_run(c, asl, app="map-retry")
+        try:
+            inp = execution_input(run, {}, asl)
+            assert inp["funcsion"]["map_items"] == {"List": "Process"}
+
+            def event(state: str, payload: dict[str, Any]) -> dict[str, Any]:
+                return {**payload, "funcsion": {"Execution": {"Name": run.run_id, "Input": inp},
+                                                "State": {"Name": state, "RetryCount": 0}}}
+
+            refs = h.list_items(event("List", {"count": 20_000}), None)
+            key = refs[0][REF_KEY]["key"]
+            with pytest.raises(RuntimeError, match="first attempt"):
+                flaky_process(event("Process", {"item": refs[0]}), None)
+            assert run.lookup(key).state == "readable"        # a raising iteration frees nothing
+            flaky_process(event("Process", {"item": refs[0]}), None)
+            assert run.lookup(key).state == "freed"           # its retry returned: freed
+            assert all(run.lookup(r[REF_KEY]["key"]).state == "readable" for r in refs[1:])
+            with pytest.raises(FatalTaskError, match="ReferenceFreed: .*List's result"):
+                flaky_process(event("Process", {"item": refs[0]}), None)
+        finally:
+            run.close()
+
+
+def test_map_items_whose_references_would_not_fit_are_refused_naming_the_limit(
+        stack: Stack, capsys: pytest.CaptureFixture[str]) -> None:
+    @sdk.offload
+    def per_item(event: dict[str, Any], context: Any) -> Any:
+        return sdk.offload_items(({"i": i} for i in range(50_000)), chunk_items=1)
+
+    @sdk.offload
+    def whole(event: dict[str, Any], context: Any) -> Any:
+        return [{"i": i} for i in range(50_000)]
+
+    asl = (EXAMPLES / "map_items.asl.json").read_text()
+    with stack.client() as c:
+        run = start_run(c, asl, app="map-limit")
+        try:
+            with pytest.raises(FatalTaskError, match=r"state List of run .* failed: MapItemsTooLarge: the 50,000 Map "
+                                                     r"items .* 50,000 references .* more than the 64 KiB .*256 KiB.*"
+                                                     r"pass chunk_items=\d+ or more"):
+                per_item(_event(run, "List", {}), None)
+            assert [o for o in run.list() if o.state == "readable"] == []    # nothing stored
+            # a plain list too large for the state goes whole, and the state says what the Map will find
+            inp = execution_input(run, {}, asl)
+            plain = whole({**_event(run, "List", {}), "funcsion": {"Execution": {"Name": run.run_id, "Input": inp},
+                                                                   "State": {"Name": "List", "RetryCount": 0}}}, None)
+            assert list(plain) == [REF_KEY]
+            assert "state List offloads the list at $ (50,000 items) whole" in capsys.readouterr().out
         finally:
             run.close()

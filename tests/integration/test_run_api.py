@@ -24,7 +24,9 @@ def test_the_public_names_of_sdk() -> None:
         "MetadataError", "MissingOutputs", "NoRunContext", "ObjectExpired", "RunContext", "StoreFailure",
         "TaskError", "TaskFailed", "TaskSession", "UndeclaredOutput", "UndeclaredRead", "current", "get",
         "get_many", "inputs", "logger", "outputs", "put", "put_many", "task", "ValueStream",
-        "JobsReport", "OutputNotKept", "Report", "RunFailed", "RunOptionError", "run", "run_jobs"])
+        "JobsReport", "OutputNotKept", "Report", "RunFailed", "RunOptionError", "run", "run_jobs",
+        "offload", "offload_get", "offload_cleanup", "offload_start", "offload_start_execution",
+        "offload_execution_input", "offload_items", "MapItemsTooLarge", "ReferenceFreed", "ReferenceRefused"])
     for name in sdk.__all__:
         assert getattr(sdk, name) is not None
 
