@@ -536,8 +536,19 @@ class MetadataHandler:
     def get(self, token: str, run_id: str, function_name: str, object_name: str,
             delete_after: bool | None = False) -> T.GetResult:
         self._run(token, run_id)
-        return self._get_result(self._one(ev.Get(self.clock(), self._rid_next(), run_id, function_name,
-                                                 object_name, bool(delete_after))))
+        out = self._one(ev.Get(self.clock(), self._rid_next(), run_id, function_name, object_name,
+                               bool(delete_after)))
+        if self.state.buckets.state:
+            self._move_read(run_id, (object_name,))
+        return self._get_result(out)
+
+    def _move_read(self, run_id: str, names: Sequence[str]) -> None:
+        """Objects just read that lie on a degraded GC bucket's functions move to the newest
+        bucket's (``MoveObject``, journaled after the reads: SION's compaction of read data)."""
+        with self.lock:
+            hot = [n for n in dict.fromkeys(names) if self.state.wants_move(run_id, n)]
+        for name in hot:
+            self._one(ev.MoveObject(self.clock(), self._rid_next(), run_id, name))
 
     @_boundary
     def commit(self, token: str, run_id: str, function_name: str) -> T.CommitResult:
@@ -597,6 +608,8 @@ class MetadataHandler:
         if self._listeners or self._run_observers:
             for out in outs:
                 self._carry_out(out)
+        if self.state.buckets.state:
+            self._move_read(run_id, object_names[:len(outs)])
         return outs
 
     def _journal_reads(self, now: float, rid: str, run_id: str, function: str, objects: list[str],
