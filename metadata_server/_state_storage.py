@@ -13,7 +13,8 @@ metadata core, as event handlers on the state's fields (``_state_base``). Pure: 
   of its own daemon (the allocator's filters), its record and the allocator take the new
   extents and free the old ones (safe: degraded functions take no new data), and the daemon is
   told (``MoveChunks``, old and new extents). Idempotent: an object not on a degraded function
-  any more, freed, released at read or not in memory stays as it is.
+  any more, freed, released at read or not in memory stays as it is; one that finds no room
+  outside degraded functions stays too, and asks a scale-out (once per bucket report).
 
 Not covered: placement itself (``_allocator``, ``MetadataState._place``), the instructions the
 core emits (``_state_base._emit``), run TTLs and leases (``_state``'s ``Tick`` and ``Touch``).
@@ -26,7 +27,8 @@ from funcsion_rpc.errors import InvalidRequest, ObjectNotWritten, UndeclaredOutp
 
 from ._allocator import MAX_FUNCTION_BLOCKS
 from ._events import (AckInstructions, CapacityChanged, CosFallback, Instruction, MoveChunks, MoveObject, Placed,
-                      RegisterCapacity, ReportBuckets, ReleaseFunction, ReportLoad, UnregisterCapacity)
+                      RegisterCapacity, ReportBuckets, ReleaseFunction, ReportLoad, ScaleOut,
+                      UnregisterCapacity)
 from ._policy import group_key
 from ._records import ObjectRecord, RunRecord
 from ._state_base import COS_TIER, StateBase
@@ -149,10 +151,16 @@ class StorageEvents(StateBase):
         if new is None or new.tier != "memory" or self.buckets.on_degraded(new.extents):
             if new is not None and new.tier == "memory":
                 a.free(new)                     # (the strict filter keeps this from happening)
-            self._bump("moves_without_room")    # the next read tries again; new data asks scale-outs
-            return []
+            self._bump("moves_without_room")    # the next read tries again, once more functions came
+            out: list[Instruction] = []
+            if not self.buckets.asked:          # once per bucket report, as new data asks
+                self.buckets.asked = True
+                self._emit(out, ScaleOut(max(1, a.blocks_needed(rec.size, old.chunk_size)),
+                                         f"no room outside degraded GC buckets to move {rec.name!r} "
+                                         f"(run {run.run_id})"))
+            return out
         rec.placement = new
-        out: list[Instruction] = []
+        out = []
         self._emit(out, MoveChunks(run.run_id, rec.name, old.extents, new.extents, old.daemon))
         for fn in a.free(old):
             run.bump("functions_released")

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from metadata_server._events import BeginPut, FinishPut, MoveChunks, MoveObject, RegisterCapacity, RegisterWorkflow
+from metadata_server._events import (BeginPut, FinishPut, MoveChunks, MoveObject, RegisterCapacity, RegisterWorkflow,
+                                     ScaleOut)
 from metadata_server._handler import MetadataHandler
 from metadata_server._journal import Journal
 from metadata_server._snapshot import decode_snapshot, encode_snapshot, restore_into
@@ -106,10 +107,13 @@ def test_a_move_changes_nothing_for_an_object_not_on_a_degraded_function_or_gone
     assert h.state.handle(MoveObject(clock(), "m2", run, "nothing")) == []      # no such object
     assert h.state.handle(MoveObject(clock(), "m3", "r-none", "big")) == []     # no such run
     assert h.state.runs[run].objects["big"].placement == before
-    # no room outside the degraded bucket: it stays (the next read tries again)
+    # no room outside the degraded bucket: it stays (the next read tries again) and a scale-out is
+    # asked, once per bucket report
     h.fetch_instructions(ADMIN, 0, 100, None, {fn: "degraded" for fn in G0 + G1})
-    assert h.state.handle(MoveObject(clock(), "m4", run, "big")) == []
-    assert h.state.runs[run].objects["big"].placement == before and h.state.counters["moves_without_room"] == 1
+    (ask,) = h.state.handle(MoveObject(clock(), "m4", run, "big"))
+    assert isinstance(ask, ScaleOut) and ask.blocks == 3 and "to move 'big'" in ask.reason
+    assert h.state.handle(MoveObject(clock(), "m5", run, "big")) == []
+    assert h.state.runs[run].objects["big"].placement == before and h.state.counters["moves_without_room"] == 2
     h.state.validate_state()
     h.journal.close()                                          # type: ignore[union-attr]
 
