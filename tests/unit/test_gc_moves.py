@@ -36,7 +36,7 @@ class Clock:
 
 
 def _stack(tmp_path: Path, fig9_path: Path, clock: Clock) -> tuple[MetadataHandler, str, str]:
-    h = MetadataHandler(MetadataState(block_size=MIB, data_chunks=2, parity_chunks=1),
+    h = MetadataHandler(MetadataState(block_size=MIB, data_chunks=2, parity_chunks=1, memory_grain=4096),
                         journal=Journal(tmp_path / "j.log"), admin_token=ADMIN, clock=clock)
     h.apply([RegisterWorkflow(clock(), "1", fig9_path.read_text(), {}, "fig9")]
             + [RegisterCapacity(clock(), str(i + 2), f"sion-{i}", 4) for i in range(6)])
@@ -84,13 +84,13 @@ def test_a_read_on_a_degraded_function_moves_the_object_to_the_newest_bucket(tmp
     want = {n: r.placement for n, r in h.state.runs[run].objects.items()}
     pending = list(h.state.pending)
     h.journal.close()                                          # type: ignore[union-attr]
-    again = MetadataHandler(MetadataState(block_size=MIB, data_chunks=2, parity_chunks=1),
+    again = MetadataHandler(MetadataState(block_size=MIB, data_chunks=2, parity_chunks=1, memory_grain=4096),
                             journal=Journal(tmp_path / "j.log"), admin_token=ADMIN, clock=clock)
     assert {n: r.placement for n, r in again.state.runs[run].objects.items()} == want   # replayed alike
     assert list(again.state.pending) == pending
     assert sorted(again.state.allocator.used) == sorted(h.state.allocator.used)
     again.state.validate_state()
-    snap = MetadataState(block_size=MIB, data_chunks=2, parity_chunks=1)
+    snap = MetadataState(block_size=MIB, data_chunks=2, parity_chunks=1, memory_grain=4096)
     restore_into(snap, decode_snapshot(encode_snapshot(again.state, 9))[1])
     assert {n: r.placement for n, r in snap.runs[run].objects.items()} == want
     assert [type(i).__name__ for i in snap.pending] == [type(i).__name__ for i in pending]
