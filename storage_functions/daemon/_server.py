@@ -47,7 +47,7 @@ from ._runs import drop_run_files, held_by_run, run_of, sweep_files
 from ._session import admit, serve_connection
 from ._state import StoreState
 from ._store_events import (ChunkRecovered, Discard, Event, Evict, Evicted, Free, Freed, FunctionLost, Instruction,
-                            Migrate, Move, Place, PutReady, Recover, Release, Tick, Upload, Warm)
+                            Migrate, Migrated, Move, Place, PutReady, Recover, Release, Tick, Upload, Warm)
 from ._upload_plan import UploadPolicy
 
 __all__ = ["Daemon"]
@@ -251,6 +251,9 @@ class Daemon(PutPath, GetPath):
             out = self.state.handle(ev)
             if isinstance(ev, PutReady) and any(isinstance(x, Upload) for x in out):
                 self.durable.put(ev.obj)
+            elif isinstance(ev, Migrated) and ev.obj.alloc is not None and \
+                    ev.obj.stripes[ev.stripe].places[ev.index] == ev.place:   # a metadata server's move landed
+                self.durable.moved(ev.obj)
         for ins in out:
             if isinstance(ins, Release):
                 self._handle(ins.fn).delete(list(ins.keys))

@@ -62,6 +62,10 @@ def _extents_match_the_daemon(stack: Stack, run: Any, name: str) -> None:
             entry = d.ledger.entries.get((fn, chunk_key(obj.key, obj.version, s, i)))
             assert entry is not None and entry.start == want[1] * bs + want[2], (name, s, i, entry)
             at += st.cl
+    # a restarted daemon restores the version where the moves put it (its durable table's image)
+    logged = d.durable.log.image.live[obj.key][obj.version]
+    assert [[tuple(pl) if pl is not None else None for pl in st["places"]] for st in logged["stripes"]] == [
+        list(st.places) for st in obj.stripes], name
 
 
 def test_objects_read_across_rounds_move_forward_and_their_old_functions_are_released(stack: Stack) -> None:
