@@ -20,6 +20,11 @@ the core becomes a ``MetadataFault`` with its code; anything else becomes
 ``MetadataFault(INTERNAL)`` so a client never sees a raw transport error for a
 server bug.
 
+A read (``get``, ``get_batch``, ``read_batch``) of an object whose extents lie on a
+function the daemon's GC window calls degraded is followed by a ``MoveObject`` event,
+applied and journaled on its own after the read (a lease-only read leaves no event a replay
+could derive it from): GC compaction of what the allocator placed (``_state_storage``).
+
 Storage instructions reach the storage layer two ways: in-process listeners
 (``add_listener``; the local stack's daemon) and ``fetch_instructions`` (a
 remote daemon polls with the last ``seq`` it carried out, which acknowledges
