@@ -142,3 +142,29 @@ def test_the_follower_hands_a_move_to_its_daemon_with_the_chunks_whose_place_cha
     assert set(target.released) == set(G0) - _functions(h, run, "small") and target.released
     assert not h.state.pending                                # carried out and acknowledged
     h.journal.close()                                          # type: ignore[union-attr]
+
+
+def test_a_move_stays_on_the_daemon_that_holds_the_object(tmp_path: Path, fig9_path: Path) -> None:
+    """Several daemons: the object's new home is on its own daemon's functions (each daemon
+    owns its functions and carries out only its own moves), and the instruction names it."""
+    clock = Clock()
+    h = MetadataHandler(MetadataState(block_size=MIB, data_chunks=2, parity_chunks=1, memory_grain=4096),
+                        admin_token=ADMIN, clock=clock)
+    h.apply([RegisterWorkflow(clock(), "1", fig9_path.read_text(), {}, "fig9")]
+            + [RegisterCapacity(clock(), f"c{i}", f"{dm}-sion-{i}", 4, dm) for dm in ("a", "b") for i in range(6)])
+    info = h.start_run(ADMIN, "fig9/9", "funcstore", 0)
+    run = info.run_id
+    h.apply([BeginPut(clock(), "p", run, "", "big", 2 * MIB, "big", False, True),
+             FinishPut(clock(), "f", run, "", "big")])
+    before = h.state.runs[run].objects["big"].placement
+    mine = before.daemon
+    assert mine in ("a", "b")
+    held = {e.function for e in before.extents}
+    h.fetch_instructions(ADMIN, 0, 100, None, {fn: "degraded" for fn in held}, mine)
+    h.get(info.token, run, "", "big", False)
+    after = h.state.runs[run].objects["big"].placement
+    assert after.daemon == mine and all(e.function.startswith(f"{mine}-") for e in after.extents)
+    assert not {e.function for e in after.extents} & held
+    (move,) = [i for i in h.fetch_instructions(ADMIN, 0, 100) if i.kind == "move"]
+    assert move.function_name == mine
+    h.state.validate_state()

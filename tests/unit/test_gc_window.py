@@ -217,6 +217,24 @@ def test_versions_the_metadata_server_placed_are_not_compacted_here_its_move_car
     s.validate_state()
 
 
+def test_a_move_of_a_version_not_in_cos_yet_loads_once_it_is_and_a_free_gives_its_place_back() -> None:
+    s = core()
+    obj = put(s, "r/a", alloc=[(0, 0, 0), (1, 0, 0), (2, 0, 0)], stripes=2)   # chunks of 2 stripes end to end
+    assert not obj.uploaded
+    assert s.handle(Move(key="r/a", moves=((2, 5, 1, 0, 600),), now=1.0)) == []   # reserved, waits for COS
+    assert s.gc is not None and len(s.gc.waiting) == 2
+    s.validate_state()
+    obj.uploaded = True
+    loads = [x for x in s.handle(Tick(now=2.0)) if isinstance(x, Migrate)]
+    assert [(m.stripe, m.index, m.place) for m in loads] == [(0, 2, (5, 1, 0)), (1, 2, (5, 1, 300))]
+    assert not s.gc.waiting
+    s.handle(Free(keys=("r/a",), now=3.0))       # freed while they load: the new places go back
+    assert not s.gc.migrating and all(not sl.alloc.refs for sl in s.placement.slots)
+    out = s.handle(Migrated(obj=obj, stripe=0, index=2, place=(5, 1, 0), ok=True, now=3.5))
+    assert out == [Release(5, (chunk_key("r/a", 1, 0, 2),))]   # the copy that landed late is deleted
+    s.validate_state()
+
+
 def test_a_lost_degraded_function_is_released_not_recovered() -> None:
     s = core()
     obj = put(s, "r/a", alloc=[(0, 0, 0), (1, 0, 0), (2, 0, 0)])  # placed by the metadata server
