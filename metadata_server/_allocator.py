@@ -390,12 +390,12 @@ class Allocator(SharedBlocks[_Block, _Function]):
 
     def _carve(self, size: int, owner: Hashable, key: Hashable, function: _Function | None = None) -> Extent | None:
         """``size`` bytes from the active block of pool ``(owner, key)``; when they do not
-        fit, the active block is frozen and a free block (of ``function`` when given)
-        becomes active."""
+        fit, or a strict filter refuses its function (a degraded GC bucket's), the active
+        block is frozen and a free block (of ``function`` when given) becomes active."""
         pk = self._slice_pool(key)
         pool = self.pools.get((owner, pk))
         b = pool.active if pool is not None else None
-        if b is None or b.offset + size > self.block_size:
+        if b is None or b.offset + size > self.block_size or not self._strict_admits(b.function):
             nb = self._take_block(owner, pk, "active", function)
             if nb is None:
                 return None

@@ -19,18 +19,20 @@ The report replaces the last one whole.
   for a scale-out once per report (``want_scale_out``) so the next objects find room there.
 
 Every change of the report is an event the journal keeps (``ReportBuckets``); ``changes``
-says whether a report would change anything. Not covered: the window itself and
+says whether a report would change anything. :meth:`GcBuckets.on_degraded` says whether an
+object's extents lie on a degraded function (a read of it moves it: ``MoveObject``). Not covered: the window itself and
 compaction (the daemon), busy functions (``_busy``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ._allocator import Allocator
+    from ._events import Extent
 
 __all__ = ["GcBuckets", "BUCKET_STATES"]
 
@@ -103,6 +105,11 @@ class GcBuckets:
     def report(self, report: Mapping[str, str], daemon: str = "") -> None:
         self.state = self._merged(report, daemon)
         self.asked = False
+
+    def on_degraded(self, extents: Iterable[Extent]) -> bool:
+        """Whether any of ``extents`` lies on a function the last report calls degraded."""
+        state = self.state
+        return bool(state) and any(state.get(e.function) == "degraded" for e in extents)
 
     def want_scale_out(self, functions: set[str]) -> bool:
         """An object was just placed on ``functions``: whether to ask the storage layer for a

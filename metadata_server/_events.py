@@ -26,11 +26,11 @@ __all__ = [
     "Extent", "Placement",
     "Event", "RegisterWorkflow", "DeregisterWorkflow", "StartRun", "EndRun", "BeginPut", "FinishPut",
     "Get", "GetMany", "ReadDone", "Commit", "Delete", "RegisterCapacity", "UnregisterCapacity", "Tick", "AckInstructions", "Touch",
-    "CosFallback", "ReportLoad", "ReportBuckets", "EVENT_TYPES",
+    "CosFallback", "ReportLoad", "ReportBuckets", "MoveObject", "EVENT_TYPES",
     "Instruction", "WorkflowRegistered", "RunStarted", "RunFinished", "Placed", "PutFinished",
     "ReadRecorded", "Committed", "Freed", "LastRead", "Released", "CapacityChanged",
     "RELEASED_AT_READ",
-    "StorageInstruction", "DropObject", "ScaleOut", "ReleaseFunction",
+    "StorageInstruction", "DropObject", "ScaleOut", "ReleaseFunction", "MoveChunks",
 ]
 
 ObjectStateName = Literal["pending", "allocated", "readable", "freed"]
@@ -256,11 +256,22 @@ class ReportBuckets(Event):
     daemon: str = ""
 
 
+@dataclass(slots=True)
+class MoveObject(Event):
+    """A read of ``object`` found chunks of it on functions of a degraded GC bucket (SION Sec.
+    5.3.3: data read while its bucket is degraded is copied forward): the core gives it a new home
+    on the newest bucket's functions and tells the daemon (``MoveChunks``). The handler journals
+    one after the read that asked for it (a lease-only read is not journaled itself)."""
+
+    run_id: str
+    object: str
+
+
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.__name__: cls
     for cls in (RegisterWorkflow, DeregisterWorkflow, StartRun, EndRun, BeginPut, FinishPut, Get, Commit,
                 Delete, RegisterCapacity, UnregisterCapacity, Tick, AckInstructions, Touch, CosFallback, GetMany,
-                ReadDone, ReportLoad, ReportBuckets)
+                ReadDone, ReportLoad, ReportBuckets, MoveObject)
 }
 
 
@@ -396,3 +407,18 @@ class ReleaseFunction(StorageInstruction):
     """Every block of this storage function is free: it may leave the memory pool."""
 
     function: str
+
+
+@dataclass(slots=True)
+class MoveChunks(StorageInstruction):
+    """Move the object's chunks from ``old`` to ``new`` extents (compaction of a chunk read on a
+    degraded function, ``MoveObject``): the daemon ``daemon`` ("": the only one) copies each
+    chunk whose place changed to its new place, then drops the old copy; it serves reads from
+    the old place until the copy has landed. The allocator has the new extents taken and the
+    old ones free already (degraded functions take no new data)."""
+
+    run_id: str
+    object: str
+    old: tuple[Extent, ...]
+    new: tuple[Extent, ...]
+    daemon: str = ""

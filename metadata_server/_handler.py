@@ -20,6 +20,11 @@ the core becomes a ``MetadataFault`` with its code; anything else becomes
 ``MetadataFault(INTERNAL)`` so a client never sees a raw transport error for a
 server bug.
 
+A read (``get``, ``get_batch``, ``read_batch``) of an object whose extents lie on a
+function the daemon's GC window calls degraded is followed by a ``MoveObject`` event,
+applied and journaled on its own after the read (a lease-only read leaves no event a replay
+could derive it from): GC compaction of what the allocator placed (``_state_storage``).
+
 Storage instructions reach the storage layer two ways: in-process listeners
 (``add_listener``; the local stack's daemon) and ``fetch_instructions`` (a
 remote daemon polls with the last ``seq`` it carried out, which acknowledges
@@ -536,8 +541,19 @@ class MetadataHandler:
     def get(self, token: str, run_id: str, function_name: str, object_name: str,
             delete_after: bool | None = False) -> T.GetResult:
         self._run(token, run_id)
-        return self._get_result(self._one(ev.Get(self.clock(), self._rid_next(), run_id, function_name,
-                                                 object_name, bool(delete_after))))
+        out = self._one(ev.Get(self.clock(), self._rid_next(), run_id, function_name, object_name,
+                               bool(delete_after)))
+        if self.state.buckets.state:
+            self._move_read(run_id, (object_name,))
+        return self._get_result(out)
+
+    def _move_read(self, run_id: str, names: Sequence[str]) -> None:
+        """Objects just read that lie on a degraded GC bucket's functions move to the newest
+        bucket's (``MoveObject``, journaled after the reads: SION's compaction of read data)."""
+        with self.lock:
+            hot = [n for n in dict.fromkeys(names) if self.state.wants_move(run_id, n)]
+        for name in hot:
+            self._one(ev.MoveObject(self.clock(), self._rid_next(), run_id, name))
 
     @_boundary
     def commit(self, token: str, run_id: str, function_name: str) -> T.CommitResult:
@@ -597,6 +613,8 @@ class MetadataHandler:
         if self._listeners or self._run_observers:
             for out in outs:
                 self._carry_out(out)
+        if self.state.buckets.state:
+            self._move_read(run_id, object_names[:len(outs)])
         return outs
 
     def _journal_reads(self, now: float, rid: str, run_id: str, function: str, objects: list[str],

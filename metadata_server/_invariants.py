@@ -58,6 +58,11 @@ def validate(state: StateView) -> None:
         for fn, names in run.deletes.items():
             assert fn not in run.committed and all(run.objects[n].adhoc for n in names)
         for rec in run.objects.values():
+            if rec.state in ("allocated", "readable"):    # ad-hoc ones too: their extents hold grains
+                for e in rec.placement.extents:
+                    assert (e.function, e.block) in state.allocator.used
+                if recount is not None and rec.placement.kind in ("slice", "blocks"):
+                    recount.add(run.run_id, rec.placement.extents)
             if rec.adhoc:
                 assert rec.name not in run.graph.objects and rec.declared == 0 and not rec.committed_by
                 continue
@@ -72,11 +77,6 @@ def validate(state: StateView) -> None:
                 raise AssertionError(f"{rec.name} of {run.run_id} should have been freed")
             if rec.released_at is not None:       # released only at the last declared read, keeping no extents
                 assert rec.read_by is not None and len(rec.read_by) == rec.declared and not rec.placement.extents, rec
-            if rec.state in ("allocated", "readable"):
-                for e in rec.placement.extents:
-                    assert (e.function, e.block) in state.allocator.used
-                if recount is not None and rec.placement.kind in ("slice", "blocks"):
-                    recount.add(run.run_id, rec.placement.extents)
         if run.state != "running":                # nothing leaks
             assert run.live_bytes == 0 and not run.buffers
             assert run.run_id not in state.allocator.owner_blocks, f"{run.run_id} ended holding blocks"

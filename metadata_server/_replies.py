@@ -63,6 +63,11 @@ def to_thrift_instruction(i: ev.StorageInstruction) -> T.Instruction:
                              i.keep_cos, 0, "", i.reason, i.tier)
     if isinstance(i, ev.ScaleOut):
         return T.Instruction(i.seq, "scale_out", "", "", [], False, i.blocks, "", i.reason, "")
+    if isinstance(i, ev.MoveChunks):
+        return T.Instruction(i.seq, "move", i.run_id, i.object,
+                             [T.Extent(e.function, e.block, e.offset, e.length, e.chunk) for e in i.new],
+                             False, 0, i.daemon, "", "memory",
+                             [T.Extent(e.function, e.block, e.offset, e.length, e.chunk) for e in i.old])
     assert isinstance(i, ev.ReleaseFunction)
     return T.Instruction(i.seq, "release_function", "", "", [], False, 0, i.function, "", "")
 

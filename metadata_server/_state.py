@@ -72,7 +72,7 @@ from ._buckets import GcBuckets
 from ._busy import BusyFunctions
 from ._daemons import choose_daemon
 from ._events import (AckInstructions, BeginPut, Commit, CosFallback, Delete, DeregisterWorkflow, EndRun, Event,
-                      FinishPut, Get, GetMany, Instruction, Placed, Placement, PutFinished, ReadDone, ReadRecorded,
+                      FinishPut, Get, GetMany, Instruction, MoveObject, Placed, Placement, PutFinished, ReadDone, ReadRecorded,
                       RegisterCapacity, RegisterWorkflow, ReportBuckets, ReportLoad, RunFinished, RunStarted,
                       ScaleOut, StartRun, StorageInstruction, Tick, Touch, UnregisterCapacity, WorkflowRegistered)
 from ._invariants import validate
@@ -135,7 +135,7 @@ class MetadataState(ReadEvents, StorageEvents):
             RegisterCapacity: self._register_capacity, UnregisterCapacity: self._unregister_capacity,
             Tick: self._tick, AckInstructions: self._ack, Touch: self._touch,
             CosFallback: self._cos_fallback, GetMany: self._get_many, ReadDone: self._read_done,
-            ReportLoad: self._report_load, ReportBuckets: self._report_buckets,
+            ReportLoad: self._report_load, ReportBuckets: self._report_buckets, MoveObject: self._move_object,
         }
 
     def link_filters(self) -> None:

@@ -7,7 +7,14 @@ metadata core, as event handlers on the state's fields (``_state_base``). Pure: 
 - ``ReportLoad`` / ``ReportBuckets``: the busy functions and the GC window, which steer
   placement (``_busy``, ``_buckets``);
 - ``AckInstructions``: storage instructions carried out (by every daemon, with several) leave
-  the pending queue.
+  the pending queue;
+- ``MoveObject``: GC compaction of what the metadata server placed (SION Sec. 5.3.3): a read
+  found the object on a degraded function; it gets a new home on the newest bucket's functions
+  of its own daemon (the allocator's filters), its record and the allocator take the new
+  extents and free the old ones (safe: degraded functions take no new data), and the daemon is
+  told (``MoveChunks``, old and new extents). Idempotent: an object not on a degraded function
+  any more, freed, released at read or not in memory stays as it is; one that finds no room
+  outside degraded functions stays too, and asks a scale-out (once per bucket report).
 
 Not covered: placement itself (``_allocator``, ``MetadataState._place``), the instructions the
 core emits (``_state_base._emit``), run TTLs and leases (``_state``'s ``Tick`` and ``Touch``).
@@ -19,8 +26,11 @@ from funcsion_rpc import routing
 from funcsion_rpc.errors import InvalidRequest, ObjectNotWritten, UndeclaredOutput
 
 from ._allocator import MAX_FUNCTION_BLOCKS
-from ._events import (AckInstructions, CapacityChanged, CosFallback, Instruction, Placed, RegisterCapacity,
-                      ReportBuckets, ReportLoad, UnregisterCapacity)
+from ._events import (AckInstructions, CapacityChanged, CosFallback, Instruction, MoveChunks, MoveObject, Placed,
+                      RegisterCapacity, ReportBuckets, ReleaseFunction, ReportLoad, ScaleOut,
+                      UnregisterCapacity)
+from ._policy import group_key
+from ._records import ObjectRecord, RunRecord
 from ._state_base import COS_TIER, StateBase
 
 __all__ = ["MAX_NAME", "StorageEvents"]
@@ -117,3 +127,53 @@ class StorageEvents(StateBase):
         while self.pending and self.pending[0].seq <= upto:
             self.pending.popleft()
         return []
+
+    # -- GC compaction of allocator-placed chunks ------------------------------------------
+    def wants_move(self, run_id: str, name: str) -> bool:
+        """Whether a read of ``name`` just answered should move it (``MoveObject``): it is in
+        memory, written, not released at read, and on a degraded function."""
+        run = self.runs.get(run_id)
+        rec = run.objects.get(name) if run is not None else None
+        return run is not None and rec is not None and _movable(run, rec) and self.buckets.on_degraded(
+            rec.placement.extents)
+
+    def _move_object(self, ev: MoveObject) -> list[Instruction]:
+        run = self.runs.get(ev.run_id)
+        rec = run.objects.get(ev.object) if run is not None else None
+        if run is None or rec is None or not _movable(run, rec) or not self.buckets.on_degraded(
+                rec.placement.extents):
+            return []
+        old = rec.placement
+        a = self.allocator
+        key: object = "adhoc" if rec.adhoc else group_key(run.policy, run.predicted.get(rec.name, 0.0),
+                                                           ev.now - run.started, rec.name)
+        new = a.allocate(rec.size, run.run_id, key, old.chunk_size, run.policy.fills_holes, old.daemon or None)
+        if new is None or new.tier != "memory" or self.buckets.on_degraded(new.extents):
+            if new is not None and new.tier == "memory":
+                a.free(new)                     # (the strict filter keeps this from happening)
+            self._bump("moves_without_room")    # the next read tries again, once more functions came
+            out: list[Instruction] = []
+            if not self.buckets.asked:          # once per bucket report, as new data asks
+                self.buckets.asked = True
+                self._emit(out, ScaleOut(max(1, a.blocks_needed(rec.size, old.chunk_size)),
+                                         f"no room outside degraded GC buckets to move {rec.name!r} "
+                                         f"(run {run.run_id})"))
+            return out
+        rec.placement = new
+        out = []
+        self._emit(out, MoveChunks(run.run_id, rec.name, old.extents, new.extents, old.daemon))
+        for fn in a.free(old):
+            run.bump("functions_released")
+            self._emit(out, ReleaseFunction(fn))
+        run.bump("objects_moved")
+        self._bump("objects_moved")
+        self._bump("extents_moved", sum(1 for e in new.extents if e not in old.extents))
+        self._refresh(run)
+        return out
+
+
+def _movable(run: RunRecord, rec: ObjectRecord) -> bool:
+    """An object whose chunks a move may take elsewhere: written, in function memory in the
+    allocator's blocks, not released at its last read, of a running run."""
+    return (run.state == "running" and rec.state == "readable" and rec.released_at is None
+            and rec.placement.tier == "memory" and rec.placement.kind in ("slice", "blocks"))

@@ -198,6 +198,9 @@ struct FunctionStatus {
 //             tier "cos": the object was written to COS only)
 //       scale_out (start storage functions for at least `blocks` more blocks)
 //       release_function (every block of function_name is free: it may leave the pool)
+//       move (GC compaction: the object was read on a degraded GC bucket's function; copy each
+//             chunk whose place changed from `old_extents` to `extents`, then drop the old copy;
+//             function_name: the id of the daemon holding it, "" for the only one)
 struct Instruction {
   1: i64 seq,
   2: string kind,
@@ -209,6 +212,7 @@ struct Instruction {
   8: string function_name,
   9: string reason,
   10: string tier,
+  11: optional list<Extent> old_extents,
 }
 
 // the load of one storage function as its daemon sees it when it fetches instructions

@@ -11,6 +11,7 @@ instructions do is the follower's.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from types import SimpleNamespace
 from typing import Any
 
 from funcsion_rpc import routing
@@ -36,7 +37,8 @@ class MetadataSource:
             got = self.client.fetch_instructions(after_seq, limit, None if loads is None else dict(loads),
                                                  None if buckets is None else dict(buckets), self.daemon)
         return [Instruction(int(i.seq), str(i.kind), i.run_id or "", i.object_name or "", i.tier or "memory",
-                            i.reason or "", int(i.blocks or 0), i.function_name or "")
+                            i.reason or "", int(i.blocks or 0), i.function_name or "",
+                            _moved(i) if i.kind == "move" else ())
                 for i in got]
 
     def view(self) -> SourceView:
@@ -56,6 +58,16 @@ class MetadataSource:
 
     def close(self) -> None:
         self.client.close()
+
+
+def _moved(i: Any) -> tuple[tuple[int, str, int, int, int], ...]:
+    """A ``move``'s new places as the follower takes them: ``(chunk, function, block, offset,
+    length reserved)`` for each chunk whose place changed (``alloc_of`` of old and new)."""
+    from .._client import alloc_of
+
+    new = alloc_of(SimpleNamespace(tier="memory", extents=i.extents or []))
+    old = alloc_of(SimpleNamespace(tier="memory", extents=i.old_extents or [])) if i.old_extents else None
+    return tuple((c, *a) for c, a in enumerate(new or []) if old is None or c >= len(old) or old[c] != a)
 
 
 def follow_metadata(daemon: Any, metadata: str, admin_token: str, *, tls_ca: str = "",

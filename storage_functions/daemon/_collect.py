@@ -189,7 +189,7 @@ class Collector:
         obj = self.obj
         for i in idxs:
             fn, routed = self.win.holder(s, i)
-            cb = self.callback(s, i)
+            cb = self.callback(s, i, fn)
             if fn is None or fn >= len(self.host.handles):
                 # its function was lost meanwhile (and no recovery function has a copy), or is
                 # not started yet (a restarted daemon's restored places): a missing chunk
@@ -246,9 +246,12 @@ class Collector:
         return done
 
     # -- replies (on function reader threads) -----------------------------------------
-    def callback(self, s: int, i: int) -> Callable[[Frame | None, socket.socket | None], None]:
+    def callback(self, s: int, i: int, asked: int | None = None
+                 ) -> Callable[[Frame | None, socket.socket | None], None]:
         def cb(f: Frame | None, fsock: socket.socket | None) -> None:
             ok = f is not None and f.status == Status.OK and fsock is not None
+            if not ok and asked is not None and self._moved(s, i, asked, f, fsock):
+                return
             with self.cond:
                 claim, more, kick = self.win.reply(s, i, ok, self.out.dead)
                 if not ok:
@@ -287,6 +290,21 @@ class Collector:
                 raise
             self.forward(s, i, view, claimed=True, copy=borrowed, buf=buf)
         return cb
+
+    def _moved(self, s: int, i: int, asked: int, f: Frame | None, fsock: socket.socket | None) -> bool:
+        """Chunk (``s``, ``i``) was not found on function ``asked`` because GC compaction moved it
+        meanwhile (its copy landed elsewhere and the old one went, ``_gc_core``): ask its new
+        place instead (True), so a GET racing a move reads from one place or the other."""
+        place = self.obj.stripes[s].places[i]
+        if place is None or place[0] == asked or place[0] >= len(self.host.handles):
+            return False
+        if f is not None and f.paylen and fsock is not None:
+            drain(fsock, f.paylen)
+        self.host.count("gets_after_move")
+        self.host.handles[place[0]].request(Op.GET, chunk_key(self.obj.key, self.obj.version, s, i),
+                                            self.callback(s, i, place[0]), b=1 if self.inline else 0,
+                                            large=self.large[s])
+        return True
 
     def forward(self, s: int, i: int, view: Any, *, claimed: bool = False, copy: bool = False,
                 buf: bytearray | None = None, source: str = "") -> None:

@@ -25,7 +25,11 @@ What each instruction does:
   blocks asked, at most ``max_functions`` in all) is registered at the source
   and those functions are warmed up;
 - ``release_function`` -> ``release_function`` (a function none of whose blocks
-  is in use leaves the pool at once).
+  is in use leaves the pool at once);
+- ``move`` (GC compaction of a chunk the metadata server placed, read on a degraded
+  function) -> ``move`` of its store key with the chunks' new places, on the daemon
+  the instruction names (this one: its ``daemon_id``); the daemon copies them there and
+  drops the old copies (``_gc_core``), serving reads from the old place meanwhile.
 
 Load reports: each fetch carries the daemon's storage functions with requests queued or in
 flight (``function_loads``: name -> (requests, PUT bytes among them); a target without it
@@ -103,8 +107,10 @@ RUN_END_REASONS = ("run ended", "run expired")
 @dataclass(frozen=True, slots=True)
 class Instruction:
     """One storage instruction as the source numbered it (``seq``). ``kind``: ``drop``
-    (``run_id``, ``object_name``, ``tier``, ``reason``), ``scale_out`` (``blocks``) or
-    ``release_function`` (``function``)."""
+    (``run_id``, ``object_name``, ``tier``, ``reason``), ``scale_out`` (``blocks``),
+    ``release_function`` (``function``) or ``move`` (``run_id``, ``object_name``; ``function``:
+    the id of the daemon holding it, "" for the only one; ``moves``: per chunk whose place
+    changed, ``(chunk, function, block, offset, length reserved)``)."""
 
     seq: int
     kind: str
@@ -114,6 +120,7 @@ class Instruction:
     reason: str = ""
     blocks: int = 0
     function: str = ""
+    moves: tuple[tuple[int, str, int, int, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -299,6 +306,11 @@ class Follower:
         want = sum(i.blocks for i in fresh if i.kind == "scale_out")
         if want:
             self._scale_out(want)
+        move = getattr(self.target, "move", None)
+        mine = getattr(self.target.config, "daemon_id", "")
+        for i in fresh:   # before the releases: a function a move empties goes once its copy left
+            if i.kind == "move" and callable(move) and i.function == mine and i.moves:
+                move(f"{i.run_id}/{i.object_name}", i.moves)
         for i in fresh:
             if i.kind == "release_function":
                 self.target.release_function(i.function)

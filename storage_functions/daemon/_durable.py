@@ -17,6 +17,9 @@ Records (JSON), each framed as ``u32 length | u32 crc32 | payload``:
 - ``{"o": "dq", "c": [cos keys]}``: COS objects to delete (a freed version's copy, a pack
   whose versions were all freed, or a pack about to go up: deleted after a kill unless its
   ``pk`` record came first); ``{"o": "dd", "c": [cos keys]}``: those deletes were done;
+- ``{"o": "mv", "k": key, "v": version, "a": alloc, "p": [[place, ...] per stripe]}``: the
+  metadata server moved chunks of the version (GC compaction) and they landed: its allocation
+  and chunk places are these now;
 - ``{"o": "start", "n": restarts}``: a daemon process started on this log
   (``n``: how many earlier processes had, after compaction).
 
@@ -134,6 +137,16 @@ class LogImage:
                     for st in meta.get("stripes") or []:
                         if isinstance(st, dict) and isinstance(st.get("places"), list):
                             st["places"] = [None] * len(st["places"])
+        elif op == "mv":
+            moving = self.live.get(str(rec.get("k")), {}).get(int(rec.get("v", 0)))
+            stripes = moving.get("stripes") if moving is not None else None
+            places = rec.get("p")
+            if moving is not None and isinstance(stripes, list) and isinstance(places, list) and len(
+                    places) == len(stripes):
+                moving["alloc"] = rec.get("a")
+                for st, pl in zip(stripes, places):
+                    if isinstance(st, dict):
+                        st["places"] = pl
         elif op == "start":
             self.starts = max(self.starts + 1, int(rec.get("n", 0)))
 

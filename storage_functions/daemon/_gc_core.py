@@ -16,9 +16,13 @@ inside ``StoreState.handle`` under the daemon's lock and returns instructions.
   the daemon placed and COS holds: a new place in the newest bucket is
   reserved (``Migrate``: the function loads the chunk from COS); once it
   landed (``Migrated``) the old place goes. Versions the metadata server
-  placed stay where it put them (one placement authority: it will allocate
-  the blocks it thinks free); a read of one on a degraded function moves the
-  function itself to the newest bucket instead.
+  placed move where it says (one placement authority): a read of one on a
+  degraded function makes it allocate the chunks a new home in the newest
+  bucket, take those extents and free the old ones; its ``move`` instruction
+  comes here as ``Move``: the new places are reserved and loaded from COS
+  (``Migrate``, once the version is uploaded), the old copy serves GETs until
+  the new one landed (``Migrated``), then goes; one that lands after the window
+  released the old function takes its place all the same.
 - On-demand migration: a GET that finds a chunk of a daemon-placed version
   without a place (its function was released) has it loaded from COS into the
   newest bucket by the next rounds, as compaction does.
@@ -34,7 +38,8 @@ from ._gc import GcRelease, GcSeal, GcWindow
 from ._manifest import parse_chunk_key
 from ._objects import ObjectVersion, chunk_key
 from ._placement import PoolExhausted
-from ._store_events import Instruction, Migrate, Migrated, Place, Release, Retire, Tick, Warm
+from ._placement import BadPlacement
+from ._store_events import Instruction, Migrate, Migrated, Move, Place, Release, Retire, Tick, Warm
 
 if TYPE_CHECKING:
     from ._ledger import MemoryLedger
@@ -86,9 +91,11 @@ class GcCore:
         # chunks GETs found without a place (their function was released): loaded from COS
         # into the newest bucket by the next compaction rounds (SION's on-demand migration)
         self.restore: set[ChunkId] = set()
+        # metadata-server moves reserved but not loaded yet: their version is not in COS yet
+        self.waiting: set[ChunkId] = set()
+        self.moved = 0  # chunks the metadata server moved that landed
         self.retired = 0
         self.migrations = 0
-        self.revived = 0  # degraded functions made active again by reads of chunks that cannot move
 
     # -- hooks of the core ---------------------------------------------------------
     def counted(self, fn: int, n: int, k: int) -> None:
@@ -138,6 +145,7 @@ class GcCore:
                 cid = (obj.key, obj.version, s, i)
                 self.window.unmark(cid)
                 self.restore.discard(cid)
+                self.waiting.discard(cid)
                 m = self.migrating.pop(cid, None)
                 if m is not None:
                     fn, block, off = m[4]
@@ -148,6 +156,7 @@ class GcCore:
         a copy reported later is deleted again)."""
         for cid in [c for c, m in self.migrating.items() if m[4][0] == fn]:
             del self.migrating[cid]
+            self.waiting.discard(cid)
 
     def lost(self, fn: int) -> list[Instruction] | None:
         """Function ``fn``'s instance was lost and its chunks unplaced: a degraded function
@@ -180,13 +189,7 @@ class GcCore:
             if cid is None or not w.degraded(fn):
                 continue
             obj = st.table.latest(cid[0], cid[1])
-            if obj is not None and obj.alloc is not None:
-                # the metadata server's chunk cannot move: its function moves, to the newest
-                # bucket (active again), so hot data there is never released with it
-                w.left(fn)
-                w.joined(fn)
-                self.revived += 1
-            else:
+            if obj is None or obj.alloc is None:  # the metadata server moves what it placed (``Move``)
                 w.read(cid, fn)
         out: list[Instruction] = []
         for ins in w.step(ev.now, self.open_functions()):
@@ -195,6 +198,7 @@ class GcCore:
             else:
                 out += self._release(ev.now, ins.functions, ins.reason)
         out += self._compact()
+        out += self._loads_due()
         out += [Warm(fn) for fn, last in ev.sleeping
                 if st.chunks(fn) > 0 and ev.now - last >= w.warm_interval(fn)]
         return out
@@ -209,18 +213,73 @@ class GcCore:
         del self.migrating[(obj.key, obj.version, s, i)]
         _, _, _, old, new = m
         stripe = obj.stripes[s]
-        if ev.ok and st.live(obj) and stripe.places[i] == old and (old is not None or (
-                obj.key, obj.version, s, i) not in st.missing):
+        cur = stripe.places[i]
+        # a metadata server's move lands also where the window released the old place meanwhile
+        if ev.ok and st.live(obj) and (cur == old or (obj.alloc is not None and cur is None)) and (
+                cur is not None or (obj.key, obj.version, s, i) not in st.missing):
             st._unplace(ev.now, obj, s, i)
             stripe.places[i] = new
             st._count(new[0], +1)
             st.ledger.stored(ev.now, st.name(new[0]), ckey, new[1], new[2], stripe.cl)
             self.migrations += 1
-            return [Release(old[0], (ckey,))] if old is not None else []
+            if obj.alloc is not None:
+                self.moved += 1
+            return [Release(cur[0], (ckey,))] if cur is not None else []
         st.placement.free(new[0], new[1], new[2], stripe.cl)
         return [Release(new[0], (ckey,))] if ev.ok else []
 
+    def move(self, ev: Move) -> list[Instruction]:
+        """The metadata server moved chunks of ``ev.key`` it placed: each stripe's chunk goes to
+        its new place (reserved here; a move of the same chunk still in flight is void: its copy
+        is deleted when it lands), loaded from COS once the version is there. Idempotent: a
+        chunk already at (or moving to) its new place, or a version gone, changes nothing."""
+        st = self.state
+        obj = next((o for o in reversed(st.table.versions(ev.key)) if o.state == "ready" and o.alloc is not None), None)
+        if obj is None:
+            return []
+        alloc = list(obj.alloc or [])
+        bs = st.placement.block_size
+        out: list[Instruction] = []
+        for chunk, fn, block, off, length in ev.moves:
+            if not 0 <= chunk < len(alloc) or any(chunk >= stripe.n for stripe in obj.stripes):
+                continue
+            start = off
+            for s, stripe in enumerate(obj.stripes):
+                new = (fn, block + start // bs, start % bs)
+                start += stripe.cl
+                cid = (obj.key, obj.version, s, chunk)
+                pending = self.migrating.get(cid)
+                if stripe.places[chunk] == new or (pending is not None and pending[4] == new):
+                    continue
+                if any(pl is not None and pl[0] == fn for j, pl in enumerate(stripe.places) if j != chunk):
+                    continue  # (another chunk of the stripe is there still: two on one function never)
+                try:
+                    st.placement.check(*new, stripe.cl)
+                except (BadPlacement, PoolExhausted):
+                    continue  # (this daemon's pool has no room there: the chunk stays where it is)
+                if pending is not None:
+                    del self.migrating[cid]
+                    st.placement.free(*pending[4], stripe.cl)
+                st.placement.reserve(*new, stripe.cl)
+                self.migrating[cid] = (obj, s, chunk, stripe.places[chunk], new)
+                self.waiting.add(cid)
+            alloc[chunk] = (fn, block, off, length)
+        obj.alloc = alloc
+        return out + self._loads_due()
+
     # -- internals ---------------------------------------------------------------------
+    def _loads_due(self) -> list[Instruction]:
+        """``Migrate`` for the metadata server's moves whose version is in COS now."""
+        out: list[Instruction] = []
+        for cid in sorted(self.waiting):
+            m = self.migrating.get(cid)
+            if m is None:
+                self.waiting.discard(cid)
+            elif m[0].uploaded:
+                self.waiting.discard(cid)
+                out.append(Migrate(m[0], m[1], m[2], m[4]))
+        return out
+
     def _elsewhere(self, fn: int) -> bool:
         """``fn`` is in a bucket other than the newest (compaction never moves there)."""
         b = self.window.where.get(fn)

@@ -134,6 +134,15 @@ class DurableTable:
             self.log.append({"o": "free", "k": held})
             self._ship_now()
 
+    def moved(self, obj: ObjectVersion) -> None:
+        """A chunk of ``obj`` the metadata server moved (GC compaction) landed at its new place:
+        a restart restores the version's allocation and places as they are now."""
+        if obj.key in self.log.image.live:
+            self.log.append({"o": "mv", "k": obj.key, "v": obj.version,
+                             "a": [list(a) for a in obj.alloc] if obj.alloc is not None else None,
+                             "p": [[list(pl) if pl is not None else None for pl in st.places] for st in obj.stripes]})
+            self._ship_now()
+
     def evicted(self, keys: Iterable[str]) -> None:
         """The chunks of ``keys``' versions left function memory (``Daemon.evict``): a restart
         restores them without places (read from the buffer or COS), not into memory again."""

@@ -46,8 +46,8 @@ from ._persisted_io import PersistedLifetimes
 from ._runs import drop_run_files, held_by_run, run_of, sweep_files
 from ._session import admit, serve_connection
 from ._state import StoreState
-from ._store_events import (ChunkRecovered, Discard, Event, Evict, Evicted, Free, Freed, FunctionLost, Instruction, Place,
-                            PutReady, Recover, Release, Tick, Upload, Warm)
+from ._store_events import (ChunkRecovered, Discard, Event, Evict, Evicted, Free, Freed, FunctionLost, Instruction,
+                            Migrate, Migrated, Move, Place, PutReady, Recover, Release, Tick, Upload, Warm)
 from ._upload_plan import UploadPolicy
 
 __all__ = ["Daemon"]
@@ -251,6 +251,9 @@ class Daemon(PutPath, GetPath):
             out = self.state.handle(ev)
             if isinstance(ev, PutReady) and any(isinstance(x, Upload) for x in out):
                 self.durable.put(ev.obj)
+            elif isinstance(ev, Migrated) and ev.obj.alloc is not None and \
+                    ev.obj.stripes[ev.stripe].places[ev.index] == ev.place:   # a metadata server's move landed
+                self.durable.moved(ev.obj)
         for ins in out:
             if isinstance(ins, Release):
                 self._handle(ins.fn).delete(list(ins.keys))
@@ -368,6 +371,20 @@ class Daemon(PutPath, GetPath):
             raise StoreError(f"function {name} did not answer STAT within {timeout_s:g} s")
         return got[0]
 
+    def move(self, key: str, moves: Iterable[tuple[int, Any, int, int, int]]) -> None:
+        """The metadata server moved chunks of ``key`` it placed (GC compaction: ``move``
+        instructions): per chunk ``(chunk, function, block, offset, length reserved)``, its new
+        start. Each stripe's chunk loads there from COS and its old copy goes once it landed;
+        GETs read the old copy until then. Idempotent."""
+        try:
+            got = tuple((int(c), self._index_of(fn), int(b), int(o), int(n)) for c, fn, b, o, n in moves)
+        except StoreError:  # another daemon's functions: not this one's to carry out
+            self.count("moves_refused")
+            return
+        out = self._do(Move(key=key, moves=got, now=time.monotonic()))
+        self.count("moves", 1)
+        self.count("move_loads", sum(1 for x in out if isinstance(x, Migrate)))
+
     def release_function(self, name: str) -> bool:
         """Scale-in (the metadata server's ``release_function``): a function none of whose
         blocks are in use leaves the pool at once: its invocation ends (no more billing, no
@@ -456,6 +473,8 @@ class Daemon(PutPath, GetPath):
             slots = self.placement.slots
             sealed = [slots[h.index].sealed if h.index < len(slots) else False for h in self.handles]
             gc = self.state.gc.window.stats() if self.state.gc is not None else None
+            if gc is not None and self.state.gc is not None:  # the metadata server's moves that landed
+                gc["moved"] = self.state.gc.moved
             buckets = [self.state.gc.window.state_of(h.index) if self.state.gc is not None else "none"
                        for h in self.handles]
         return {

@@ -41,7 +41,8 @@ Semantics:
   bucket emptied by frees retired at once (a degraded one whose instance was lost
   too, instead of recovered), and a compaction round that moves
   chunks read on degraded functions into the newest bucket (``Migrate`` /
-  ``Migrated``).
+  ``Migrated``); ``Move``: the metadata server moved chunks it placed (read on a
+  degraded function) and they load at their new places the same way.
 
 ``validate_state`` (``_store_invariants``) asserts what must hold between events.
 """
@@ -60,7 +61,7 @@ from ._placement import BadPlacement, PlaceChunk, PoolExhausted
 from ._store_invariants import validate
 from ._store_events import (Begun, ChunkFailed, ChunkRecovered, ChunkStored, Degraded, Discard, Event, Evict, Evicted,
                             Free, Freed,
-                            FunctionLost, Instruction, Migrated, Place, PutAbandoned, PutBegun, PutReady, PutRetry,
+                            FunctionLost, Instruction, Migrated, Move, Place, PutAbandoned, PutBegun, PutReady, PutRetry,
                             Recover, Release, Restored, SendChunk, StripeBegun, Tick, Upload, Warm)
 
 __all__ = ["StoreState", "MissingKey"]
@@ -91,7 +92,7 @@ class StoreState:
             PutAbandoned: self._put_abandoned, Free: self._free, Evict: self._evict,
             FunctionLost: self._function_lost,
             ChunkRecovered: self._chunk_recovered, Restored: self._restored, Tick: self._tick,
-            Migrated: self._migrated,
+            Migrated: self._migrated, Move: self._move,
         }
 
     def handle(self, ev: Event) -> list[Instruction]:
@@ -332,6 +333,10 @@ class StoreState:
     def _migrated(self, ev: Event) -> list[Instruction]:
         assert isinstance(ev, Migrated)
         return self.gc.migrated(ev) if self.gc is not None else []
+
+    def _move(self, ev: Event) -> list[Instruction]:
+        assert isinstance(ev, Move)
+        return self.gc.move(ev) if self.gc is not None else []
 
     # -- internals -------------------------------------------------------------------------
     def _count(self, fn: int, k: int) -> None:

@@ -24,7 +24,7 @@ from ._objects import ObjectVersion
 __all__ = [
     "Place",
     "Event", "PutBegun", "StripeBegun", "ChunkStored", "ChunkFailed", "PutRetry", "PutReady", "PutAbandoned",
-    "Free", "Evict", "FunctionLost", "ChunkRecovered", "Restored", "Tick", "Migrated",
+    "Free", "Evict", "FunctionLost", "ChunkRecovered", "Restored", "Tick", "Migrated", "Move",
     "Instruction", "Begun", "SendChunk", "Release", "Recover", "Upload", "Discard", "Warm", "Freed", "Evicted", "Degraded",
     "Retire", "Migrate",
 ]
@@ -173,6 +173,17 @@ class Migrated(Event):
     index: int
     place: Place
     ok: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Move(Event):
+    """The metadata server moved chunks of ``key`` it placed (GC compaction of a chunk read on
+    a degraded function): ``moves`` gives, per chunk whose place changed, ``(chunk, function,
+    block, offset, length reserved)``, the chunk's new start (its stripes lie end to end from
+    there, as a PUT lays them)."""
+
+    key: str
+    moves: tuple[tuple[int, int, int, int, int], ...]
 
 
 # -- instructions ----------------------------------------------------------------------------

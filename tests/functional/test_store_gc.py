@@ -144,8 +144,9 @@ def test_the_embedded_stack_releases_cold_data_after_h_and_reads_it_from_cos(tmp
 
 
 def test_in_the_embedded_stack_data_read_within_h_stays_in_memory(tmp_path: Any) -> None:
-    """The metadata server's chunks cannot move: reading them on a degraded function moves the
-    function to the newest bucket, so an object read more often than H never leaves memory."""
+    """The metadata server's chunks move when read on a degraded function (its ``move``
+    instruction: a new home in the newest bucket, loaded from COS), so an object read more
+    often than H never leaves memory."""
     import json
 
     from sdk._config import Config
@@ -171,7 +172,7 @@ def test_in_the_embedded_stack_data_read_within_h_stays_in_memory(tmp_path: Any)
             wait_for(lambda seen=seen: rounds() > seen, what="the next GC round")
             assert run.get("o0") == values["o0"]
         assert d.counters["cos_fallbacks"] == fallbacks
-        assert d.state.gc is not None and d.state.gc.revived > 0 and (d.stats()["gc"] or {}).get("rounds", 0) >= 6
+        assert d.state.gc is not None and d.state.gc.moved > 0 and (d.stats()["gc"] or {}).get("rounds", 0) >= 6
         hot = d.table.latest(f"{run.run_id}/o0")
         assert hot is not None and all(pl is not None for st in hot.stripes for pl in st.places[:st.d])
         # (functions holding only what nobody read, o0's parity among it, may have left meanwhile)

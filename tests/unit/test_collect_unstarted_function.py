@@ -62,3 +62,41 @@ def test_chunks_on_unstarted_functions_are_missing_and_the_stripe_falls_back() -
     out.close()
     ours.close()
     client.close()
+
+
+class _Function:
+    """A started function that records the requests it is sent."""
+
+    def __init__(self) -> None:
+        self.state = "active"
+        self.silent = False
+        self.asked: list[tuple[int, str, Any]] = []
+
+    def request(self, op: int, key: str, cb: Any, **kw: Any) -> None:
+        self.asked.append((op, key, cb))
+
+
+def test_a_chunk_moved_while_its_get_was_in_flight_is_asked_of_its_new_place() -> None:
+    """GC compaction swapped the chunk's place and deleted the old copy before the old function
+    answered: the GET asks the new place instead of counting a miss and falling back to COS."""
+    from storage_functions.protocol import Frame, Op, Status
+
+    ours, client = socket.socketpair()
+    out = Outbox(ours)
+    host = _Host()
+    host.handles = [_Function(), _Function()]
+    st = Stripe(d=1, p=0, fs=8, ol=8, cl=8, crcs=[0], places=[(0, 0, 0)])
+    obj = ObjectVersion(key="k", version=1, size=8, stripes=[st], state="ready")
+    col = Collector(host, Lanes(out).open(8), obj, 7, b"head", window=0, extra=0, clock=lambda: 100.0)
+    col.start()
+    ((op, key, cb),) = host.handles[0].asked
+    st.places[0] = (1, 0, 0)                     # the move landed; the old copy went
+    cb(Frame(Op.GET, Status.NOT_FOUND, 7, key, {}, 0, 0, 0, 0), None)
+    assert [(o, k) for o, k, _ in host.handles[1].asked] == [(op, key)]
+    assert host.counters == {"gets_after_move": 1} and col.win.recs[0].state != "fallback"
+    ((_, _, cb2),) = host.handles[1].asked
+    cb2(Frame(Op.GET, Status.NOT_FOUND, 7, key, {}, 0, 0, 0, 0), None)  # missing where it is: a real miss
+    assert host.counters.get("missing_chunks") == 1 and len(host.handles[1].asked) == 1
+    out.close()
+    ours.close()
+    client.close()

@@ -37,6 +37,21 @@ def test_an_eviction_record_takes_the_places_and_keeps_the_version() -> None:
     assert replay(list(img.records())).live["a"][1]["stripes"][0]["places"] == [None, None, None]   # compacted
 
 
+def test_a_move_record_gives_the_version_its_new_allocation_and_places() -> None:
+    placed = {"o": "put", "k": "a", "v": 1, "m": {"size": 600, "cos_key": "sion/a/1", "alloc": [[0, 0, 0, 300]] * 3,
+                                                   "stripes": [{"d": 2, "p": 1, "fs": 300, "ol": 600, "cl": 300,
+                                                                "crcs": [1, 2, 3],
+                                                                "places": [[0, 0, 0], [1, 0, 0], [2, 0, 0]]}]}}
+    moved = {"o": "mv", "k": "a", "v": 1, "a": [[3, 0, 0, 300], [1, 0, 0, 300], [2, 0, 0, 300]],
+             "p": [[[3, 0, 0], [1, 0, 0], [2, 0, 0]]]}
+    img = replay([placed, {"o": "up", "k": "a", "v": 1}, moved, {"o": "mv", "k": "gone", "v": 1, "a": [], "p": []}])
+    meta = img.live["a"][1]
+    assert meta["uploaded"] and meta["alloc"][0] == [3, 0, 0, 300]
+    obj = version_from_record("a", 1, meta)                     # restored where the move put it
+    assert obj.stripes[0].places == [(3, 0, 0), (1, 0, 0), (2, 0, 0)] and obj.alloc is not None
+    assert replay(list(img.records())).live["a"][1]["stripes"][0]["places"][0] == [3, 0, 0]   # compacted
+
+
 def test_a_batch_upload_record_and_the_live_count() -> None:
     img = replay([_put("a"), _put("a", 2), _put("b"), _put("c"), _put("a", 2),
                   {"o": "ups", "kv": [["a", 2], ["c", 1], ["gone", 1], "bad"]}, {"o": "free", "k": ["b"]}])

@@ -12,8 +12,8 @@ from storage_functions.daemon._gc import GcConfig, GcRelease, GcSeal, GcWindow
 from storage_functions.daemon._objects import chunk_key
 from storage_functions.daemon._placement import PlaceChunk
 from storage_functions.daemon._state import StoreState
-from storage_functions.daemon._store_events import (Free, FunctionLost, Migrate, Migrated, Recover, Release, Retire,
-                                                    Tick, Warm)
+from storage_functions.daemon._store_events import (Free, FunctionLost, Migrate, Migrated, Move, Recover, Release,
+                                                    Retire, Tick, Warm)
 
 from .test_store_state import BS, put
 
@@ -189,7 +189,7 @@ def test_compaction_moves_read_chunks_from_degraded_functions_to_the_newest_buck
     assert all(not sl.alloc.refs for sl in s.placement.slots)
 
 
-def test_versions_the_metadata_server_placed_are_never_moved_their_read_functions_revive() -> None:
+def test_versions_the_metadata_server_placed_are_not_compacted_here_its_move_carries_them() -> None:
     s = core()
     obj = put(s, "r/a", alloc=[(0, 0, 0), (1, 0, 0), (2, 0, 0)])
     obj.uploaded = True
@@ -199,11 +199,39 @@ def test_versions_the_metadata_server_placed_are_never_moved_their_read_function
     out = s.handle(Tick(now=21.0, reads=tuple((fn, chunk_key("r/a", 1, 0, fn)) for fn in (0, 1))))
     assert not [x for x in out if isinstance(x, Migrate)] and not s.gc.window.marked
     w = s.gc.window
-    assert w.where[0] is w.newest and w.where[1] is w.newest and w.degraded(2)  # read: active again
-    assert s.gc.revived == 2
-    out = s.handle(Tick(now=60.0))  # H later: only the unread function goes
-    assert [x for x in out if isinstance(x, Retire)] == [Retire(2, "window")]
-    assert obj.stripes[0].places[0] == (0, 0, 0) and obj.stripes[0].places[2] is None
+    assert w.degraded(0) and w.degraded(1) and w.degraded(2)  # not revived: the metadata server moves
+    # its move: chunks 0 and 1 to functions 3 and 4 (chunk 2 stays), loaded from COS
+    out = s.handle(Move(key="r/a", moves=((0, 3, 0, 0, 300), (1, 4, 0, 0, 300)), now=21.5))
+    loads = [x for x in out if isinstance(x, Migrate)]
+    assert [(m.index, m.place) for m in loads] == [(0, (3, 0, 0)), (1, (4, 0, 0))]
+    assert s.handle(Move(key="r/a", moves=((0, 3, 0, 0, 300),), now=21.6)) == []  # again: nothing new
+    s.validate_state()
+    assert obj.stripes[0].places[0] == (0, 0, 0)  # GETs read the old copy until the new one landed
+    out = s.handle(Migrated(obj=obj, stripe=0, index=0, place=(3, 0, 0), ok=True, now=21.7))
+    assert Release(0, (chunk_key("r/a", 1, 0, 0),)) in out and obj.stripes[0].places[0] == (3, 0, 0)
+    s.handle(Tick(now=60.0))  # H later: the old functions go; chunk 1's copy lands after its release
+    assert obj.stripes[0].places[1] is None
+    out = s.handle(Migrated(obj=obj, stripe=0, index=1, place=(4, 0, 0), ok=True, now=60.5))
+    assert obj.stripes[0].places[1] == (4, 0, 0) and s.gc.moved == 2
+    assert obj.alloc is not None and obj.alloc[0][0] == 3 and obj.alloc[1][0] == 4
+    s.validate_state()
+
+
+def test_a_move_of_a_version_not_in_cos_yet_loads_once_it_is_and_a_free_gives_its_place_back() -> None:
+    s = core()
+    obj = put(s, "r/a", alloc=[(0, 0, 0), (1, 0, 0), (2, 0, 0)], stripes=2)   # chunks of 2 stripes end to end
+    assert not obj.uploaded
+    assert s.handle(Move(key="r/a", moves=((2, 5, 1, 0, 600),), now=1.0)) == []   # reserved, waits for COS
+    assert s.gc is not None and len(s.gc.waiting) == 2
+    s.validate_state()
+    obj.uploaded = True
+    loads = [x for x in s.handle(Tick(now=2.0)) if isinstance(x, Migrate)]
+    assert [(m.stripe, m.index, m.place) for m in loads] == [(0, 2, (5, 1, 0)), (1, 2, (5, 1, 300))]
+    assert not s.gc.waiting
+    s.handle(Free(keys=("r/a",), now=3.0))       # freed while they load: the new places go back
+    assert not s.gc.migrating and all(not sl.alloc.refs for sl in s.placement.slots)
+    out = s.handle(Migrated(obj=obj, stripe=0, index=2, place=(5, 1, 0), ok=True, now=3.5))
+    assert out == [Release(5, (chunk_key("r/a", 1, 0, 2),))]   # the copy that landed late is deleted
     s.validate_state()
 
 

@@ -1970,11 +1970,11 @@ class register_workflow_args(object):
             elif fid == 3:
                 if ftype == TType.MAP:
                     self.params = {}
-                    (_ktype57, _vtype58, _size56) = iprot.readMapBegin()
-                    for _i60 in range(_size56):
-                        _key61 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
-                        _val62 = iprot.readI64()
-                        self.params[_key61] = _val62
+                    (_ktype64, _vtype65, _size63) = iprot.readMapBegin()
+                    for _i67 in range(_size63):
+                        _key68 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                        _val69 = iprot.readI64()
+                        self.params[_key68] = _val69
                     iprot.readMapEnd()
                 else:
                     iprot.skip(ftype)
@@ -2004,9 +2004,9 @@ class register_workflow_args(object):
         if self.params is not None:
             oprot.writeFieldBegin('params', TType.MAP, 3)
             oprot.writeMapBegin(TType.STRING, TType.I64, len(self.params))
-            for kiter63, viter64 in self.params.items():
-                oprot.writeString(kiter63.encode('utf-8') if sys.version_info[0] == 2 else kiter63)
-                oprot.writeI64(viter64)
+            for kiter70, viter71 in self.params.items():
+                oprot.writeString(kiter70.encode('utf-8') if sys.version_info[0] == 2 else kiter70)
+                oprot.writeI64(viter71)
             oprot.writeMapEnd()
             oprot.writeFieldEnd()
         if self.source is not None:
@@ -3086,23 +3086,23 @@ class fetch_instructions_args(object):
             elif fid == 4:
                 if ftype == TType.MAP:
                     self.loads = {}
-                    (_ktype66, _vtype67, _size65) = iprot.readMapBegin()
-                    for _i69 in range(_size65):
-                        _key70 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
-                        _val71 = FunctionLoad()
-                        _val71.read(iprot)
-                        self.loads[_key70] = _val71
+                    (_ktype73, _vtype74, _size72) = iprot.readMapBegin()
+                    for _i76 in range(_size72):
+                        _key77 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                        _val78 = FunctionLoad()
+                        _val78.read(iprot)
+                        self.loads[_key77] = _val78
                     iprot.readMapEnd()
                 else:
                     iprot.skip(ftype)
             elif fid == 5:
                 if ftype == TType.MAP:
                     self.buckets = {}
-                    (_ktype73, _vtype74, _size72) = iprot.readMapBegin()
-                    for _i76 in range(_size72):
-                        _key77 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
-                        _val78 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
-                        self.buckets[_key77] = _val78
+                    (_ktype80, _vtype81, _size79) = iprot.readMapBegin()
+                    for _i83 in range(_size79):
+                        _key84 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                        _val85 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                        self.buckets[_key84] = _val85
                     iprot.readMapEnd()
                 else:
                     iprot.skip(ftype)
@@ -3136,17 +3136,17 @@ class fetch_instructions_args(object):
         if self.loads is not None:
             oprot.writeFieldBegin('loads', TType.MAP, 4)
             oprot.writeMapBegin(TType.STRING, TType.STRUCT, len(self.loads))
-            for kiter79, viter80 in self.loads.items():
-                oprot.writeString(kiter79.encode('utf-8') if sys.version_info[0] == 2 else kiter79)
-                viter80.write(oprot)
+            for kiter86, viter87 in self.loads.items():
+                oprot.writeString(kiter86.encode('utf-8') if sys.version_info[0] == 2 else kiter86)
+                viter87.write(oprot)
             oprot.writeMapEnd()
             oprot.writeFieldEnd()
         if self.buckets is not None:
             oprot.writeFieldBegin('buckets', TType.MAP, 5)
             oprot.writeMapBegin(TType.STRING, TType.STRING, len(self.buckets))
-            for kiter81, viter82 in self.buckets.items():
-                oprot.writeString(kiter81.encode('utf-8') if sys.version_info[0] == 2 else kiter81)
-                oprot.writeString(viter82.encode('utf-8') if sys.version_info[0] == 2 else viter82)
+            for kiter88, viter89 in self.buckets.items():
+                oprot.writeString(kiter88.encode('utf-8') if sys.version_info[0] == 2 else kiter88)
+                oprot.writeString(viter89.encode('utf-8') if sys.version_info[0] == 2 else viter89)
             oprot.writeMapEnd()
             oprot.writeFieldEnd()
         if self.daemon is not None:
@@ -3218,11 +3218,11 @@ class fetch_instructions_result(object):
             if fid == 0:
                 if ftype == TType.LIST:
                     self.success = []
-                    (_etype86, _size83) = iprot.readListBegin()
-                    for _i87 in range(_size83):
-                        _elem88 = Instruction()
-                        _elem88.read(iprot)
-                        self.success.append(_elem88)
+                    (_etype93, _size90) = iprot.readListBegin()
+                    for _i94 in range(_size90):
+                        _elem95 = Instruction()
+                        _elem95.read(iprot)
+                        self.success.append(_elem95)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -3244,8 +3244,8 @@ class fetch_instructions_result(object):
         if self.success is not None:
             oprot.writeFieldBegin('success', TType.LIST, 0)
             oprot.writeListBegin(TType.STRUCT, len(self.success))
-            for iter89 in self.success:
-                iter89.write(oprot)
+            for iter96 in self.success:
+                iter96.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.fault is not None:
@@ -4956,11 +4956,11 @@ class list_objects_result(object):
             if fid == 0:
                 if ftype == TType.LIST:
                     self.success = []
-                    (_etype93, _size90) = iprot.readListBegin()
-                    for _i94 in range(_size90):
-                        _elem95 = ObjectStatus()
-                        _elem95.read(iprot)
-                        self.success.append(_elem95)
+                    (_etype100, _size97) = iprot.readListBegin()
+                    for _i101 in range(_size97):
+                        _elem102 = ObjectStatus()
+                        _elem102.read(iprot)
+                        self.success.append(_elem102)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -4982,8 +4982,8 @@ class list_objects_result(object):
         if self.success is not None:
             oprot.writeFieldBegin('success', TType.LIST, 0)
             oprot.writeListBegin(TType.STRUCT, len(self.success))
-            for iter96 in self.success:
-                iter96.write(oprot)
+            for iter103 in self.success:
+                iter103.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.fault is not None:
@@ -5256,10 +5256,10 @@ class get_batch_args(object):
             elif fid == 4:
                 if ftype == TType.LIST:
                     self.object_names = []
-                    (_etype100, _size97) = iprot.readListBegin()
-                    for _i101 in range(_size97):
-                        _elem102 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
-                        self.object_names.append(_elem102)
+                    (_etype107, _size104) = iprot.readListBegin()
+                    for _i108 in range(_size104):
+                        _elem109 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                        self.object_names.append(_elem109)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -5288,8 +5288,8 @@ class get_batch_args(object):
         if self.object_names is not None:
             oprot.writeFieldBegin('object_names', TType.LIST, 4)
             oprot.writeListBegin(TType.STRING, len(self.object_names))
-            for iter103 in self.object_names:
-                oprot.writeString(iter103.encode('utf-8') if sys.version_info[0] == 2 else iter103)
+            for iter110 in self.object_names:
+                oprot.writeString(iter110.encode('utf-8') if sys.version_info[0] == 2 else iter110)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
@@ -5355,11 +5355,11 @@ class get_batch_result(object):
             if fid == 0:
                 if ftype == TType.LIST:
                     self.success = []
-                    (_etype107, _size104) = iprot.readListBegin()
-                    for _i108 in range(_size104):
-                        _elem109 = GetResult()
-                        _elem109.read(iprot)
-                        self.success.append(_elem109)
+                    (_etype114, _size111) = iprot.readListBegin()
+                    for _i115 in range(_size111):
+                        _elem116 = GetResult()
+                        _elem116.read(iprot)
+                        self.success.append(_elem116)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -5381,8 +5381,8 @@ class get_batch_result(object):
         if self.success is not None:
             oprot.writeFieldBegin('success', TType.LIST, 0)
             oprot.writeListBegin(TType.STRUCT, len(self.success))
-            for iter110 in self.success:
-                iter110.write(oprot)
+            for iter117 in self.success:
+                iter117.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.fault is not None:
@@ -5470,10 +5470,10 @@ class read_batch_args(object):
             elif fid == 4:
                 if ftype == TType.LIST:
                     self.object_names = []
-                    (_etype114, _size111) = iprot.readListBegin()
-                    for _i115 in range(_size111):
-                        _elem116 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
-                        self.object_names.append(_elem116)
+                    (_etype121, _size118) = iprot.readListBegin()
+                    for _i122 in range(_size118):
+                        _elem123 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                        self.object_names.append(_elem123)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -5502,8 +5502,8 @@ class read_batch_args(object):
         if self.object_names is not None:
             oprot.writeFieldBegin('object_names', TType.LIST, 4)
             oprot.writeListBegin(TType.STRING, len(self.object_names))
-            for iter117 in self.object_names:
-                oprot.writeString(iter117.encode('utf-8') if sys.version_info[0] == 2 else iter117)
+            for iter124 in self.object_names:
+                oprot.writeString(iter124.encode('utf-8') if sys.version_info[0] == 2 else iter124)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
@@ -5676,10 +5676,10 @@ class read_done_args(object):
             elif fid == 4:
                 if ftype == TType.LIST:
                     self.object_names = []
-                    (_etype121, _size118) = iprot.readListBegin()
-                    for _i122 in range(_size118):
-                        _elem123 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
-                        self.object_names.append(_elem123)
+                    (_etype128, _size125) = iprot.readListBegin()
+                    for _i129 in range(_size125):
+                        _elem130 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                        self.object_names.append(_elem130)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -5708,8 +5708,8 @@ class read_done_args(object):
         if self.object_names is not None:
             oprot.writeFieldBegin('object_names', TType.LIST, 4)
             oprot.writeListBegin(TType.STRING, len(self.object_names))
-            for iter124 in self.object_names:
-                oprot.writeString(iter124.encode('utf-8') if sys.version_info[0] == 2 else iter124)
+            for iter131 in self.object_names:
+                oprot.writeString(iter131.encode('utf-8') if sys.version_info[0] == 2 else iter131)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
@@ -5775,10 +5775,10 @@ class read_done_result(object):
             if fid == 0:
                 if ftype == TType.LIST:
                     self.success = []
-                    (_etype128, _size125) = iprot.readListBegin()
-                    for _i129 in range(_size125):
-                        _elem130 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
-                        self.success.append(_elem130)
+                    (_etype135, _size132) = iprot.readListBegin()
+                    for _i136 in range(_size132):
+                        _elem137 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                        self.success.append(_elem137)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -5800,8 +5800,8 @@ class read_done_result(object):
         if self.success is not None:
             oprot.writeFieldBegin('success', TType.LIST, 0)
             oprot.writeListBegin(TType.STRING, len(self.success))
-            for iter131 in self.success:
-                oprot.writeString(iter131.encode('utf-8') if sys.version_info[0] == 2 else iter131)
+            for iter138 in self.success:
+                oprot.writeString(iter138.encode('utf-8') if sys.version_info[0] == 2 else iter138)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.fault is not None:
@@ -5889,11 +5889,11 @@ class begin_put_batch_args(object):
             elif fid == 4:
                 if ftype == TType.LIST:
                     self.requests = []
-                    (_etype135, _size132) = iprot.readListBegin()
-                    for _i136 in range(_size132):
-                        _elem137 = PutRequest()
-                        _elem137.read(iprot)
-                        self.requests.append(_elem137)
+                    (_etype142, _size139) = iprot.readListBegin()
+                    for _i143 in range(_size139):
+                        _elem144 = PutRequest()
+                        _elem144.read(iprot)
+                        self.requests.append(_elem144)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -5922,8 +5922,8 @@ class begin_put_batch_args(object):
         if self.requests is not None:
             oprot.writeFieldBegin('requests', TType.LIST, 4)
             oprot.writeListBegin(TType.STRUCT, len(self.requests))
-            for iter138 in self.requests:
-                iter138.write(oprot)
+            for iter145 in self.requests:
+                iter145.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
@@ -5989,11 +5989,11 @@ class begin_put_batch_result(object):
             if fid == 0:
                 if ftype == TType.LIST:
                     self.success = []
-                    (_etype142, _size139) = iprot.readListBegin()
-                    for _i143 in range(_size139):
-                        _elem144 = PutGrant()
-                        _elem144.read(iprot)
-                        self.success.append(_elem144)
+                    (_etype149, _size146) = iprot.readListBegin()
+                    for _i150 in range(_size146):
+                        _elem151 = PutGrant()
+                        _elem151.read(iprot)
+                        self.success.append(_elem151)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -6015,8 +6015,8 @@ class begin_put_batch_result(object):
         if self.success is not None:
             oprot.writeFieldBegin('success', TType.LIST, 0)
             oprot.writeListBegin(TType.STRUCT, len(self.success))
-            for iter145 in self.success:
-                iter145.write(oprot)
+            for iter152 in self.success:
+                iter152.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.fault is not None:
@@ -6104,10 +6104,10 @@ class finish_put_batch_args(object):
             elif fid == 4:
                 if ftype == TType.LIST:
                     self.object_names = []
-                    (_etype149, _size146) = iprot.readListBegin()
-                    for _i150 in range(_size146):
-                        _elem151 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
-                        self.object_names.append(_elem151)
+                    (_etype156, _size153) = iprot.readListBegin()
+                    for _i157 in range(_size153):
+                        _elem158 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                        self.object_names.append(_elem158)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -6136,8 +6136,8 @@ class finish_put_batch_args(object):
         if self.object_names is not None:
             oprot.writeFieldBegin('object_names', TType.LIST, 4)
             oprot.writeListBegin(TType.STRING, len(self.object_names))
-            for iter152 in self.object_names:
-                oprot.writeString(iter152.encode('utf-8') if sys.version_info[0] == 2 else iter152)
+            for iter159 in self.object_names:
+                oprot.writeString(iter159.encode('utf-8') if sys.version_info[0] == 2 else iter159)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
@@ -6203,11 +6203,11 @@ class finish_put_batch_result(object):
             if fid == 0:
                 if ftype == TType.LIST:
                     self.success = []
-                    (_etype156, _size153) = iprot.readListBegin()
-                    for _i157 in range(_size153):
-                        _elem158 = PutResult()
-                        _elem158.read(iprot)
-                        self.success.append(_elem158)
+                    (_etype163, _size160) = iprot.readListBegin()
+                    for _i164 in range(_size160):
+                        _elem165 = PutResult()
+                        _elem165.read(iprot)
+                        self.success.append(_elem165)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -6229,8 +6229,8 @@ class finish_put_batch_result(object):
         if self.success is not None:
             oprot.writeFieldBegin('success', TType.LIST, 0)
             oprot.writeListBegin(TType.STRUCT, len(self.success))
-            for iter159 in self.success:
-                iter159.write(oprot)
+            for iter166 in self.success:
+                iter166.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.fault is not None:

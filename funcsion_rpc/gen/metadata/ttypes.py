@@ -1962,6 +1962,7 @@ class Instruction(object):
      - function_name
      - reason
      - tier
+     - old_extents
 
     """
 
@@ -1976,10 +1977,11 @@ class Instruction(object):
         'function_name',
         'reason',
         'tier',
+        'old_extents',
     )
 
 
-    def __init__(self, seq=None, kind=None, run_id=None, object_name=None, extents=None, keep_cos=None, blocks=None, function_name=None, reason=None, tier=None,):
+    def __init__(self, seq=None, kind=None, run_id=None, object_name=None, extents=None, keep_cos=None, blocks=None, function_name=None, reason=None, tier=None, old_extents=None,):
         self.seq = seq
         self.kind = kind
         self.run_id = run_id
@@ -1990,6 +1992,7 @@ class Instruction(object):
         self.function_name = function_name
         self.reason = reason
         self.tier = tier
+        self.old_extents = old_extents
 
     def read(self, iprot):
         if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
@@ -2056,6 +2059,17 @@ class Instruction(object):
                     self.tier = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
                 else:
                     iprot.skip(ftype)
+            elif fid == 11:
+                if ftype == TType.LIST:
+                    self.old_extents = []
+                    (_etype58, _size55) = iprot.readListBegin()
+                    for _i59 in range(_size55):
+                        _elem60 = Extent()
+                        _elem60.read(iprot)
+                        self.old_extents.append(_elem60)
+                    iprot.readListEnd()
+                else:
+                    iprot.skip(ftype)
             else:
                 iprot.skip(ftype)
             iprot.readFieldEnd()
@@ -2085,8 +2099,8 @@ class Instruction(object):
         if self.extents is not None:
             oprot.writeFieldBegin('extents', TType.LIST, 5)
             oprot.writeListBegin(TType.STRUCT, len(self.extents))
-            for iter55 in self.extents:
-                iter55.write(oprot)
+            for iter61 in self.extents:
+                iter61.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.keep_cos is not None:
@@ -2108,6 +2122,13 @@ class Instruction(object):
         if self.tier is not None:
             oprot.writeFieldBegin('tier', TType.STRING, 10)
             oprot.writeString(self.tier.encode('utf-8') if sys.version_info[0] == 2 else self.tier)
+            oprot.writeFieldEnd()
+        if self.old_extents is not None:
+            oprot.writeFieldBegin('old_extents', TType.LIST, 11)
+            oprot.writeListBegin(TType.STRUCT, len(self.old_extents))
+            for iter62 in self.old_extents:
+                iter62.write(oprot)
+            oprot.writeListEnd()
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
         oprot.writeStructEnd()
@@ -2482,6 +2503,7 @@ Instruction.thrift_spec = (
     (8, TType.STRING, 'function_name', 'UTF8', None, ),  # 8
     (9, TType.STRING, 'reason', 'UTF8', None, ),  # 9
     (10, TType.STRING, 'tier', 'UTF8', None, ),  # 10
+    (11, TType.LIST, 'old_extents', (TType.STRUCT, [Extent, None], False), None, ),  # 11
 )
 all_structs.append(FunctionLoad)
 FunctionLoad.thrift_spec = (
