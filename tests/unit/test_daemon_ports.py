@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from storage_functions.throttle import HostLink
 from storage_functions.auth import mint_run_token
 from storage_functions.daemon._buffer import PersistentBuffer
 from storage_functions.daemon._collect import Collector
@@ -374,6 +375,7 @@ class _Put(PutPath):
                                            max_functions=c.max_functions, capacity=c.capacity),
                                 block_size=c.block_size)
         self.buffer = PersistentBuffer(tmp, None, direct_io=False)
+        self.host_link = HostLink(0.0)          # no modelled NIC
         self.functions = [_Storing(i, fail=i in failing) for i in range(c.max_functions)]
         self.counts: Counter[str] = Counter()
         self.instructions: list[Instruction] = []
