@@ -31,7 +31,7 @@ from typing import Any
 
 from funcsion_rpc.routing import owner
 
-from ._bench_scale_procs import PhaseResult, Served, aggregate, self_cpu_s, serve, stop, tree_cpu_s
+from ._bench_scale_procs import PhaseResult, Served, aggregate, end_workers, self_cpu_s, serve, tree_cpu_s
 
 __all__ = ["DataShape", "PHASES", "run_daemons", "routed_keys"]
 
@@ -230,11 +230,7 @@ def _run(sizes: list[int], plan: Plan, shape: DataShape, host_mbps: float) -> li
                 w.join(60)
             return result
         finally:
-            for w in workers:
-                if w.is_alive():
-                    w.terminate()
-                    w.join(10)
-            stop(daemons)
+            end_workers(workers, daemons)
 
 
 def _link_waited(addrs: list[tuple[str, int]]) -> float:

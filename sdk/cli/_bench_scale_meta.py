@@ -27,7 +27,7 @@ from typing import Any
 
 from funcsion_rpc.routing import owner, shard_of_run
 
-from ._bench_scale_procs import PhaseResult, Served, aggregate, self_cpu_s, serve, stop, tree_cpu_s
+from ._bench_scale_procs import PhaseResult, Served, aggregate, end_workers, self_cpu_s, serve, tree_cpu_s
 
 __all__ = ["run_shards"]
 
@@ -132,11 +132,7 @@ def run_shards(m: int, clients_per_shard: int, objects: int, seconds: float, hos
                 w.join(60)
             return agg
         finally:
-            for w in workers:
-                if w.is_alive():
-                    w.terminate()
-                    w.join(10)
-            stop(shards)
+            end_workers(workers, shards)
 
 
 def _errors(q: Any) -> str:

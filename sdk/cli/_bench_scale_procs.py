@@ -16,7 +16,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Served", "PhaseResult", "serve", "stop", "tree_cpu_s", "self_cpu_s", "aggregate"]
+__all__ = ["Served", "PhaseResult", "serve", "stop", "tree_cpu_s", "self_cpu_s", "aggregate", "end_workers"]
 
 
 @dataclass(slots=True)
@@ -127,3 +127,12 @@ def aggregate(results: list[PhaseResult]) -> dict[str, float]:
             "mib_per_s": sum(r.nbytes for r in results) / span / (1 << 20),
             "seconds": span, "client_cpu_cores": sum(r.cpu_s for r in results) / span,
             "units": float(sum(r.units for r in results))}
+
+
+def end_workers(workers: list[Any], served: list[Served]) -> None:
+    """A phase's load generators that are still alive are terminated, then its servers stop."""
+    for w in workers:
+        if w.is_alive():
+            w.terminate()
+            w.join(10)
+    stop(served)

@@ -22,7 +22,7 @@ from typing import Any
 
 from ._common import add_param_option, parse_params
 
-__all__ = ["HELP", "add_arguments", "add_aws_arguments", "run", "settings_of"]
+__all__ = ["HELP", "add_arguments", "add_aws_arguments", "deploy_and_say", "run", "settings_of"]
 
 HELP = "register a workflow with the local stack, or deploy it to AWS as one CloudFormation stack"
 
@@ -174,17 +174,24 @@ def _stack_parameters(args: argparse.Namespace) -> Any:
 
 
 def _deploy(args: argparse.Namespace, cfg: Any, params: dict[str, int]) -> dict[str, Any]:
-    from sdk.deploy._stack import deploy_stack
-
     given = _stack_parameters(args)
     b = _bundle(cfg, params, args)
-    dep = deploy_stack(b, given, region=cfg.region, endpoint_url=args.endpoint_url, wait=not args.no_wait)
+    dep = deploy_and_say(b, given, args, cfg)
+    return {"workflow": b.graph.key, "target": "aws", "region": cfg.region, **dep.to_dict()}
+
+
+def deploy_and_say(bundle: Any, given: Any, args: argparse.Namespace, cfg: Any) -> Any:
+    """Create or update ``bundle``'s stack and print what became of it and its outputs (the
+    deploy result); warns once when a new stack has no task layer."""
+    from sdk.deploy._stack import deploy_stack
+
+    dep = deploy_stack(bundle, given, region=cfg.region, endpoint_url=args.endpoint_url, wait=not args.no_wait)
     if dep.action == "created" and not args.layer:
         _warn_no_layer()
     print(f"stack {dep.stack_name} {dep.action} in {cfg.region}")
     for key, value in sorted(dep.outputs.items()):
         print(f"  {key:<22} {value}")
-    return {"workflow": b.graph.key, "target": "aws", "region": cfg.region, **dep.to_dict()}
+    return dep
 
 
 def _dry_run(args: argparse.Namespace, cfg: Any, params: dict[str, int]) -> dict[str, Any]:

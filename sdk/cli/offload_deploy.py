@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .deploy_workflow import _stack_parameters, _warn_no_layer, add_aws_arguments, settings_of
+from .deploy_workflow import _stack_parameters, _warn_no_layer, add_aws_arguments, deploy_and_say, settings_of
 
 __all__ = ["HELP", "add_arguments", "run"]
 
@@ -37,7 +37,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from sdk._config import Config
     from sdk.deploy._offload_stack import offload_bundle
-    from sdk.deploy._stack import deploy_stack, write_dry_run
+    from sdk.deploy._stack import write_dry_run
 
     asl = Path(args.asl)
     if not asl.is_file():
@@ -57,12 +57,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"wrote {', '.join(doc['files'])} to {args.out} (nothing was sent to AWS)")
     else:
         assert given is not None
-        dep = deploy_stack(b, given, region=cfg.region, endpoint_url=args.endpoint_url, wait=not args.no_wait)
-        if dep.action == "created" and not args.layer:
-            _warn_no_layer()
-        print(f"stack {dep.stack_name} {dep.action} in {cfg.region}")
-        for key, value in sorted(dep.outputs.items()):
-            print(f"  {key:<22} {value}")
+        dep = deploy_and_say(b, given, args, cfg)
         doc = {"workflow": b.graph.key, "target": "aws", "region": cfg.region, **dep.to_dict()}
     if args.json:
         print(json.dumps(doc))
