@@ -252,7 +252,8 @@ def _workflow(args: argparse.Namespace) -> dict[str, Any]:
         {"start": True, "name": "replay", "input": ["trace"], "output": [], "next": []}]}}
     params: dict[str, int] = {}
     if args.burst:
-        params = {"readers": args.burst, "broadcasts": 2 * args.burst_rounds}
+        # two broadcasts a round, and as many spares for one the GC window sent to COS (_broadcast)
+        params = {"readers": args.burst, "broadcasts": 4 * args.burst_rounds}
         spec["r"] = {"stage_id": 1, "functions": [
             {"start": True, "replicas": "readers", "name": "reader_{i:03d}", "input": ["hot_{0..broadcasts:02d}"],
              "output": [], "next": []}]}
@@ -285,13 +286,12 @@ def _bursts(stack: Any, run: Any, args: argparse.Namespace) -> dict[str, Any]:
     served: dict[str, dict[str, int]] = {m: dict.fromkeys(SERVED, 0) for m in ("no_cache", "cache")}
     first = 0.0
     clients = _Clients(stack.endpoints, args.burst, min(args.burst, 8))
-    hot = iter(range(2 * args.burst_rounds))
+    hot = iter(range(4 * args.burst_rounds))
     try:
         for r in range(args.burst_rounds):
             for mode in ("no_cache", "cache"):
                 d.cache_functions.on = mode == "cache"
-                name = f"hot_{next(hot):02d}"
-                run.put(name, os.urandom(int(args.object_mb * MiB)), codec="bytes")  # its 64 readers start
+                name = _broadcast(stack, run, hot, int(args.object_mb * MiB))  # its readers start
                 d.wait_uploads(60)  # a cache function loads from COS
                 before = dict(d.counters)
                 got = clients.burst(f"{run.run_id}/{name}")
@@ -320,6 +320,30 @@ def _bursts(stack: Any, run: Any, args: argparse.Namespace) -> dict[str, Any]:
             "burst_get_p50_us_no_cache": round(sorted(lat["no_cache"])[len(lat["no_cache"]) // 2] * 1e6),
             "cache": {**d.cache_functions.router.stats(), "cache_loads": d.counters.get("cache_loads", 0),
                       "cache_prefetches": d.counters.get("cache_prefetches", 0)}}
+
+
+def _broadcast(stack: Any, run: Any, hot: Any, size: int, timeout_s: float = 60.0) -> str:
+    """Write the next broadcast where the burst reads it, in function memory: the metadata
+    server places new data only outside the GC window's degraded buckets, so with the small
+    pool all degraded (the window runs at ``--gc-interval-s``) it goes to the COS tier, which
+    the burst's raw daemon GETs do not read; then it is deleted, and once the window has
+    released those functions a fresh broadcast is written. Its name."""
+    d = stack.store.daemon
+    deadline = time.monotonic() + timeout_s
+    while True:
+        name = f"hot_{next(hot):02d}"
+        run.put(name, os.urandom(size), codec="bytes")
+        with stack.handler.lock:
+            tier = stack.handler.state.runs[run.run_id].objects[name].placement.tier
+        if tier == "memory":
+            return name
+        run.delete(name)
+        while "degraded" in (d.function_buckets() or {}).values():
+            if time.monotonic() > deadline:
+                raise InvalidRequest(f"broadcast {name} went to the COS tier: every storage function stayed in a "
+                                     f"degraded GC bucket for {timeout_s:g} s; give the pool more functions or a "
+                                     "longer --gc-interval-s")
+            time.sleep(0.05)
 
 
 class _Clients:

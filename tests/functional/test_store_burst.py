@@ -52,7 +52,9 @@ def test_a_burst_spreads_over_cache_functions_and_a_free_deletes_their_copies(st
         assert d.wait_uploads(30)
         assert burst(store, "hot", data, 16) == []
         st = d.stats()["cache"]
-        assert st["cache_routed"] > 0 and 0 < st["cache_copies"] <= 2 * 10
+        # at most cache_copies (2) per chunk: the data chunks, and under load the parity chunks a
+        # first-d read reaches for when a data chunk is slow (23 seen in a full run)
+        assert st["cache_routed"] > 0 and 0 < st["cache_copies"] <= 2 * (10 + 2)
         assert d.counters["cos_fallbacks"] == 0
         obj = d.table.latest("hot")
         assert obj is not None
