@@ -21,6 +21,7 @@ from sdk._offload_refs import REF_KEY
 from sdk.deploy.offload_local import OffloadRun, run_local
 from sdk.exceptions import FatalTaskError
 from sdk.local._stack import Stack
+from tests._waiting import wait_for
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "offload"
 
@@ -235,7 +236,6 @@ def test_lazy_reads_and_pass_through(stack: Stack) -> None:
 
 
 def test_a_run_whose_execution_never_reports_is_ended_by_the_ttl(stack: Stack) -> None:
-    import time
 
     h = _handlers()
     asl = (EXAMPLES / "large_result.asl.json").read_text()
@@ -243,12 +243,12 @@ def test_a_run_whose_execution_never_reports_is_ended_by_the_ttl(stack: Stack) -
         run = start_run(c, asl, app="abandoned", ttl_s=0.2)
         try:
             produced = h.produce(_event(run, "Produce", {"size_mb": 0.5}), None)
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline:   # the server's tick, not an event of ours, ends it
+
+            def ended() -> dict[str, Any] | None:   # the server's tick, not an event of ours, ends it
                 summary = next(r for r in c.metadata.stats()["runs"] if r["run_id"] == run.run_id)
-                if summary["state"] != "running":
-                    break
-                time.sleep(0.1)
+                return summary if summary["state"] != "running" else None
+
+            summary = wait_for(ended, 10.0, "the TTL to end the abandoned run", 0.1)
             assert summary["state"] == "expired" and summary["live_bytes"] == 0 and summary["allocated_bytes"] == 0
             with pytest.raises(FatalTaskError, match="ReferenceFreed: .*Produce's result.*no longer stored"):
                 h.consume(_event(run, "Consume", {"data": produced}), None)
