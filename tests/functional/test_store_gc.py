@@ -153,9 +153,10 @@ def test_in_the_embedded_stack_data_read_within_h_stays_in_memory(tmp_path: Any)
     from sdk.local._stack import Stack
 
     cfg = Config.load(state_dir=str(tmp_path / "state"), env={}, function_memory_mb=128)
-    # three degraded rounds (H = 2 s): a read that comes a round late (the machine busy with
-    # the rest of the suite) still finds its function degraded, not released
-    with Stack(cfg, metadata_port=0, daemon_port=0, daemon={**STACK_GC, "gc_degraded": 3}) as stack, \
+    # six degraded rounds (H = 3.5 s): a read that comes a round late, or a move whose COS load
+    # lands rounds later (the machine busy with the rest of the suite: three rounds were not
+    # enough in a full run), still finds its function degraded, not released
+    with Stack(cfg, metadata_port=0, daemon_port=0, daemon={**STACK_GC, "gc_degraded": 6}) as stack, \
             stack.client() as driver:
         d = stack.store.daemon
         run = driver.start_run(driver.register_workflow(json.dumps(WDS)), max_concurrency=1)
