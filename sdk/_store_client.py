@@ -102,6 +102,19 @@ class StoreClient:
             raise
         return sock
 
+    def _borrow_until(self, deadline: float, delay: float) -> tuple[socket.socket, float]:
+        """A pooled connection, dialling again with doubling waits (from ``delay``, at most 1 s)
+        while the daemon refuses (it is restarting) until ``deadline``; the connection and the
+        next wait."""
+        while True:
+            try:
+                return self._borrow(), delay
+            except (ConnectionRefusedError, ConnectionResetError, ConnectionAbortedError):
+                if time.monotonic() + delay > deadline or not self._may_return():
+                    raise
+                time.sleep(delay)  # the daemon is (re)starting
+                delay = min(delay * 2, 1.0)
+
     def _borrow(self) -> socket.socket:
         with self._lock:
             if self._closed:
@@ -148,14 +161,7 @@ class StoreClient:
         deadline = time.monotonic() + self.reconnect_s
         delay = 0.05
         while True:
-            try:
-                sock = self._borrow()
-            except (ConnectionRefusedError, ConnectionResetError, ConnectionAbortedError):
-                if time.monotonic() + delay > deadline or not self._may_return():
-                    raise
-                time.sleep(delay)  # the daemon is (re)starting
-                delay = min(delay * 2, 1.0)
-                continue
+            sock, delay = self._borrow_until(deadline, delay)
             try:
                 result = fn(sock, *args)
             except BaseException as exc:
@@ -433,14 +439,7 @@ class StoreClient:
         deadline = time.monotonic() + self.reconnect_s
         delay = 0.05
         while True:     # opening it is tried again as a call is (``_call``): nothing was handed out yet
-            try:
-                sock = self._borrow()
-            except (ConnectionRefusedError, ConnectionResetError, ConnectionAbortedError):
-                if time.monotonic() + delay > deadline or not self._may_return():
-                    raise
-                time.sleep(delay)  # the daemon is (re)starting
-                delay = min(delay * 2, 1.0)
-                continue
+            sock, delay = self._borrow_until(deadline, delay)
             try:
                 return GetStream(self, sock, key, version)     # it settles the connection when it fails
             except BaseException as exc:
